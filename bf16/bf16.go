@@ -1,0 +1,125 @@
+package bf16
+
+import (
+	"math"
+	"unsafe"
+)
+
+// BF16 is a bfloat16 value held as its 16-bit pattern.
+type BF16 uint16
+
+// Named bit patterns.
+const (
+	QuietNaN BF16 = 0x7FC0
+	PosInf   BF16 = 0x7F80
+	NegInf   BF16 = 0xFF80
+	MaxValue BF16 = 0x7F7F // 3.3895313892515355e38
+	One      BF16 = 0x3F80
+)
+
+// FromFloat32 rounds f to the nearest bfloat16, ties to even. NaN gives QuietNaN.
+func FromFloat32(f float32) BF16 {
+	u := math.Float32bits(f)
+	if u&0x7FFFFFFF > 0x7F800000 {
+		return QuietNaN
+	}
+	bias := uint32(0x7FFF) + (u>>16)&1
+	return BF16((u + bias) >> 16)
+}
+
+// Float32 widens b to float32 exactly.
+func (b BF16) Float32() float32 { return math.Float32frombits(uint32(b) << 16) }
+
+// Bits returns the bit pattern.
+func (b BF16) Bits() uint16 { return uint16(b) }
+
+// IsNaN reports whether b is a NaN.
+func (b BF16) IsNaN() bool { return b&0x7FFF > 0x7F80 }
+
+// Round rounds f to bfloat16 and widens it back: the R(·) of the numerics notes.
+func Round(f float32) float32 { return FromFloat32(f).Float32() }
+
+// Key maps b to an integer that is monotone in b's value: +0 and -0 both map to 0.
+// NaNs have no meaningful key.
+func Key(b BF16) int32 {
+	m := int32(b & 0x7FFF)
+	if b&0x8000 != 0 {
+		return -m
+	}
+	return m
+}
+
+// Steps is the number of representable bfloat16 steps between a and b
+// (|Key(a) - Key(b)|).
+func Steps(a, b BF16) int {
+	d := int(Key(a)) - int(Key(b))
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// ULP is the distance from |b| to the next representable value of larger
+// magnitude (for the largest finite value, the spacing below it). It is NaN for
+// NaN and +Inf for infinities.
+func ULP(b BF16) float32 {
+	switch {
+	case b.IsNaN():
+		return float32(math.NaN())
+	case b&0x7FFF == 0x7F80:
+		return float32(math.Inf(1))
+	}
+	m := b & 0x7FFF
+	if m == MaxValue {
+		return m.Float32() - (m - 1).Float32()
+	}
+	return (m + 1).Float32() - m.Float32()
+}
+
+// FromFloat32s rounds each element of src into dst (len(dst) >= len(src)).
+func FromFloat32s(dst []BF16, src []float32) {
+	dst = dst[:len(src)]
+	for i, f := range src {
+		dst[i] = FromFloat32(f)
+	}
+}
+
+// ToFloat32s widens each element of src into dst (len(dst) >= len(src)).
+func ToFloat32s(dst []float32, src []BF16) {
+	dst = dst[:len(src)]
+	for i, b := range src {
+		dst[i] = b.Float32()
+	}
+}
+
+// FromBytes views little-endian bytes as bfloat16 values without copying when
+// the slice is 2-byte aligned, and copies otherwise. len(p) must be even.
+func FromBytes(p []byte) []BF16 {
+	n := len(p) / 2
+	if n == 0 {
+		return nil
+	}
+	if uintptr(unsafe.Pointer(&p[0]))%2 == 0 && littleEndian {
+		return unsafe.Slice((*BF16)(unsafe.Pointer(&p[0])), n)
+	}
+	out := make([]BF16, n)
+	for i := range out {
+		out[i] = BF16(uint16(p[2*i]) | uint16(p[2*i+1])<<8)
+	}
+	return out
+}
+
+// Bytes returns the little-endian bytes of s (a copy).
+func Bytes(s []BF16) []byte {
+	out := make([]byte, 2*len(s))
+	for i, b := range s {
+		out[2*i] = byte(b)
+		out[2*i+1] = byte(b >> 8)
+	}
+	return out
+}
+
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()

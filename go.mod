@@ -1,0 +1,3 @@
+module github.com/offcard/offcard
+
+go 1.26
