@@ -1,0 +1,61 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/qwen3/tokenizer"
+)
+
+func runExport(e *env, args []string) error {
+	fs := newFlags(e, "export", "--synth tiny|qwen3-0.6b --seed N --out DIR [--tokenizer FILE]")
+	var m modelFlags
+	fs.StringVar(&m.synth, "synth", "", "synthetic model preset: tiny or qwen3-0.6b")
+	fs.Uint64Var(&m.seed, "seed", 1, "seed of the synthetic weights")
+	out := fs.String("out", "", "output `DIR` (created if missing)")
+	tok := fs.String("tokenizer", "", "tokenizer.json `FILE` to copy beside the model")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if m.synth == "" || *out == "" {
+		return bad("need --synth and --out")
+	}
+	if *tok != "" {
+		if _, err := tokenizer.Load(*tok); err != nil {
+			return badInput{err}
+		}
+	}
+	w, err := m.load(nil)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return badInput{err}
+	}
+	if err := w.Export(*out); err != nil {
+		return err
+	}
+	if *tok != "" {
+		return copyFileAtomic(*tok, filepath.Join(*out, "tokenizer.json"))
+	}
+	return nil
+}
+
+func copyFileAtomic(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return badInput{err}
+	}
+	defer in.Close()
+	out, err := createAtomic(dst)
+	if err != nil {
+		return err
+	}
+	defer out.Abort()
+	if _, err := io.Copy(out, in); err != nil {
+		return err
+	}
+	return out.Commit()
+}

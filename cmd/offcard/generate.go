@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/kvpage"
+	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/qwen3/tokenizer"
+	"github.com/offcard/offcard/ref"
+)
+
+const genBlockSize = 32
+
+// modelFlags selects a model: a checkpoint directory or a synthetic preset.
+type modelFlags struct {
+	dir   string
+	synth string
+	seed  uint64
+}
+
+func (m *modelFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+	Uint64Var(*uint64, string, uint64, string)
+}) {
+	fs.StringVar(&m.dir, "model", "", "Hugging Face checkpoint `DIR` (config.json + model.safetensors)")
+	fs.StringVar(&m.synth, "synth", "", "synthetic model preset: tiny or qwen3-0.6b")
+	fs.Uint64Var(&m.seed, "seed", 1, "seed of the synthetic weights")
+}
+
+func (m *modelFlags) load(notice func(string)) (*qwen3.Weights, error) {
+	switch {
+	case m.dir != "" && m.synth != "":
+		return nil, bad("--model and --synth are exclusive")
+	case m.dir != "":
+		w, err := qwen3.LoadWith(m.dir, qwen3.LoadOptions{Notice: notice})
+		if err != nil {
+			return nil, badInput{err}
+		}
+		return w, nil
+	case m.synth != "":
+		cfg, err := qwen3.Preset(m.synth)
+		if err != nil {
+			return nil, badInput{err}
+		}
+		return qwen3.Synth(cfg, m.seed)
+	}
+	return nil, bad("need --model DIR or --synth tiny|qwen3-0.6b")
+}
+
+// dumpRecord is one line of the JSONL dump shared by generate, sim,
+// adjudicate and conform (documented in the README).
+type dumpRecord struct {
+	Step      int       `json:"step"`
+	Seq       int       `json:"seq"`
+	Pos       int       `json:"pos"`
+	Token     int32     `json:"token"`
+	TopIDs    []int32   `json:"top_ids"`
+	TopLogits []float32 `json:"top_logits"`
+	// GapSteps is the top-1/top-2 logit gap in representable bf16 steps.
+	GapSteps int `json:"gap_steps"`
+	// Digest is the first 16 hex digits of the sha256 of the full logits row
+	// as little-endian float32.
+	Digest string `json:"digest"`
+}
+
+const dumpTopK = 8
+
+func newDumpRecord(step int, o qwen3.Output) dumpRecord {
+	ids := topK(o.Logits, dumpTopK)
+	r := dumpRecord{Step: step, Seq: int(o.Seq), Pos: o.Pos, Token: o.Token, TopIDs: ids, Digest: logitsDigest(o.Logits)}
+	for _, id := range ids {
+		r.TopLogits = append(r.TopLogits, o.Logits[id])
+	}
+	if len(ids) > 1 {
+		r.GapSteps = bf16.Steps(bf16.FromFloat32(o.Logits[ids[0]]), bf16.FromFloat32(o.Logits[ids[1]]))
+	}
+	return r
+}
+
+// topK returns the indices of the k largest values, larger first, lower index
+// first among equals (so topK(v,1)[0] is the greedy token).
+func topK(v []float32, k int) []int32 {
+	if k > len(v) {
+		k = len(v)
+	}
+	out := make([]int32, 0, k+1)
+	for i, x := range v {
+		if x != x {
+			continue
+		}
+		j := len(out)
+		for j > 0 && v[out[j-1]] < x {
+			j--
+		}
+		if j >= k {
+			continue
+		}
+		out = append(out, 0)
+		copy(out[j+1:], out[j:])
+		out[j] = int32(i)
+		if len(out) > k {
+			out = out[:k]
+		}
+	}
+	return out
+}
+
+func logitsDigest(l []float32) string {
+	h := sha256.New()
+	var b [4]byte
+	for _, x := range l {
+		binary.LittleEndian.PutUint32(b[:], math.Float32bits(x))
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func parseIDs(s string, vocab int) ([]int32, error) {
+	var ids []int32
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || n < 0 || int(n) >= vocab {
+			return nil, bad("--prompt-ids: %q is not a token id in [0,%d)", f, vocab)
+		}
+		ids = append(ids, int32(n))
+	}
+	return ids, nil
+}
+
+func runGenerate(e *env, args []string) error {
+	fs := newFlags(e, "generate", "[--model DIR | --synth tiny|qwen3-0.6b] [--seed N] [--prompt TEXT | --prompt-ids 1,2,3] [--steps N] [--threads N] [--dump FILE.jsonl] [--logits-out FILE]")
+	var m modelFlags
+	m.register(fs)
+	prompt := fs.String("prompt", "", "prompt `TEXT` (needs a tokenizer: --model DIR with tokenizer.json, or --tokenizer)")
+	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token `ids`")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json `FILE` (default DIR/tokenizer.json with --model)")
+	steps := fs.Int("steps", 16, "number of tokens to generate (0: process the prompt only)")
+	threads := fs.Int("threads", 0, "worker threads (0: GOMAXPROCS)")
+	dumpPath := fs.String("dump", "", "write one JSON object per generated token to `FILE.jsonl`")
+	logitsPath := fs.String("logits-out", "", "write raw little-endian float32 logits of every processed position to `FILE` ([positions × vocab])")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *steps < 0 {
+		return bad("--steps must be ≥ 0, got %d", *steps)
+	}
+	if *threads < 0 {
+		return bad("--threads must be ≥ 0, got %d", *threads)
+	}
+	if *prompt != "" && *promptIDs != "" {
+		return bad("--prompt and --prompt-ids are exclusive")
+	}
+	w, err := m.load(func(s string) { fmt.Fprintf(e.stderr, "offcard generate: %s\n", s) })
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	cfg := w.Config
+
+	var tok *tokenizer.Tokenizer
+	if *tokPath == "" && m.dir != "" {
+		if p := filepath.Join(m.dir, "tokenizer.json"); fileExists(p) {
+			*tokPath = p
+		}
+	}
+	if *tokPath != "" {
+		if tok, err = tokenizer.Load(*tokPath); err != nil {
+			return badInput{err}
+		}
+	}
+	var ids []int32
+	switch {
+	case *prompt != "":
+		if tok == nil {
+			return bad("--prompt needs a tokenizer: --model DIR with tokenizer.json, or --tokenizer FILE")
+		}
+		ids = tok.Encode(*prompt)
+		for _, id := range ids {
+			if int(id) >= cfg.VocabSize {
+				return bad("prompt token %d is outside the model's vocabulary of %d", id, cfg.VocabSize)
+			}
+		}
+	case *promptIDs != "":
+		if ids, err = parseIDs(*promptIDs, cfg.VocabSize); err != nil {
+			return err
+		}
+	default:
+		ids = []int32{int32(cfg.BOSTokenID)}
+	}
+	if len(ids) == 0 {
+		return bad("the prompt is empty")
+	}
+
+	var dump, logits *atomicFile
+	for _, o := range []struct {
+		path string
+		f    **atomicFile
+	}{{*dumpPath, &dump}, {*logitsPath, &logits}} {
+		if o.path == "" {
+			continue
+		}
+		if *o.f, err = createAtomic(o.path); err != nil {
+			return err
+		}
+		defer (*o.f).Abort()
+	}
+
+	total := len(ids) + max(*steps-1, 0)
+	pool, err := kvpage.NewPool(kvpage.BlocksFor(total, genBlockSize), genBlockSize)
+	if err != nil {
+		return err
+	}
+	dec, err := ref.New(w, ref.Options{BlockSize: genBlockSize, NumBlocks: pool.Size(), Threads: *threads})
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+	table := pool.NewTable()
+	if err := table.Grow(len(ids)); err != nil {
+		return err
+	}
+
+	var lw *bufio.Writer
+	if logits != nil {
+		lw = bufio.NewWriterSize(logits, 1<<20)
+	}
+	var dw *json.Encoder
+	var dbuf *bufio.Writer
+	if dump != nil {
+		dbuf = bufio.NewWriter(dump)
+		dw = json.NewEncoder(dbuf)
+	}
+	writeLogits := func(outs []qwen3.Output) error {
+		if lw == nil {
+			return nil
+		}
+		var b [4]byte
+		for _, o := range outs {
+			for _, x := range o.Logits {
+				binary.LittleEndian.PutUint32(b[:], math.Float32bits(x))
+				lw.Write(b[:])
+			}
+		}
+		return nil
+	}
+
+	start := time.Now()
+	prog := newProgress(e, "generate", *steps)
+	outs, err := dec.Prefill(qwen3.Prefill{Seq: 0, Tokens: ids, Blocks: table.Blocks()})
+	if err != nil {
+		return err
+	}
+	writeLogits(outs)
+	var gen []int32
+	last := outs[len(outs)-1]
+	for step := 0; step < *steps; step++ {
+		gen = append(gen, last.Token)
+		if dw != nil {
+			if err := dw.Encode(newDumpRecord(step, last)); err != nil {
+				return err
+			}
+		}
+		prog.update(step + 1)
+		if step == *steps-1 {
+			break
+		}
+		pos := last.Pos + 1
+		if err := table.Grow(pos + 1); err != nil {
+			return err
+		}
+		o, err := dec.Decode([]qwen3.Step{{Seq: 0, Token: last.Token, Pos: pos, Blocks: table.Blocks()}})
+		if err != nil {
+			return err
+		}
+		writeLogits(o)
+		last = o[0]
+	}
+	prog.done()
+	if lw != nil {
+		if err := lw.Flush(); err != nil {
+			return err
+		}
+		if err := logits.Commit(); err != nil {
+			return err
+		}
+	}
+	if dbuf != nil {
+		if err := dbuf.Flush(); err != nil {
+			return err
+		}
+		if err := dump.Commit(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(e.stdout, "prompt ids: %s\n", joinIDs(ids))
+	fmt.Fprintf(e.stdout, "generated ids: %s\n", joinIDs(gen))
+	if tok != nil {
+		fmt.Fprintf(e.stdout, "text: %q\n", tok.Decode(gen))
+	}
+	if el := time.Since(start); *steps > 1 && e.stderrTTY {
+		fmt.Fprintf(e.stderr, "%d positions in %v (%.1f positions/s)\n", total, el.Round(time.Millisecond), float64(total)/el.Seconds())
+	}
+	return nil
+}
+
+func joinIDs(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(s, " ")
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// progress draws "name k/N" on a terminal's stderr and stays quiet when piped.
+type progress struct {
+	w     io.Writer
+	name  string
+	total int
+	last  time.Time
+}
+
+func newProgress(e *env, name string, total int) *progress {
+	if !e.stderrTTY {
+		return &progress{}
+	}
+	return &progress{w: e.stderr, name: name, total: total}
+}
+
+func (p *progress) update(k int) {
+	if p.w == nil || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.w, "\r%s %d/%d", p.name, k, p.total)
+}
+
+func (p *progress) done() {
+	if p.w != nil {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+var _ = errors.New
