@@ -16,7 +16,7 @@ func runExport(e *env, args []string) error {
 	fs.Uint64Var(&m.seed, "seed", 1, "seed of the synthetic weights")
 	out := fs.String("out", "", "output `DIR` (created if missing)")
 	tok := fs.String("tokenizer", "", "tokenizer.json `FILE` to copy beside the model")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if m.synth == "" || *out == "" {

@@ -153,7 +153,7 @@ func runGenerate(e *env, args []string) error {
 	threads := fs.Int("threads", 0, "worker threads (0: GOMAXPROCS)")
 	dumpPath := fs.String("dump", "", "write one JSON object per generated token to `FILE.jsonl`")
 	logitsPath := fs.String("logits-out", "", "write raw little-endian float32 logits of every processed position to `FILE` ([positions × vocab])")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if *steps < 0 {

@@ -80,10 +80,6 @@ func run(args []string, e *env) (code int) {
 		return exitFound
 	}
 	fmt.Fprintf(e.stderr, "offcard %s: %s\n", args[0], oneLine(err.Error()))
-	var b badInput
-	if errors.As(err, &b) {
-		return exitBad
-	}
 	return exitBad
 }
 
@@ -99,27 +95,34 @@ func usage(w io.Writer) {
 	}
 }
 
-// newFlags makes a flag set whose parse errors and --help print to stderr.
-func newFlags(e *env, name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: offcard %s %s\n", name, synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
+// flags is a command's flag set. Parse errors become one line printed by
+// run; --help prints the usage.
+type flags struct {
+	*flag.FlagSet
+	e        *env
+	synopsis string
 }
 
-// parseFlags parses args and rejects stray positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+func newFlags(e *env, name, synopsis string) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &flags{fs, e, synopsis}
+}
+
+// parse parses args and rejects stray positional arguments.
+func (f *flags) parse(args []string) error {
+	if err := f.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(f.e.stderr, "usage: offcard %s %s\n", f.Name(), f.synopsis)
+			f.SetOutput(f.e.stderr)
+			f.PrintDefaults()
 			return err
 		}
 		return badInput{err}
 	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q", fs.Arg(0))
+	if f.NArg() > 0 {
+		return bad("unexpected argument %q", f.Arg(0))
 	}
 	return nil
 }
