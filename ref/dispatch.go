@@ -1,0 +1,7 @@
+package ref
+
+import "github.com/offcard/offcard/bf16"
+
+// dotRow is the matvec inner product used by the decoder's hot loop. It is
+// dotF (and so Dot) bit for bit.
+func dotRow(a []bf16.BF16, xf []float32) float32 { return dotF(a, xf) }

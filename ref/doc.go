@@ -1,0 +1,48 @@
+// Package ref is the oracle of offcard: a bit-exact bf16 CPU reference
+// decoder for Qwen3, a paged CPU KV store, and the bf16 kernels both are
+// built from.
+//
+// # Contract
+//
+// Storage is bf16 at every op boundary and arithmetic is float32, with the
+// rounding points of Hugging Face's eager Qwen3 path (R(·) = round to
+// nearest even bf16):
+//
+//   - linear: y[o] = R(Dot(W[o], x)) (MatVec)
+//   - RMSNorm: s = float32(1/sqrt(Dot(x,x)/n + eps)); y = R(x·s); out = R(w·y)
+//   - q_norm/k_norm per head over head_dim, before RoPE
+//   - RoPE tables: inv_freq and freq in float32, cos/sin rounded to bf16;
+//     half-split rotate: out = R(R(x·cos) + R(rot·sin))
+//   - attention scores R(R(q·k)·scale) with scale = float32(1/sqrt(head_dim));
+//     float32 softmax; p = R(e/sum); out = R(Σ p·v)
+//   - residual adds R(a+b); MLP R(R(silu(g))·u)
+//   - logits R(x·W_lm), returned widened to float32; token = first argmax
+//
+// Every reduction (dot products, the sum of squares of RMSNorm, the softmax
+// denominator, the P·V sum) uses one canonical order, fixed by Dot: 16
+// float32 lanes, acc[j%16] += float32(a[j]·b[j]) for j increasing, then a
+// tree reduction acc[l] += acc[l+h] for h = 8, 4, 2, 1. The order depends
+// only on the reduction length: never on batch size, thread count, the
+// other sequences of a batch, or the block layout of the cache. Therefore:
+//
+//   - prefill then decode equals token-by-token decode, bit for bit;
+//   - a sequence's logits do not depend on the rest of its batch;
+//   - any Threads / GOMAXPROCS gives the same bits;
+//   - any block table (permuted, non-contiguous) gives the same bits as a
+//     contiguous one.
+//
+// Any faster implementation of these kernels (assembly, the simulator's
+// ops) must reproduce this order bit for bit; the simulator calls these
+// kernels in the same decomposition, so engine-on-sim equals ref exactly.
+//
+// # What is not guaranteed
+//
+// Bit equality with PyTorch is not claimed. PyTorch's bf16 matmuls
+// accumulate in an implementation-defined (blocked) order, its fp32 mean
+// and rsqrt may differ in the last float32 bit, and its default attention
+// backend (SDPA) has different rounding points from the eager path mirrored
+// here. Against PyTorch or hardware, compare in bf16 ULPs (a few steps in
+// the logits after many layers are normal), never bit for bit. NaN payloads
+// of intermediate float32 values are not specified; bf16 NaNs are always
+// the quiet NaN 0x7FC0.
+package ref

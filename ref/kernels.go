@@ -1,0 +1,309 @@
+package ref
+
+import (
+	"math"
+
+	"github.com/offcard/offcard/bf16"
+)
+
+// Lanes is the number of float32 accumulators of the canonical reduction
+// order (see Dot).
+const Lanes = 16
+
+// R rounds a float32 to bf16 and widens it back (the R(·) of the numerics notes).
+func r(f float32) float32 { return bf16.Round(f) }
+
+// reduceLanes folds the 16 lane accumulators in the canonical tree order:
+// for h = 8, 4, 2, 1: acc[l] += acc[l+h] for l < h. The result is acc[0].
+func reduceLanes(acc *[Lanes]float32) float32 {
+	for h := Lanes / 2; h >= 1; h /= 2 {
+		for l := 0; l < h; l++ {
+			acc[l] += acc[l+h]
+		}
+	}
+	return acc[0]
+}
+
+// Dot returns the dot product of a and b (len(b) >= len(a)) in the canonical
+// accumulation order, which is the numerics contract of this package:
+//
+//	acc[j%16] += float32(a[j]*b[j])   for j = 0, 1, ..., len(a)-1
+//	for h = 8, 4, 2, 1: acc[l] += acc[l+h] for l < h
+//	result = acc[0]
+//
+// Every product of two bf16 values is exact in float32, and the explicit
+// float32 conversion forbids the compiler to fuse the multiply into the add.
+// The order depends only on the length. Any other implementation (assembly,
+// the simulator) must reproduce it bit for bit.
+func Dot(a, b []bf16.BF16) float32 {
+	n := len(a)
+	b = b[:n]
+	var acc [Lanes]float32
+	j := 0
+	if n >= Lanes {
+		var a0, a1, a2, a3, a4, a5, a6, a7 float32
+		var a8, a9, a10, a11, a12, a13, a14, a15 float32
+		for ; j+Lanes <= n; j += Lanes {
+			x := a[j : j+Lanes : j+Lanes]
+			y := b[j : j+Lanes : j+Lanes]
+			a0 += float32(x[0].Float32() * y[0].Float32())
+			a1 += float32(x[1].Float32() * y[1].Float32())
+			a2 += float32(x[2].Float32() * y[2].Float32())
+			a3 += float32(x[3].Float32() * y[3].Float32())
+			a4 += float32(x[4].Float32() * y[4].Float32())
+			a5 += float32(x[5].Float32() * y[5].Float32())
+			a6 += float32(x[6].Float32() * y[6].Float32())
+			a7 += float32(x[7].Float32() * y[7].Float32())
+			a8 += float32(x[8].Float32() * y[8].Float32())
+			a9 += float32(x[9].Float32() * y[9].Float32())
+			a10 += float32(x[10].Float32() * y[10].Float32())
+			a11 += float32(x[11].Float32() * y[11].Float32())
+			a12 += float32(x[12].Float32() * y[12].Float32())
+			a13 += float32(x[13].Float32() * y[13].Float32())
+			a14 += float32(x[14].Float32() * y[14].Float32())
+			a15 += float32(x[15].Float32() * y[15].Float32())
+		}
+		acc = [Lanes]float32{a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15}
+	}
+	for l := 0; j < n; j, l = j+1, l+1 {
+		acc[l] += float32(a[j].Float32() * b[j].Float32())
+	}
+	return reduceLanes(&acc)
+}
+
+// dotF is Dot with b already widened to float32 (xf[j] == b[j].Float32()).
+// Widening is exact, so dotF(a, xf) == Dot(a, b) bit for bit.
+func dotF(a []bf16.BF16, xf []float32) float32 {
+	n := len(a)
+	xf = xf[:n]
+	var acc [Lanes]float32
+	j := 0
+	if n >= Lanes {
+		var a0, a1, a2, a3, a4, a5, a6, a7 float32
+		var a8, a9, a10, a11, a12, a13, a14, a15 float32
+		for ; j+Lanes <= n; j += Lanes {
+			x := a[j : j+Lanes : j+Lanes]
+			y := xf[j : j+Lanes : j+Lanes]
+			a0 += float32(x[0].Float32() * y[0])
+			a1 += float32(x[1].Float32() * y[1])
+			a2 += float32(x[2].Float32() * y[2])
+			a3 += float32(x[3].Float32() * y[3])
+			a4 += float32(x[4].Float32() * y[4])
+			a5 += float32(x[5].Float32() * y[5])
+			a6 += float32(x[6].Float32() * y[6])
+			a7 += float32(x[7].Float32() * y[7])
+			a8 += float32(x[8].Float32() * y[8])
+			a9 += float32(x[9].Float32() * y[9])
+			a10 += float32(x[10].Float32() * y[10])
+			a11 += float32(x[11].Float32() * y[11])
+			a12 += float32(x[12].Float32() * y[12])
+			a13 += float32(x[13].Float32() * y[13])
+			a14 += float32(x[14].Float32() * y[14])
+			a15 += float32(x[15].Float32() * y[15])
+		}
+		acc = [Lanes]float32{a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15}
+	}
+	for l := 0; j < n; j, l = j+1, l+1 {
+		acc[l] += float32(a[j].Float32() * xf[j])
+	}
+	return reduceLanes(&acc)
+}
+
+// MatVec computes dst[o] = R(Dot(w[o*cols:(o+1)*cols], x)) for every row o,
+// with rows = len(dst), cols = len(x) and w row-major [rows, cols] (Hugging
+// Face's [out, in] layout of a linear weight).
+func MatVec(dst, w, x []bf16.BF16) {
+	cols := len(x)
+	_ = w[:len(dst)*cols]
+	for o := range dst {
+		dst[o] = bf16.FromFloat32(Dot(w[o*cols:(o+1)*cols], x))
+	}
+}
+
+// matRowsF computes rows lo..hi-1 of w·x for each (x, dst) pair, with every
+// x already widened: dsts[b][o] = R(dotF(row o, xs[b])). The weight row is
+// reused across the batch while it is in cache. Bit-identical to MatVec.
+func matRowsF(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int) {
+	for o := lo; o < hi; o++ {
+		row := w[o*cols : (o+1)*cols : (o+1)*cols]
+		for b, x := range xs {
+			dsts[b][o] = bf16.FromFloat32(dotRow(row, x))
+		}
+	}
+}
+
+// RMSNorm computes Qwen3RMSNorm over all of x: with var = Dot(x, x)/n and
+// s = float32(1/sqrt(var+eps)), y = R(x·s) and dst = R(weight·y) (two
+// roundings, as HF's eager path). dst may alias x.
+func RMSNorm(dst, x, weight []bf16.BF16, eps float32) {
+	n := len(x)
+	dst = dst[:n]
+	weight = weight[:n]
+	v := Dot(x, x) / float32(n)
+	s := float32(1 / math.Sqrt(float64(v+eps)))
+	for i, xi := range x {
+		y := r(xi.Float32() * s)
+		dst[i] = bf16.FromFloat32(weight[i].Float32() * y)
+	}
+}
+
+// RopeTable fills cos and sin (len headDim each) for position pos as HF's
+// default rotary embedding does: inv_freq[i] = 1/theta^(2i/headDim) in
+// float32 (the power taken in float64 and rounded to float32), freq =
+// float32(pos)·inv_freq[i] in float32, cos = R(float32(cos(freq))) and
+// likewise sin, duplicated at i and i+headDim/2.
+func RopeTable(theta float64, headDim, pos int, cos, sin []bf16.BF16) {
+	half := headDim / 2
+	cos = cos[:headDim]
+	sin = sin[:headDim]
+	fp := float32(pos)
+	for i := 0; i < half; i++ {
+		e := float32(2*i) / float32(headDim)
+		p := float32(math.Pow(theta, float64(e)))
+		inv := 1 / p
+		f := fp * inv
+		c := bf16.FromFloat32(float32(math.Cos(float64(f))))
+		s := bf16.FromFloat32(float32(math.Sin(float64(f))))
+		cos[i], cos[i+half] = c, c
+		sin[i], sin[i+half] = s, s
+	}
+}
+
+// Rope applies the half-split (rotate_half) rotary embedding to one head:
+// rot[i] = -x[i+half], rot[i+half] = x[i], dst = R(R(x·cos) + R(rot·sin)).
+// dst may alias x.
+func Rope(dst, x, cos, sin []bf16.BF16) {
+	n := len(x)
+	half := n / 2
+	dst = dst[:n]
+	cos = cos[:n]
+	sin = sin[:n]
+	for i := 0; i < half; i++ {
+		x0, x1 := x[i].Float32(), x[i+half].Float32()
+		lo := r(x0*cos[i].Float32()) + r(-x1*sin[i].Float32())
+		hi := r(x1*cos[i+half].Float32()) + r(x0*sin[i+half].Float32())
+		dst[i] = bf16.FromFloat32(lo)
+		dst[i+half] = bf16.FromFloat32(hi)
+	}
+}
+
+// Add computes dst = R(a + b) elementwise. dst may alias a or b.
+func Add(dst, a, b []bf16.BF16) {
+	n := len(dst)
+	a, b = a[:n], b[:n]
+	for i := range dst {
+		dst[i] = bf16.FromFloat32(a[i].Float32() + b[i].Float32())
+	}
+}
+
+// Silu returns g/(1+exp(-g)) in float32, the exponential taken in float64
+// and rounded to float32.
+func Silu(g float32) float32 {
+	e := float32(math.Exp(float64(-g)))
+	return g / (1 + e)
+}
+
+// SiluMul computes dst = R(R(silu(gate))·up) elementwise (the SwiGLU
+// activation of Qwen3's MLP). dst may alias gate or up.
+func SiluMul(dst, gate, up []bf16.BF16) {
+	n := len(dst)
+	gate, up = gate[:n], up[:n]
+	for i := range dst {
+		s := r(Silu(gate[i].Float32()))
+		dst[i] = bf16.FromFloat32(s * up[i].Float32())
+	}
+}
+
+// Mul computes dst = R(a·b) elementwise. dst may alias a or b.
+func Mul(dst, a, b []bf16.BF16) {
+	n := len(dst)
+	a, b = a[:n], b[:n]
+	for i := range dst {
+		dst[i] = bf16.FromFloat32(a[i].Float32() * b[i].Float32())
+	}
+}
+
+// Scale computes dst = R(a·s) elementwise with s a float32. dst may alias a.
+func Scale(dst, a []bf16.BF16, s float32) {
+	n := len(dst)
+	a = a[:n]
+	for i := range dst {
+		dst[i] = bf16.FromFloat32(a[i].Float32() * s)
+	}
+}
+
+// AttnScale is the softmax scale of a head of size headDim: float32(1/sqrt(headDim)).
+func AttnScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
+
+// Attend computes one query head's attention over n cached positions, with
+// q of length headDim, k and v contiguous [n, headDim] and dst of length
+// headDim. scratch must hold at least n float32s; it receives the
+// probabilities p_t (bf16 values widened).
+//
+//	S_t = R(R(Dot(q, k_t))·scale)                 (scale applied in float32)
+//	m = max_t S_t;  e_t = float32(exp(S_t - m))
+//	sum = Σ e_t in the Dot lane order over t      (acc[t%16], tree reduction)
+//	p_t = R(e_t / sum)
+//	dst[d] = R(Σ_t p_t·v[t][d])                   (Dot order over t)
+//
+// so dst[d] equals R(Dot(p, column d of v)) bit for bit.
+func Attend(dst, q, k, v []bf16.BF16, n int, scale float32, scratch []float32) {
+	hd := len(q)
+	dst = dst[:hd]
+	k = k[:n*hd]
+	v = v[:n*hd]
+	p := scratch[:n]
+	if n == 0 {
+		for d := range dst {
+			dst[d] = 0
+		}
+		return
+	}
+	m := float32(math.Inf(-1))
+	for t := 0; t < n; t++ {
+		s := r(r(Dot(q, k[t*hd:(t+1)*hd])) * scale)
+		p[t] = s
+		if s > m {
+			m = s
+		}
+	}
+	var acc [Lanes]float32
+	for t := 0; t < n; t++ {
+		e := float32(math.Exp(float64(p[t] - m)))
+		p[t] = e
+		acc[t%Lanes] += e
+	}
+	sum := reduceLanes(&acc)
+	for t := 0; t < n; t++ {
+		p[t] = r(p[t] / sum)
+	}
+	// Output: per column d, lanes over t. Columns are processed in chunks of
+	// 8 so that v is read row by row; each (lane, d) accumulator still sums
+	// over t in increasing order.
+	const chunk = 8
+	for d0 := 0; d0 < hd; d0 += chunk {
+		w := min(chunk, hd-d0)
+		var ac [Lanes][chunk]float32
+		for t := 0; t < n; t++ {
+			pt := p[t]
+			row := v[t*hd+d0 : t*hd+d0+w]
+			a := &ac[t%Lanes]
+			for dd, x := range row {
+				a[dd] += float32(pt * x.Float32())
+			}
+		}
+		for dd := 0; dd < w; dd++ {
+			var lane [Lanes]float32
+			for l := range lane {
+				lane[l] = ac[l][dd]
+			}
+			dst[d0+dd] = bf16.FromFloat32(reduceLanes(&lane))
+		}
+	}
+}
+
+// Embedding copies row id of table (row width len(dst)) into dst.
+func Embedding(dst []bf16.BF16, table []bf16.BF16, id int) {
+	h := len(dst)
+	copy(dst, table[id*h:(id+1)*h])
+}
