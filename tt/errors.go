@@ -1,0 +1,71 @@
+package tt
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Error is a failure the device reports, carrying tt-metal's message text.
+// Msg is the text of the TT_FATAL / TT_THROW (formatted with the values the
+// card would print); Op names the operation ("copy_host_to_device_tensor",
+// "paged_update_cache", "allocate", "begin_trace_capture", ...).
+type Error struct {
+	Op  string
+	Msg string
+}
+
+func (e *Error) Error() string {
+	if e.Op == "" {
+		return e.Msg
+	}
+	return e.Op + ": " + e.Msg
+}
+
+// Errorf builds an *Error.
+func Errorf(op, format string, args ...any) *Error {
+	return &Error{Op: op, Msg: fmt.Sprintf(format, args...)}
+}
+
+// HasMsg reports whether err is (or wraps) an *Error whose Msg starts with
+// prefix. Use it with the Msg* constants; formatted messages match on their
+// fixed leading text.
+func HasMsg(err error, prefix string) bool {
+	var e *Error
+	return errors.As(err, &e) && strings.HasPrefix(e.Msg, prefix)
+}
+
+// tt-metal message texts (section numbers of the semantics notes). Texts with
+// format verbs are printed with the values tt-metal prints.
+const (
+	// §7 copy_host_to_device_tensor, checked in this order.
+	MsgSourceNotOnHost      = "Source tensor is not on host."
+	MsgDestinationNotDevice = "Destination tensor is not on device."
+	MsgBufferNotAllocated   = "Buffer must be allocated on device."
+	MsgHostShape            = "Host tensor has different shape"
+	MsgHostDType            = "Host tensor has different dtype"
+	MsgHostPageConfig       = "Host tensor has different page config"
+
+	// §5.3 prohibited during capture.
+	MsgWritesDuringCapture = "Writes are not supported during trace capture."
+	MsgReadsDuringCapture  = "Reads are not supported during trace capture."
+	MsgEventsDuringCapture = "Event Synchronization is not supported during trace capture."
+	// MsgProgramCacheMissDuringCapture was seen only in logs quoting
+	// tt_metal/distributed/mesh_workload.cpp (§5.3).
+	MsgProgramCacheMissDuringCapture = "Cannot load new binaries during trace capture. This program is not yet in program cache. Warm up before capturing a trace."
+	// Format: cq id, trace id.
+	MsgAlreadyTracing = "CQ %d is already being used for tracing tid %d"
+	MsgNotTracing     = "CQ %d is not being used for tracing tid %d"
+
+	// §5.4, a warning (logged once), not an error.
+	MsgUnsafeAllocation = "Allocating device buffers is unsafe due to the existence of an active trace. These buffers may be corrupted once a trace is executed."
+
+	// §5.6. Format: trace bytes, device id, region bytes.
+	MsgTraceRegionTooSmall = "Creating trace buffers of size %dB on MeshDevice %d, but only %dB is allocated for trace region."
+
+	// §6.4. Format: bytes, buffer type, banks, bytes per bank.
+	MsgOutOfMemory = "Out of Memory: Not enough space to allocate %d B %s buffer across %d banks, where each bank needs to store %d B"
+
+	// §4 plus_one.
+	MsgPlusOneDType = "Only INT32 and UINT32 is supported for inputs!"
+)

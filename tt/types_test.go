@@ -1,0 +1,120 @@
+package tt
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/offcard/offcard/bf16"
+)
+
+// §6.6: TILE pads the last two dims to 32; a page is one 32x32 tile (BF16
+// 2048 B, FP32 4096 B); ROW_MAJOR page = one row (padded_shape[-1]*elem).
+func TestSpecPages(t *testing.T) {
+	for _, c := range []struct {
+		spec     Spec
+		padded   []int
+		pageSize int
+		pages    int
+	}{
+		{Spec{[]int{1, 8, 32, 128}, BF16, Tile, DRAMInterleaved}, []int{1, 8, 32, 128}, 2048, 32},
+		{Spec{[]int{1, 1, 5, 100}, BF16, Tile, DRAMInterleaved}, []int{1, 1, 32, 128}, 2048, 4},
+		{Spec{[]int{3, 1}, FP32, Tile, DRAMInterleaved}, []int{32, 32}, 4096, 1},
+		// [B] int32 => one page of 4B bytes; [B,W] => B pages of 4W bytes.
+		{Spec{[]int{8}, INT32, RowMajor, DRAMInterleaved}, []int{8}, 32, 1},
+		{Spec{[]int{8, 1}, INT32, RowMajor, DRAMInterleaved}, []int{8, 1}, 4, 8},
+		{Spec{[]int{8, 256}, INT32, RowMajor, DRAMInterleaved}, []int{8, 256}, 1024, 8},
+		{Spec{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightSharded(8, [2]int{32, 128})}, []int{1, 8, 32, 128}, 2048, 32},
+	} {
+		s := c.spec
+		if err := s.Validate(); err != nil {
+			t.Fatalf("%v: %v", s, err)
+		}
+		if got := s.PaddedShape(); !reflect.DeepEqual(got, c.padded) {
+			t.Errorf("%v padded %v want %v", s, got, c.padded)
+		}
+		if got := s.PageSize(); got != c.pageSize {
+			t.Errorf("%v page size %d want %d", s, got, c.pageSize)
+		}
+		if got := s.NumPages(); got != c.pages {
+			t.Errorf("%v pages %d want %d", s, got, c.pages)
+		}
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	bad := []Spec{
+		{nil, BF16, Tile, DRAMInterleaved},
+		{[]int{4}, BF16, Tile, DRAMInterleaved},
+		{[]int{0, 4}, BF16, RowMajor, DRAMInterleaved},
+		{[]int{4, 4}, 0, RowMajor, DRAMInterleaved},
+		{[]int{4, 4}, BF16, 0, DRAMInterleaved},
+		{[]int{1, 8, 32, 128}, BF16, Tile, MemoryConfig{Layout: HeightSharded, Buffer: DRAM, Shard: ShardSpec{8, [2]int{32, 128}}}},
+		{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightSharded(8, [2]int{32, 64})},
+		{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightSharded(7, [2]int{32, 128})},
+		{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightSharded(16, [2]int{16, 128})},
+	}
+	for _, s := range bad {
+		if err := s.Validate(); err == nil {
+			t.Errorf("%v: want error", s)
+		}
+	}
+}
+
+func TestSpecStringEqual(t *testing.T) {
+	a := Spec{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightSharded(8, [2]int{32, 128})}
+	if got, want := a.String(), "[1,8,32,128] BFLOAT16 TILE L1_HEIGHT_SHARDED(cores=8,shard=[32,128])"; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+	b := a
+	b.Shape = []int{1, 8, 32, 128}
+	if !a.Equal(b) {
+		t.Error("equal specs differ")
+	}
+	b.Shape = []int{1, 8, 32, 64}
+	if a.Equal(b) {
+		t.Error("different shapes equal")
+	}
+}
+
+func TestHostRoundTrip(t *testing.T) {
+	h := HostInt32([]int{2, 2}, RowMajor, []int32{-1, 0, 7, 1 << 30})
+	if err := h.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Int32s(); !reflect.DeepEqual(got, []int32{-1, 0, 7, 1 << 30}) {
+		t.Errorf("got %v", got)
+	}
+	if got := h.Uint32s()[0]; got != 0xFFFFFFFF {
+		t.Errorf("-1 is %#x", got)
+	}
+	b := HostBF16([]int{3}, RowMajor, []bf16.BF16{bf16.One, bf16.NegInf, 0})
+	if got := b.BF16s(); !reflect.DeepEqual(got, []bf16.BF16{bf16.One, bf16.NegInf, 0}) {
+		t.Errorf("got %v", got)
+	}
+	f := HostFP32([]int{1}, RowMajor, []float32{1.5})
+	if f.Float32s()[0] != 1.5 {
+		t.Error("fp32")
+	}
+	if err := (HostTensor{Shape: []int{3}, DType: INT32, Data: make([]byte, 8)}).Check(); err == nil {
+		t.Error("short data accepted")
+	}
+}
+
+func TestErrorMsg(t *testing.T) {
+	err := fmt.Errorf("wrap: %w", &Error{Op: "copy_host_to_device_tensor", Msg: MsgHostShape})
+	if !HasMsg(err, MsgHostShape) {
+		t.Error("HasMsg misses wrapped error")
+	}
+	if HasMsg(errors.New(MsgHostShape), MsgHostShape) {
+		t.Error("HasMsg matched a plain error")
+	}
+	e := Errorf("allocate", MsgOutOfMemory, 4096, DRAM, 12, 352)
+	if e.Msg != "Out of Memory: Not enough space to allocate 4096 B DRAM buffer across 12 banks, where each bank needs to store 352 B" {
+		t.Errorf("got %q", e.Msg)
+	}
+	if !HasMsg(e, "Out of Memory: Not enough space") {
+		t.Error("prefix")
+	}
+}
