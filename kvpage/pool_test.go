@@ -232,3 +232,11 @@ func TestTableSlotAndRow(t *testing.T) {
 		t.Fatalf("PadRow = %v, %v", dst, err)
 	}
 }
+
+func TestAccessors(t *testing.T) {
+	p := newPool(t, 5, 16)
+	tb := p.NewTable()
+	if p.NumBlocks() != 5 || p.BlockSize() != 16 || p.NumFree() != 5 || p.InUse() != 0 || tb.Pool() != p {
+		t.Fatalf("accessors: %d %d %d %d", p.NumBlocks(), p.BlockSize(), p.NumFree(), p.InUse())
+	}
+}
