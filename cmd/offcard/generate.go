@@ -225,7 +225,7 @@ func runGenerate(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	dec, err := ref.New(w, ref.Options{BlockSize: genBlockSize, NumBlocks: pool.Size(), Threads: *threads})
+	dec, err := ref.New(w, ref.Options{BlockSize: genBlockSize, NumBlocks: pool.NumBlocks(), Threads: *threads})
 	if err != nil {
 		return err
 	}
