@@ -1,0 +1,333 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/offcard/offcard/tt"
+)
+
+// Arch selects the simulated chip.
+type Arch uint8
+
+// Architectures.
+const (
+	Wormhole Arch = iota + 1
+	Blackhole
+)
+
+func (a Arch) String() string {
+	switch a {
+	case Wormhole:
+		return "wormhole"
+	case Blackhole:
+		return "blackhole"
+	}
+	return fmt.Sprintf("Arch(%d)", uint8(a))
+}
+
+// Options configures a simulated device. Zero fields take the arch's defaults.
+type Options struct {
+	Arch Arch
+	// DRAMBankSize is the bytes of one DRAM bank (default: Wormhole 1 GiB,
+	// Blackhole 4278190080, §6.1). Memory is sparse, so full sizes are cheap.
+	DRAMBankSize uint64
+	// L1Size is each worker core's L1 bytes (default 1,499,136, §6.1).
+	L1Size uint64
+	// TraceRegionSize is reserved at the top of every DRAM bank (§5.6).
+	TraceRegionSize uint64
+	// NumCores is the number of worker cores (default Wormhole 64 (8x8),
+	// Blackhole 130 (13x10)); they are also the L1 banks.
+	NumCores int
+	// DRAMUnreservedBase and L1UnreservedBase are where each allocator's range
+	// starts (defaults: the DRAM alignment, and 96 KiB of L1; the notes do not
+	// give these values). CBs are placed from L1UnreservedBase up (§6.5).
+	DRAMUnreservedBase uint64
+	L1UnreservedBase   uint64
+	// Strict turns on the sanitizer: Findings at hazards, same results.
+	Strict bool
+	// BestFit selects the older allocator's BEST policy for DRAM (§6.4);
+	// default is FIRST for both buffer types.
+	BestFit bool
+	// LogKV records every KV-cache row write (see KVWrite).
+	LogKV bool
+}
+
+// arch parameters (§6.1, §6.2).
+type archParams struct {
+	nbanks       int
+	dramAlign    uint64
+	l1Align      uint64
+	banksPerChan int // DRAM banks sharing one channel (Wormhole 2, offsets 0 / bank size)
+}
+
+func paramsOf(a Arch) archParams {
+	if a == Blackhole {
+		return archParams{nbanks: 8, dramAlign: 64, l1Align: 16, banksPerChan: 1}
+	}
+	return archParams{nbanks: 12, dramAlign: 32, l1Align: 16, banksPerChan: 2}
+}
+
+// Device is the simulated tt-metal device. It is not safe for concurrent use.
+type Device struct {
+	opt  Options
+	arch archParams
+
+	chans []*mem // DRAM channels; bank b is channel b/banksPerChan at offset (b%banksPerChan)*bank size
+	l1    []*mem // per worker core
+
+	dram, l1a *allocator
+
+	bufs   map[tt.TensorID]*buffer
+	nextID tt.TensorID
+
+	progs    map[string]program
+	hits     int
+	misses   int
+	findings []Finding
+	kvlog    []KVWrite
+
+	capturing bool
+}
+
+// buffer is a live device tensor's allocation.
+type buffer struct {
+	id        tt.TensorID
+	spec      tt.Spec
+	addr      uint64
+	bt        tt.BufferType
+	pageSize  uint64
+	aligned   uint64 // aligned page size
+	numPages  int
+	perBank   uint64 // bytes per bank (before allocator rounding)
+	shardPage int    // pages per shard (sharded only)
+}
+
+// New builds a device.
+func New(o Options) (*Device, error) {
+	if o.Arch == 0 {
+		o.Arch = Wormhole
+	}
+	if o.Arch != Wormhole && o.Arch != Blackhole {
+		return nil, fmt.Errorf("sim: unknown arch %v", o.Arch)
+	}
+	p := paramsOf(o.Arch)
+	if o.DRAMBankSize == 0 {
+		if o.Arch == Wormhole {
+			o.DRAMBankSize = 1 << 30
+		} else {
+			o.DRAMBankSize = 4278190080
+		}
+	}
+	if o.L1Size == 0 {
+		o.L1Size = 1499136
+	}
+	if o.NumCores == 0 {
+		if o.Arch == Wormhole {
+			o.NumCores = 64
+		} else {
+			o.NumCores = 130
+		}
+	}
+	if o.DRAMUnreservedBase == 0 {
+		o.DRAMUnreservedBase = p.dramAlign
+	}
+	if o.L1UnreservedBase == 0 {
+		o.L1UnreservedBase = 96 << 10
+	}
+	if o.TraceRegionSize%p.dramAlign != 0 || o.DRAMBankSize%p.dramAlign != 0 {
+		return nil, fmt.Errorf("sim: bank size and trace region must be multiples of %d", p.dramAlign)
+	}
+	if o.DRAMUnreservedBase+o.TraceRegionSize > o.DRAMBankSize || o.L1UnreservedBase >= o.L1Size {
+		return nil, fmt.Errorf("sim: reserved regions leave no memory")
+	}
+	d := &Device{opt: o, arch: p, bufs: map[tt.TensorID]*buffer{}, progs: map[string]program{}, nextID: 1}
+	for i := 0; i < p.nbanks/p.banksPerChan; i++ {
+		d.chans = append(d.chans, newMem(o.DRAMBankSize*uint64(p.banksPerChan), o.Strict))
+	}
+	for i := 0; i < o.NumCores; i++ {
+		d.l1 = append(d.l1, newMem(o.L1Size, o.Strict))
+	}
+	d.dram = newAllocator(o.DRAMUnreservedBase, o.DRAMBankSize-o.TraceRegionSize, p.dramAlign, true, o.BestFit)
+	d.l1a = newAllocator(o.L1UnreservedBase, o.L1Size, p.dramAlign, false, false)
+	return d, nil
+}
+
+// Options returns the options in effect (defaults filled in).
+func (d *Device) Options() Options { return d.opt }
+
+// NumBanks is the number of DRAM banks.
+func (d *Device) NumBanks() int { return d.arch.nbanks }
+
+// DRAMAlignment is the DRAM alignment (32 Wormhole, 64 Blackhole).
+func (d *Device) DRAMAlignment() uint64 { return d.arch.dramAlign }
+
+// dramAt maps (bank, bank-relative address) to its channel memory and offset.
+func (d *Device) dramAt(bank int, addr uint64) (*mem, uint64) {
+	return d.chans[bank/d.arch.banksPerChan], uint64(bank%d.arch.banksPerChan)*d.opt.DRAMBankSize + addr
+}
+
+// PageLoc is where one page of a buffer lives.
+type PageLoc struct {
+	Type tt.BufferType
+	Bank int // DRAM bank, or worker core for L1
+	Addr uint64
+}
+
+func (b *buffer) nbanks(d *Device) int {
+	if b.bt == tt.DRAM {
+		return d.arch.nbanks
+	}
+	return d.opt.NumCores
+}
+
+// pageLoc is the interleaved/sharded placement of page p (§6.3):
+// interleaved bank = p % nbanks, address = base + (p / nbanks) * aligned page;
+// height-sharded: shard p / pagesPerShard on core of that index.
+func (d *Device) pageLoc(b *buffer, p int) PageLoc {
+	if b.spec.Memory.Sharded() {
+		return PageLoc{tt.L1, p / b.shardPage, b.addr + uint64(p%b.shardPage)*b.aligned}
+	}
+	n := b.nbanks(d)
+	return PageLoc{b.bt, p % n, b.addr + uint64(p/n)*b.aligned}
+}
+
+// memAt returns the memory and offset of a location.
+func (d *Device) memAt(l PageLoc) (*mem, uint64) {
+	if l.Type == tt.DRAM {
+		return d.dramAt(l.Bank, l.Addr)
+	}
+	return d.l1[l.Bank], l.Addr
+}
+
+func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	b := &buffer{spec: spec, bt: spec.Memory.Buffer, pageSize: uint64(spec.PageSize()), numPages: spec.NumPages()}
+	al := d.arch.dramAlign
+	if b.bt == tt.L1 {
+		al = d.arch.l1Align
+	}
+	b.aligned = alignUp(b.pageSize, al)
+	if spec.Memory.Sharded() {
+		sh := spec.Memory.Shard
+		if sh.NumCores > d.opt.NumCores {
+			return nil, fmt.Errorf("sim: shard grid of %d cores exceeds the %d worker cores", sh.NumCores, d.opt.NumCores)
+		}
+		if spec.Layout == tt.Tile {
+			b.shardPage = (sh.Shape[0] / tt.TileSize) * (sh.Shape[1] / tt.TileSize)
+		} else {
+			b.shardPage = sh.Shape[0]
+		}
+		b.perBank = uint64(b.shardPage) * b.aligned
+		return b, nil
+	}
+	n := b.nbanks(d)
+	b.perBank = uint64((b.numPages+n-1)/n) * b.aligned
+	return b, nil
+}
+
+// Allocate implements tt.Device.Allocate (§6.3, §6.4).
+func (d *Device) Allocate(spec tt.Spec) (tt.Tensor, error) {
+	spec.Shape = append([]int(nil), spec.Shape...)
+	b, err := d.geometry(spec)
+	if err != nil {
+		return tt.Tensor{}, err
+	}
+	a := d.dram
+	if b.bt == tt.L1 {
+		a = d.l1a
+	}
+	addr, ok := a.alloc(b.perBank)
+	if !ok {
+		return tt.Tensor{}, tt.Errorf("allocate", tt.MsgOutOfMemory,
+			b.pageSize*uint64(b.numPages), b.bt, b.nbanks(d), b.perBank)
+	}
+	b.addr = addr
+	b.id = d.nextID
+	d.nextID++
+	d.bufs[b.id] = b
+	return tt.Tensor{ID: b.id, Spec: spec, Addr: addr}, nil
+}
+
+func (d *Device) live(t tt.Tensor) (*buffer, bool) {
+	b, ok := d.bufs[t.ID]
+	return b, ok
+}
+
+// Free implements tt.Device.Free: the address is reusable at once.
+func (d *Device) Free(t tt.Tensor) error {
+	b, ok := d.live(t)
+	if !ok {
+		return fmt.Errorf("sim: free of %v: tensor is not allocated", t)
+	}
+	delete(d.bufs, t.ID)
+	if b.bt == tt.DRAM {
+		d.dram.release(b.addr)
+	} else {
+		d.l1a.release(b.addr)
+	}
+	return nil
+}
+
+// Address implements tt.Device.Address.
+func (d *Device) Address(t tt.Tensor) (uint64, error) {
+	b, ok := d.live(t)
+	if !ok {
+		return 0, fmt.Errorf("sim: %v is not allocated", t)
+	}
+	return b.addr, nil
+}
+
+func shapeEqual(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// WriteHost implements tt.Device.WriteHost: copy_host_to_device_tensor (§7).
+// Padding elements of TILE pages are written as zeros; the alignment pad of
+// each page slot is not touched (it keeps whatever it held).
+func (d *Device) WriteHost(dst tt.Tensor, src tt.HostTensor) error {
+	const op = "copy_host_to_device_tensor"
+	if err := src.Check(); err != nil {
+		return err
+	}
+	b, ok := d.live(dst)
+	if !ok {
+		return &tt.Error{Op: op, Msg: tt.MsgBufferNotAllocated}
+	}
+	switch {
+	case !shapeEqual(src.Shape, b.spec.Shape):
+		return &tt.Error{Op: op, Msg: tt.MsgHostShape}
+	case src.DType != b.spec.DType:
+		return &tt.Error{Op: op, Msg: tt.MsgHostDType}
+	case src.Layout != b.spec.Layout:
+		return &tt.Error{Op: op, Msg: tt.MsgHostPageConfig}
+	}
+	if err := d.hostWriteAllowed(); err != nil {
+		return err
+	}
+	d.writePages(b, src.Data)
+	return nil
+}
+
+// ReadHost implements tt.Device.ReadHost. In strict mode a read of bytes never
+// written is a Finding.
+func (d *Device) ReadHost(src tt.Tensor) (tt.HostTensor, error) {
+	b, ok := d.live(src)
+	if !ok {
+		return tt.HostTensor{}, &tt.Error{Op: "read", Msg: tt.MsgBufferNotAllocated}
+	}
+	if err := d.hostReadAllowed(); err != nil {
+		return tt.HostTensor{}, err
+	}
+	data := d.readPages(b, "read")
+	return tt.HostTensor{Shape: append([]int(nil), b.spec.Shape...), DType: b.spec.DType, Layout: b.spec.Layout, Data: data}, nil
+}

@@ -1,0 +1,92 @@
+package sim
+
+import "github.com/offcard/offcard/tt"
+
+// TileElem is the element index, inside one 32x32 tile page, of row r and
+// column c (§6.6): four 16x16 faces stored face0 (rows 0-15, cols 0-15),
+// face1 (rows 0-15, cols 16-31), face2 (rows 16-31, cols 0-15), face3, each
+// face row-major.
+func TileElem(r, c int) int {
+	return ((r/tt.FaceSize)*2+c/tt.FaceSize)*tt.FaceSize*tt.FaceSize + (r%tt.FaceSize)*tt.FaceSize + c%tt.FaceSize
+}
+
+// tileDims returns the logical and padded 2-D geometry of a TILE spec:
+// outer rows per padded block (Hp), logical H and W, padded Wp.
+func tileDims(s tt.Spec) (h, w, hp, wp int) {
+	n := len(s.Shape)
+	h, w = s.Shape[n-2], s.Shape[n-1]
+	p := s.PaddedShape()
+	return h, w, p[n-2], p[n-1]
+}
+
+// forEachTileSeg calls f for every contiguous run of logical elements of tile
+// page t: n elements starting at logical element index li land at element
+// index ti of the page.
+func forEachTileSeg(s tt.Spec, t int, f func(ti, li, n int)) {
+	h, w, hp, wp := tileDims(s)
+	wt := wp / tt.TileSize
+	tr, tc := t/wt, t%wt
+	for r := 0; r < tt.TileSize; r++ {
+		row := tr*tt.TileSize + r
+		o, hh := row/hp, row%hp
+		if hh >= h {
+			continue
+		}
+		for half := 0; half < 2; half++ {
+			c0 := tc*tt.TileSize + half*tt.FaceSize
+			n := min(w-c0, tt.FaceSize)
+			if n <= 0 {
+				continue
+			}
+			f(TileElem(r, half*tt.FaceSize), (o*h+hh)*w+c0, n)
+		}
+	}
+}
+
+// writePages tilizes (or splits into rows) logical host bytes into the
+// buffer's pages. TILE padding elements become zero.
+func (d *Device) writePages(b *buffer, data []byte) {
+	e := b.spec.DType.Size()
+	page := make([]byte, b.pageSize)
+	for p := 0; p < b.numPages; p++ {
+		if b.spec.Layout == tt.Tile {
+			clear(page)
+			forEachTileSeg(b.spec, p, func(ti, li, n int) {
+				copy(page[ti*e:(ti+n)*e], data[li*e:(li+n)*e])
+			})
+		} else {
+			copy(page, data[uint64(p)*b.pageSize:])
+		}
+		m, a := d.memAt(d.pageLoc(b, p))
+		m.write(a, page)
+	}
+}
+
+// readPages untilizes the buffer's pages into logical bytes. In strict mode
+// the first never-written byte of a page holding logical data is a Finding.
+func (d *Device) readPages(b *buffer, op string) []byte {
+	e := b.spec.DType.Size()
+	data := make([]byte, b.spec.Volume()*e)
+	page := make([]byte, b.pageSize)
+	reported := false
+	for p := 0; p < b.numPages; p++ {
+		loc := d.pageLoc(b, p)
+		m, a := d.memAt(loc)
+		m.read(a, page)
+		if !reported {
+			if at, bad := m.unwritten(a, b.pageSize); bad {
+				reported = true
+				d.find(Finding{Class: ReadUnwritten, Op: op, Core: -1, User: -1, Index: int64(p), Tensor: b.id, Addr: loc.Addr,
+					Detail: spaceName(loc) + " byte " + hex(at-a+loc.Addr) + " of page " + itoa(p) + " was never written (poison)"})
+			}
+		}
+		if b.spec.Layout == tt.Tile {
+			forEachTileSeg(b.spec, p, func(ti, li, n int) {
+				copy(data[li*e:(li+n)*e], page[ti*e:(ti+n)*e])
+			})
+		} else {
+			copy(data[uint64(p)*b.pageSize:], page)
+		}
+	}
+	return data
+}

@@ -1,0 +1,125 @@
+package sim
+
+// mem is one physical memory (a DRAM channel or one core's L1): a sparse
+// byte array of fixed size, allocated in chunks on first write. Bytes never
+// written read as the poison pattern; nothing is ever zeroed. In strict mode a
+// shadow bitmap records which bytes were ever written.
+type mem struct {
+	size   uint64
+	chunks [][]byte
+	shadow [][]uint64 // nil unless strict; one bit per byte of a chunk
+	strict bool
+}
+
+const (
+	chunkShift = 16
+	chunkSize  = 1 << chunkShift
+	chunkMask  = chunkSize - 1
+)
+
+// Poison is the byte fresh memory holds at address a: 0xC1 at even addresses,
+// 0x7F at odd ones. Read as little-endian bf16 it is 0x7FC1 (a NaN), as fp32
+// 0x7FC17FC1 (a NaN), as int32/uint32 2143387585 (a huge block id or
+// position, never -1).
+func Poison(a uint64) byte {
+	if a&1 == 0 {
+		return 0xC1
+	}
+	return 0x7F
+}
+
+var poisonChunk = func() []byte {
+	b := make([]byte, chunkSize)
+	for i := range b {
+		b[i] = Poison(uint64(i))
+	}
+	return b
+}()
+
+func newMem(size uint64, strict bool) *mem {
+	n := (size + chunkMask) >> chunkShift
+	m := &mem{size: size, chunks: make([][]byte, n), strict: strict}
+	if strict {
+		m.shadow = make([][]uint64, n)
+	}
+	return m
+}
+
+// in reports whether [a, a+n) lies inside the memory.
+func (m *mem) in(a, n uint64) bool { return a <= m.size && n <= m.size-a }
+
+// read copies len(dst) bytes at a into dst. The range must be inside.
+func (m *mem) read(a uint64, dst []byte) {
+	for len(dst) > 0 {
+		c, off := a>>chunkShift, a&chunkMask
+		n := copy(dst, m.chunkOrPoison(c)[off:])
+		dst = dst[n:]
+		a += uint64(n)
+	}
+}
+
+func (m *mem) chunkOrPoison(c uint64) []byte {
+	if ch := m.chunks[c]; ch != nil {
+		return ch
+	}
+	return poisonChunk
+}
+
+// write copies src to a. The range must be inside.
+func (m *mem) write(a uint64, src []byte) {
+	for len(src) > 0 {
+		c, off := a>>chunkShift, a&chunkMask
+		ch := m.chunks[c]
+		if ch == nil {
+			ch = make([]byte, chunkSize)
+			copy(ch, poisonChunk)
+			m.chunks[c] = ch
+		}
+		n := copy(ch[off:], src)
+		if m.strict {
+			m.mark(c, off, uint64(n))
+		}
+		src = src[n:]
+		a += uint64(n)
+	}
+}
+
+func (m *mem) mark(c, off, n uint64) {
+	sh := m.shadow[c]
+	if sh == nil {
+		sh = make([]uint64, chunkSize/64)
+		m.shadow[c] = sh
+	}
+	for i := off; i < off+n; {
+		if i&63 == 0 && off+n-i >= 64 {
+			sh[i>>6] = ^uint64(0)
+			i += 64
+			continue
+		}
+		sh[i>>6] |= 1 << (i & 63)
+		i++
+	}
+}
+
+// unwritten returns the first address in [a, a+n) never written, if any. It
+// is meaningful only in strict mode (otherwise it reports nothing).
+func (m *mem) unwritten(a, n uint64) (uint64, bool) {
+	if !m.strict {
+		return 0, false
+	}
+	for i := a; i < a+n; i++ {
+		sh := m.shadow[i>>chunkShift]
+		if sh == nil {
+			return i, true
+		}
+		off := i & chunkMask
+		if off&63 == 0 && a+n-i >= 64 && sh[off>>6] == ^uint64(0) {
+			i += 63
+			continue
+		}
+		if sh[off>>6]&(1<<(off&63)) == 0 {
+			return i, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,222 @@
+package sim
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/tt"
+)
+
+func newDev(t *testing.T, o Options) *Device {
+	t.Helper()
+	d, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func mustAlloc(t *testing.T, d *Device, s tt.Spec) tt.Tensor {
+	t.Helper()
+	x, err := d.Allocate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func rmSpec(shape ...int) tt.Spec {
+	return tt.Spec{Shape: shape, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved}
+}
+
+// §6.3: bank = page % nbanks, address = base + (page / nbanks) * aligned page
+// size; §6.2 alignment 32 (Wormhole) / 64 (Blackhole); every buffer starts at bank 0.
+func TestPagePlacement(t *testing.T) {
+	for _, c := range []struct {
+		arch    Arch
+		spec    tt.Spec
+		page    int
+		bank    int
+		off     uint64 // address - base
+		aligned uint64
+	}{
+		{Wormhole, rmSpec(8, 1), 0, 0, 0, 32},
+		{Wormhole, rmSpec(8, 1), 7, 7, 0, 32},
+		{Wormhole, rmSpec(20, 1), 13, 1, 32, 32},
+		{Blackhole, rmSpec(20, 1), 13, 5, 64, 64},
+		{Blackhole, rmSpec(20, 17), 9, 1, 128, 128}, // 68 B page -> 128 B slot
+		{Wormhole, tt.Spec{Shape: []int{4, 8, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}, 100, 4, 8 * 2048, 2048},
+		{Wormhole, tt.Spec{Shape: []int{64, 64}, DType: tt.FP32, Layout: tt.Tile, Memory: tt.DRAMInterleaved}, 3, 3, 0, 4096},
+		// L1 interleaved: banks are the worker cores, 16 B alignment.
+		{Wormhole, tt.Spec{Shape: []int{70, 3}, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.L1Interleaved}, 65, 1, 16, 16},
+		// Height-sharded: shard i on core i.
+		{Wormhole, tt.Spec{Shape: []int{1, 8, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(8, [2]int{32, 128})}, 13, 3, 2048, 2048},
+	} {
+		d := newDev(t, Options{Arch: c.arch})
+		x := mustAlloc(t, d, c.spec)
+		b := d.bufs[x.ID]
+		if b.aligned != c.aligned {
+			t.Errorf("%v %v: aligned page %d want %d", c.arch, c.spec, b.aligned, c.aligned)
+		}
+		l := d.pageLoc(b, c.page)
+		if l.Bank != c.bank || l.Addr-x.Addr != c.off {
+			t.Errorf("%v %v page %d: bank %d off %d, want bank %d off %d", c.arch, c.spec, c.page, l.Bank, l.Addr-x.Addr, c.bank, c.off)
+		}
+	}
+}
+
+// §6.1: Wormhole banks pair up on a channel at offsets 0 / bank size.
+func TestWormholeChannelAliasing(t *testing.T) {
+	d := newDev(t, Options{Arch: Wormhole, DRAMBankSize: 1 << 20})
+	m0, a0 := d.dramAt(1, 64)
+	m1, a1 := d.dramAt(0, 1<<20+64)
+	if m0 != m1 || a0 != a1 {
+		t.Fatal("bank 1 address 64 should alias bank 0 address 1 MiB + 64")
+	}
+	if m2, _ := d.dramAt(2, 0); m2 == m0 {
+		t.Fatal("bank 2 shares bank 0's channel")
+	}
+}
+
+// §6.6: tile face order; a host write tilizes and a read untilizes exactly.
+func TestTileElemOrder(t *testing.T) {
+	for _, c := range []struct{ r, c, want int }{
+		{0, 0, 0}, {0, 15, 15}, {0, 16, 256}, {1, 0, 16}, {15, 31, 511},
+		{16, 0, 512}, {16, 16, 768}, {31, 31, 1023}, {17, 3, 512 + 16 + 3},
+	} {
+		if got := TileElem(c.r, c.c); got != c.want {
+			t.Errorf("TileElem(%d,%d)=%d want %d", c.r, c.c, got, c.want)
+		}
+	}
+	seen := map[int]bool{}
+	for r := 0; r < 32; r++ {
+		for c := 0; c < 32; c++ {
+			seen[TileElem(r, c)] = true
+		}
+	}
+	if len(seen) != 1024 {
+		t.Fatal("TileElem is not a bijection")
+	}
+}
+
+func TestTilizeRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, shape := range [][]int{{32, 32}, {5, 7}, {2, 3, 33, 65}, {1, 8, 32, 128}, {1, 1, 1, 1}} {
+		for _, arch := range []Arch{Wormhole, Blackhole} {
+			d := newDev(t, Options{Arch: arch, Strict: true})
+			s := tt.Spec{Shape: shape, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}
+			x := mustAlloc(t, d, s)
+			v := make([]bf16.BF16, s.Volume())
+			for i := range v {
+				v[i] = bf16.BF16(rng.Uint32())
+			}
+			h := tt.HostBF16(shape, tt.Tile, v)
+			if err := d.WriteHost(x, h); err != nil {
+				t.Fatal(err)
+			}
+			got, err := d.ReadHost(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Data, h.Data) {
+				t.Fatalf("%v %v: round trip differs", shape, arch)
+			}
+			if f := d.Findings(); len(f) != 0 {
+				t.Fatalf("unexpected findings %v", f)
+			}
+		}
+	}
+}
+
+// The element at logical (row, col) of a [64, 64] tile tensor is in tile
+// (row/32)*2 + col/32 at TileElem(row%32, col%32): checked in the raw bytes.
+func TestTilizeBytes(t *testing.T) {
+	d := newDev(t, Options{Arch: Wormhole})
+	s := tt.Spec{Shape: []int{64, 64}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}
+	x := mustAlloc(t, d, s)
+	v := make([]bf16.BF16, 64*64)
+	for i := range v {
+		v[i] = bf16.BF16(i)
+	}
+	if err := d.WriteHost(x, tt.HostBF16(s.Shape, tt.Tile, v)); err != nil {
+		t.Fatal(err)
+	}
+	b := d.bufs[x.ID]
+	for _, rc := range [][2]int{{0, 0}, {3, 40}, {33, 17}, {63, 63}, {20, 20}} {
+		r, c := rc[0], rc[1]
+		m, a := d.memAt(d.pageLoc(b, (r/32)*2+c/32))
+		var two [2]byte
+		m.read(a+uint64(2*TileElem(r%32, c%32)), two[:])
+		if got := int(two[0]) | int(two[1])<<8; got != r*64+c {
+			t.Errorf("(%d,%d): got %d", r, c, got)
+		}
+	}
+}
+
+// Fresh memory is poison, not zero; padding of TILE pages is zero-filled by
+// the host write; strict reports reading never-written bytes.
+func TestPoison(t *testing.T) {
+	d := newDev(t, Options{Arch: Wormhole, Strict: true})
+	x := mustAlloc(t, d, rmSpec(4))
+	h, err := d.ReadHost(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Uint32s()[0]; got != 0x7FC17FC1 {
+		t.Errorf("fresh int32 = %#x, want poison 0x7FC17FC1", got)
+	}
+	if f := d.Findings(); len(f) != 1 || f[0].Class != ReadUnwritten {
+		t.Fatalf("findings %v", f)
+	}
+	if bf := h.BF16s(); !bf[0].IsNaN() {
+		t.Error("poison is not a bf16 NaN")
+	}
+}
+
+// §7: checks in order shape, dtype, page config; memory config may differ.
+func TestWriteHostChecks(t *testing.T) {
+	d := newDev(t, Options{})
+	x := mustAlloc(t, d, rmSpec(8, 4))
+	for _, c := range []struct {
+		h    tt.HostTensor
+		want string
+	}{
+		{tt.HostInt32([]int{8, 5}, tt.RowMajor, make([]int32, 40)), tt.MsgHostShape},
+		{tt.HostFP32([]int{8, 5}, tt.Tile, make([]float32, 40)), tt.MsgHostShape},
+		{tt.HostUint32([]int{8, 4}, tt.Tile, make([]uint32, 32)), tt.MsgHostDType},
+		{tt.HostInt32([]int{8, 4}, tt.Tile, make([]int32, 32)), tt.MsgHostPageConfig},
+	} {
+		err := d.WriteHost(x, c.h)
+		if !tt.HasMsg(err, c.want) {
+			t.Errorf("got %v want %q", err, c.want)
+		}
+	}
+	if err := d.WriteHost(x, tt.HostInt32([]int{8, 4}, tt.RowMajor, make([]int32, 32))); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Free(x); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteHost(x, tt.HostInt32([]int{8, 4}, tt.RowMajor, make([]int32, 32))); !tt.HasMsg(err, tt.MsgBufferNotAllocated) {
+		t.Errorf("write to freed: %v", err)
+	}
+}
+
+// Writing a [B,W] row-major table writes page b = row b at its bank slot and
+// leaves the alignment pad of the slot untouched (poison here).
+func TestRowMajorPadUntouched(t *testing.T) {
+	d := newDev(t, Options{Arch: Wormhole})
+	x := mustAlloc(t, d, rmSpec(2, 1))
+	if err := d.WriteHost(x, tt.HostInt32([]int{2, 1}, tt.RowMajor, []int32{5, 6})); err != nil {
+		t.Fatal(err)
+	}
+	m, a := d.dramAt(1, x.Addr)
+	got := make([]byte, 8)
+	m.read(a, got)
+	if !reflect.DeepEqual(got, []byte{6, 0, 0, 0, 0xC1, 0x7F, 0xC1, 0x7F}) {
+		t.Errorf("bank 1 slot = % x", got)
+	}
+}

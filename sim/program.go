@@ -1,0 +1,4 @@
+package sim
+
+// program is a compiled program held by the program cache.
+type program interface{}
