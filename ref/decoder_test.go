@@ -309,8 +309,14 @@ func TestErrors(t *testing.T) {
 			_, err := d.Decode([]qwen3.Step{step(func(s *qwen3.Step) { s.Pos = 32 })})
 			return err
 		}},
-		{"empty table", func() error { _, err := d.Decode([]qwen3.Step{step(func(s *qwen3.Step) { s.Blocks = nil })}); return err }},
-		{"token too big", func() error { _, err := d.Decode([]qwen3.Step{step(func(s *qwen3.Step) { s.Token = 512 })}); return err }},
+		{"empty table", func() error {
+			_, err := d.Decode([]qwen3.Step{step(func(s *qwen3.Step) { s.Blocks = nil })})
+			return err
+		}},
+		{"token too big", func() error {
+			_, err := d.Decode([]qwen3.Step{step(func(s *qwen3.Step) { s.Token = 512 })})
+			return err
+		}},
 		{"token negative", func() error { _, err := d.Decode([]qwen3.Step{step(func(s *qwen3.Step) { s.Token = -1 })}); return err }},
 		{"block id too big", func() error {
 			_, err := d.Decode([]qwen3.Step{step(func(s *qwen3.Step) { s.Blocks = []int32{4} })})
