@@ -1,3 +1,5 @@
+//go:build !amd64 || purego
+
 package ref
 
 import "github.com/offcard/offcard/bf16"
@@ -5,3 +7,6 @@ import "github.com/offcard/offcard/bf16"
 // dotRow is the matvec inner product used by the decoder's hot loop. It is
 // dotF (and so Dot) bit for bit.
 func dotRow(a []bf16.BF16, xf []float32) float32 { return dotF(a, xf) }
+
+// HasFastPath reports whether dotRow uses an assembly kernel.
+const HasFastPath = false
