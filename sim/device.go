@@ -87,6 +87,7 @@ type Device struct {
 	kvlog    []KVWrite
 
 	capturing bool
+	recorded  []launch
 }
 
 // buffer is a live device tensor's allocation.

@@ -1,4 +1,115 @@
 package sim
 
-// program is a compiled program held by the program cache.
-type program interface{}
+import (
+	"fmt"
+
+	"github.com/offcard/offcard/tt"
+)
+
+// cbSpec is one circular buffer of a program, in creation order (§6.5).
+type cbSpec struct {
+	indices []int  // CB indices sharing the buffer (c_24+c_25 share one)
+	size    uint64 // total bytes
+	global  bool   // globally allocated (aliases a sharded tensor): not placed
+}
+
+// cb is a placed circular buffer.
+type cb struct {
+	cbSpec
+	addr uint64
+}
+
+// placeCBs lays a program's CBs out as ProgramImpl::allocate_circular_buffers
+// does (§6.5): from the L1 unreserved base, in creation order, each at the
+// previous end rounded up to the DRAM alignment; globally allocated CBs are
+// skipped. It returns the CBs and the end of the static CB region.
+func (d *Device) placeCBs(specs []cbSpec) ([]cb, uint64) {
+	end := d.opt.L1UnreservedBase
+	out := make([]cb, len(specs))
+	for i, s := range specs {
+		out[i].cbSpec = s
+		if s.global {
+			continue
+		}
+		a := alignUp(end, d.arch.dramAlign)
+		out[i].addr = a
+		end = a + s.size
+	}
+	return out, end
+}
+
+// checkCBRegion is validate_circular_buffer_region (§6.5), run when a
+// program is enqueued (not on trace replay): the static CB region must end at
+// or below the lowest L1 buffer. The text past the fixed prefix is offcard's
+// rendering (the notes quote only the prefix).
+func (d *Device) checkCBRegion(op string, end uint64) error {
+	if low := d.l1a.lowestUsed(); end > low {
+		return tt.Errorf(op, "Statically allocated circular buffers in program clash with L1 buffers on core range [(x=0,y=0) - (x=%d,y=0)]. L1 buffer allocated at %d and static circular buffer region ends at %d",
+			d.opt.NumCores-1, low, end)
+	}
+	return nil
+}
+
+// program is a compiled program held by the program cache (§1.1-1.2). Its
+// compile-time state is fixed by the cache key; launches carry the runtime
+// arguments.
+type program interface {
+	// cbEnd is the end of the static CB region.
+	cbEnd() uint64
+}
+
+// launch is one enqueued program with its runtime arguments; executing it
+// touches only device memory at the addresses it carries, so a trace replays
+// launches verbatim (§5.2).
+type launch interface {
+	exec(d *Device) error
+}
+
+// ProgramCacheStats reports program-cache hits and misses so far.
+func (d *Device) ProgramCacheStats() (hits, misses int) { return d.hits, d.misses }
+
+// lookup returns the cached program for key, or builds it: validate runs only
+// on a miss (§1.1). A miss during capture fails (§5.3).
+func (d *Device) lookup(op, key string, validate func() error, build func() (program, error)) (program, error) {
+	if p, ok := d.progs[key]; ok {
+		d.hits++
+		return p, nil
+	}
+	if d.capturing {
+		return nil, &tt.Error{Op: op, Msg: tt.MsgProgramCacheMissDuringCapture}
+	}
+	if err := validate(); err != nil {
+		return nil, err
+	}
+	p, err := build()
+	if err != nil {
+		return nil, err
+	}
+	d.misses++
+	d.progs[key] = p
+	return p, nil
+}
+
+// enqueue runs a launch now, or records it during capture. The CB-region
+// check runs at enqueue in both cases.
+func (d *Device) enqueue(op string, p program, l launch) error {
+	if err := d.checkCBRegion(op, p.cbEnd()); err != nil {
+		return err
+	}
+	if d.capturing {
+		d.recorded = append(d.recorded, l)
+		return nil
+	}
+	return l.exec(d)
+}
+
+// Run implements tt.Device.Run for the ops built so far.
+func (d *Device) Run(op tt.Op) error {
+	switch o := op.(type) {
+	case tt.PagedUpdateCache:
+		return d.pagedUpdateCache(o)
+	case *tt.PagedUpdateCache:
+		return d.pagedUpdateCache(*o)
+	}
+	return fmt.Errorf("sim: op %s is not implemented yet", op.Name())
+}

@@ -1,0 +1,331 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/tt"
+)
+
+// This file holds the memory access the compute ops share: whole-tensor
+// untilize/tilize through the simulated banks, page reads and writes with
+// the hardware's address faults, and per-op scratch buffers.
+
+// tileSegs[i] is the element offset, inside one tile page, of the 16
+// contiguous elements of tile row i/2, columns (i%2)*16 .. (i%2)*16+15.
+var tileSegs = func() (s [2 * tt.TileSize]int) {
+	for i := range s {
+		s[i] = TileElem(i/2, (i%2)*tt.FaceSize)
+	}
+	return
+}()
+
+// untilizeTile copies one tile page into a row-major view: dst is the view
+// at the tile's top-left element, stride the view's row length.
+func untilizeTile(dst []bf16.BF16, stride int, page []bf16.BF16) {
+	for i, off := range tileSegs {
+		o := (i>>1)*stride + (i&1)*tt.FaceSize
+		copy(dst[o:o+tt.FaceSize], page[off:off+tt.FaceSize])
+	}
+}
+
+// tilizeTile is the inverse of untilizeTile.
+func tilizeTile(page []bf16.BF16, src []bf16.BF16, stride int) {
+	for i, off := range tileSegs {
+		o := (i>>1)*stride + (i&1)*tt.FaceSize
+		copy(page[off:off+tt.FaceSize], src[o:o+tt.FaceSize])
+	}
+}
+
+// geom is the 2-D geometry of a spec: logical rows are outer*h rows of w
+// elements; the padded view (what the pages hold, untilized) has outer*hp
+// rows of wp elements.
+type geom struct {
+	outer, h, w, hp, wp int
+}
+
+func geomOf(s tt.Spec) geom {
+	n := len(s.Shape)
+	p := s.PaddedShape()
+	g := geom{outer: 1, h: 1, hp: 1, w: s.Shape[n-1], wp: p[n-1]}
+	if n >= 2 {
+		g.h, g.hp = s.Shape[n-2], p[n-2]
+		for _, x := range s.Shape[:n-2] {
+			g.outer *= x
+		}
+	}
+	return g
+}
+
+// rows is the number of logical rows.
+func (g geom) rows() int { return g.outer * g.h }
+
+// prow is the padded-view row of logical row l.
+func (g geom) prow(l int) int { return (l/g.h)*g.hp + l%g.h }
+
+// size is the element count of the padded view.
+func (g geom) size() int { return g.outer * g.hp * g.wp }
+
+// scratch holds an op's working buffers; they are pooled so that steady-state
+// runs do not allocate.
+type scratch struct {
+	page  []byte
+	bufs  [8][]bf16.BF16
+	f32   []float32
+	words []uint32
+}
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{page: make([]byte, 4096)} }}
+
+func getScratch() *scratch   { return scratchPool.Get().(*scratch) }
+func putScratch(s *scratch) { scratchPool.Put(s) }
+
+// buf returns scratch buffer i with n elements (contents unspecified).
+func (s *scratch) buf(i, n int) []bf16.BF16 {
+	if cap(s.bufs[i]) < n {
+		s.bufs[i] = make([]bf16.BF16, n)
+	}
+	return s.bufs[i][:n]
+}
+
+func (s *scratch) pageBuf(n int) []byte {
+	if cap(s.page) < n {
+		s.page = make([]byte, n)
+	}
+	return s.page[:n]
+}
+
+func (s *scratch) floats(n int) []float32 {
+	if cap(s.f32) < n {
+		s.f32 = make([]float32, n)
+	}
+	return s.f32[:n]
+}
+
+func (s *scratch) u32(n int) []uint32 {
+	if cap(s.words) < n {
+		s.words = make([]uint32, n)
+	}
+	return s.words[:n]
+}
+
+// opIO is one launch's access context: the op name (for faults and
+// findings) and whether a read of unwritten memory was already reported.
+type opIO struct {
+	d        *Device
+	op       string
+	reported bool
+}
+
+// pageIO reads or writes one page of a buffer at its placement (§6.3); an
+// address outside the memory is a Fault. In strict mode the first read of
+// never-written bytes of a launch is a Finding.
+func (x *opIO) pageIO(b *buffer, p int, buf []byte, write bool) error {
+	d := x.d
+	loc := d.pageLoc(b, p)
+	core := 0
+	var err error
+	if loc.Type == tt.DRAM {
+		err = d.dramIO(x.op, core, loc.Bank, loc.Addr, buf, write)
+	} else {
+		core = loc.Bank
+		if core >= len(d.l1) {
+			return &Fault{Op: x.op, Core: core, Space: "L1", Addr: loc.Addr, Len: len(buf)}
+		}
+		err = d.l1IO(x.op, core, loc.Addr, buf, write)
+	}
+	if err != nil || write || !d.opt.Strict || x.reported {
+		return err
+	}
+	m, a := d.memAt(loc)
+	if at, bad := m.unwritten(a, uint64(len(buf))); bad {
+		x.reported = true
+		d.find(Finding{Class: ReadUnwritten, Op: x.op, Core: -1, User: -1, Index: int64(p), Tensor: b.id, Addr: loc.Addr,
+			Detail: spaceName(loc) + " byte " + hex(at-a+loc.Addr) + " of page " + itoa(p) + " was never written (poison)"})
+	}
+	return nil
+}
+
+// readPadded untilizes a BF16 tensor into its padded row-major view (dst
+// has geomOf(spec).size() elements). ROW_MAJOR pages are copied as rows.
+func (x *opIO) readPadded(s *scratch, b *buffer, dst []bf16.BF16) error {
+	pg := s.pageBuf(int(b.pageSize))
+	if b.spec.Layout != tt.Tile {
+		w := int(b.pageSize) / 2
+		for p := 0; p < b.numPages; p++ {
+			if err := x.pageIO(b, p, pg, false); err != nil {
+				return err
+			}
+			copy(dst[p*w:(p+1)*w], bf16.FromBytes(pg))
+		}
+		return nil
+	}
+	wp := b.spec.Width()
+	wt := wp / tt.TileSize
+	for p := 0; p < b.numPages; p++ {
+		if err := x.pageIO(b, p, pg, false); err != nil {
+			return err
+		}
+		tr, tc := p/wt, p%wt
+		untilizeTile(dst[tr*tt.TileSize*wp+tc*tt.TileSize:], wp, bf16.FromBytes(pg))
+	}
+	return nil
+}
+
+// writePadded tilizes a padded row-major view into the tensor's pages. When
+// only is not nil, page p is written only if only(p) is true.
+func (x *opIO) writePadded(s *scratch, b *buffer, src []bf16.BF16, only func(p int) bool) error {
+	pg := s.pageBuf(int(b.pageSize))
+	view := bf16.FromBytes(pg)
+	if b.spec.Layout != tt.Tile {
+		w := int(b.pageSize) / 2
+		for p := 0; p < b.numPages; p++ {
+			if only != nil && !only(p) {
+				continue
+			}
+			copy(view, src[p*w:(p+1)*w])
+			if err := x.pageIO(b, p, bf16Bytes(pg, view), true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	wp := b.spec.Width()
+	wt := wp / tt.TileSize
+	for p := 0; p < b.numPages; p++ {
+		if only != nil && !only(p) {
+			continue
+		}
+		tr, tc := p/wt, p%wt
+		tilizeTile(view, src[tr*tt.TileSize*wp+tc*tt.TileSize:], wp)
+		if err := x.pageIO(b, p, bf16Bytes(pg, view), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bf16Bytes returns pg holding view's values: view aliases pg when
+// bf16.FromBytes could alias it (little-endian host, aligned), otherwise the
+// values are encoded into pg.
+func bf16Bytes(pg []byte, view []bf16.BF16) []byte {
+	if len(view) > 0 && len(pg) > 0 && &bf16.FromBytes(pg[:2])[0] == &view[0] {
+		return pg
+	}
+	for i, v := range view {
+		binary.LittleEndian.PutUint16(pg[2*i:], uint16(v))
+	}
+	return pg
+}
+
+// readLogical reads a BF16 tensor's logical elements in row-major order.
+func (x *opIO) readLogical(s *scratch, slot int, b *buffer, dst []bf16.BF16) error {
+	g := geomOf(b.spec)
+	if g.h == g.hp && g.w == g.wp {
+		return x.readPadded(s, b, dst)
+	}
+	pad := s.buf(slot, g.size())
+	if err := x.readPadded(s, b, pad); err != nil {
+		return err
+	}
+	for l := 0; l < g.rows(); l++ {
+		r := g.prow(l) * g.wp
+		copy(dst[l*g.w:(l+1)*g.w], pad[r:r+g.w])
+	}
+	return nil
+}
+
+// readWords reads page p of a 4-byte ROW_MAJOR tensor as uint32 values.
+func (x *opIO) readWords(s *scratch, b *buffer, p int, dst []uint32) error {
+	pg := s.pageBuf(int(b.pageSize))
+	if err := x.pageIO(b, p, pg, false); err != nil {
+		return err
+	}
+	for i := range dst {
+		dst[i] = binary.LittleEndian.Uint32(pg[4*i:])
+	}
+	return nil
+}
+
+// snapshot copies a live operand's geometry: launches keep these copies, so
+// a replay uses the recorded addresses even after the tensor is freed.
+func snapshot(b *buffer) *buffer {
+	c := *b
+	return &c
+}
+
+// operandOf returns the live buffer of an op operand, with ttnn's wording
+// for a tensor that is not allocated.
+func (d *Device) operandOf(op string, t tt.Tensor) (*buffer, error) {
+	b, ok := d.live(t)
+	if !ok || b.addr != t.Addr {
+		return nil, tt.Errorf(op, "Operands to %s need to be allocated in buffers on device!", op)
+	}
+	return b, nil
+}
+
+// opKey is a program-cache key: the op name, its attributes and the specs
+// of its tensors (never addresses or contents).
+func opKey(name, attrs string, bs ...*buffer) string {
+	var k strings.Builder
+	k.WriteString(name)
+	k.WriteString("|")
+	k.WriteString(attrs)
+	for _, b := range bs {
+		k.WriteString("|")
+		if b == nil {
+			k.WriteString("-")
+			continue
+		}
+		k.WriteString(b.spec.String())
+	}
+	return k.String()
+}
+
+// simpleProgram is the compiled program of an op whose kernels the
+// simulator does not model at CB level: it keeps only its CB region end.
+type simpleProgram struct{ end uint64 }
+
+func (p simpleProgram) cbEnd() uint64 { return p.end }
+
+// runSimple is the common host path of the compute ops: operands must be
+// live, the program cache is consulted (validate on a miss), and the launch
+// is executed or recorded.
+func (d *Device) runSimple(name, attrs string, bufs []*buffer, validate func() error, mk func() launch) error {
+	key := opKey(name, attrs, bufs...)
+	p, err := d.lookup(name, key, validate, func() (program, error) {
+		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
+	})
+	if err != nil {
+		return err
+	}
+	return d.enqueue(name, p, mk())
+}
+
+func opErr(op, format string, a ...any) error { return tt.Errorf(op, format, a...) }
+
+func wantBF16(op, what string, b *buffer) error {
+	if b.spec.DType != tt.BF16 {
+		return opErr(op, "%s must be BFLOAT16, got %v", what, b.spec.DType)
+	}
+	return nil
+}
+
+func wantLayout(op, what string, b *buffer, l tt.Layout) error {
+	if b.spec.Layout != l {
+		return opErr(op, "%s must be %v, got %v", what, l, b.spec.Layout)
+	}
+	return nil
+}
+
+func wantRank(op, what string, b *buffer, r int) error {
+	if len(b.spec.Shape) != r {
+		return opErr(op, "%s must be rank %d, got shape %v", what, r, b.spec.Shape)
+	}
+	return nil
+}
+
+var _ = fmt.Sprintf
