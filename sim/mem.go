@@ -6,8 +6,8 @@ package sim
 // shadow bitmap records which bytes were ever written.
 type mem struct {
 	size   uint64
-	chunks [][]byte
-	shadow [][]uint64 // nil unless strict; one bit per byte of a chunk
+	chunks [][][]byte   // two-level: chunks[c>>dirShift][c&dirMask], created on demand
+	shadow [][][]uint64 // nil unless strict; one bit per byte of a chunk
 	strict bool
 }
 
@@ -15,6 +15,8 @@ const (
 	chunkShift = 16
 	chunkSize  = 1 << chunkShift
 	chunkMask  = chunkSize - 1
+	dirShift   = 8
+	dirMask    = 1<<dirShift - 1
 )
 
 // Poison is the byte fresh memory holds at address a: 0xC1 at even addresses,
@@ -38,9 +40,10 @@ var poisonChunk = func() []byte {
 
 func newMem(size uint64, strict bool) *mem {
 	n := (size + chunkMask) >> chunkShift
-	m := &mem{size: size, chunks: make([][]byte, n), strict: strict}
+	n = (n + dirMask) >> dirShift
+	m := &mem{size: size, chunks: make([][][]byte, n), strict: strict}
 	if strict {
-		m.shadow = make([][]uint64, n)
+		m.shadow = make([][][]uint64, n)
 	}
 	return m
 }
@@ -59,8 +62,8 @@ func (m *mem) read(a uint64, dst []byte) {
 }
 
 func (m *mem) chunkOrPoison(c uint64) []byte {
-	if ch := m.chunks[c]; ch != nil {
-		return ch
+	if dir := m.chunks[c>>dirShift]; dir != nil && dir[c&dirMask] != nil {
+		return dir[c&dirMask]
 	}
 	return poisonChunk
 }
@@ -69,11 +72,16 @@ func (m *mem) chunkOrPoison(c uint64) []byte {
 func (m *mem) write(a uint64, src []byte) {
 	for len(src) > 0 {
 		c, off := a>>chunkShift, a&chunkMask
-		ch := m.chunks[c]
+		dir := m.chunks[c>>dirShift]
+		if dir == nil {
+			dir = make([][]byte, 1<<dirShift)
+			m.chunks[c>>dirShift] = dir
+		}
+		ch := dir[c&dirMask]
 		if ch == nil {
 			ch = make([]byte, chunkSize)
 			copy(ch, poisonChunk)
-			m.chunks[c] = ch
+			dir[c&dirMask] = ch
 		}
 		n := copy(ch[off:], src)
 		if m.strict {
@@ -85,10 +93,15 @@ func (m *mem) write(a uint64, src []byte) {
 }
 
 func (m *mem) mark(c, off, n uint64) {
-	sh := m.shadow[c]
+	dir := m.shadow[c>>dirShift]
+	if dir == nil {
+		dir = make([][]uint64, 1<<dirShift)
+		m.shadow[c>>dirShift] = dir
+	}
+	sh := dir[c&dirMask]
 	if sh == nil {
 		sh = make([]uint64, chunkSize/64)
-		m.shadow[c] = sh
+		dir[c&dirMask] = sh
 	}
 	for i := off; i < off+n; {
 		if i&63 == 0 && off+n-i >= 64 {
@@ -108,10 +121,12 @@ func (m *mem) unwritten(a, n uint64) (uint64, bool) {
 		return 0, false
 	}
 	for i := a; i < a+n; i++ {
-		sh := m.shadow[i>>chunkShift]
-		if sh == nil {
+		c := i >> chunkShift
+		dir := m.shadow[c>>dirShift]
+		if dir == nil || dir[c&dirMask] == nil {
 			return i, true
 		}
+		sh := dir[c&dirMask]
 		off := i & chunkMask
 		if off&63 == 0 && a+n-i >= 64 && sh[off>>6] == ^uint64(0) {
 			i += 63

@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/tt"
+)
+
+// §1.2, §6.5: paged_update_cache's CBs from the L1 base in creation order,
+// c_1 (the input shard) not placed, the page-table CB last and exactly one
+// stick (padded_shape[-1]*4 bytes, not aligned).
+func TestUpdateCacheCBLayout(t *testing.T) {
+	f := newUCFix(t, Options{Arch: Wormhole}, 8, 2, 32, 128, 128, 16)
+	f.setTable(permTable(f.rng, 8, 16, 128))
+	if err := f.step(make([]int32, 8), nil); err != nil {
+		t.Fatal(err)
+	}
+	p := f.d.progs[ucKey(f.op(), f.d.bufs[f.cache.ID], f.d.bufs[f.in.ID], f.d.bufs[f.idx.ID], f.d.bufs[f.pt.ID])].(*ucProgram)
+	base := f.d.opt.L1UnreservedBase
+	if p.c0.addr != base || p.c0.size != 2*4*2048 {
+		t.Errorf("c_0 at %d size %d", p.c0.addr, p.c0.size)
+	}
+	// c_24/25 and c_26 (2*Wt Float16_b tiles each) sit between c_0 and c_16.
+	if p.c16.addr != base+3*16384 || p.c16.size != 8*4*2048 {
+		t.Errorf("c_16 at %d size %d", p.c16.addr, p.c16.size)
+	}
+	if p.c2.addr != p.c16.addr+p.c16.size || p.c2.size != 4096 {
+		t.Errorf("c_2 at %d size %d", p.c2.addr, p.c2.size)
+	}
+	if p.c3.addr != p.c2.addr+4096 || p.c3.size != 64 || p.end != p.c3.addr+64 {
+		t.Errorf("c_3 at %d size %d end %d", p.c3.addr, p.c3.size, p.end)
+	}
+	// The page-table CB holds user b's row on core b after the run.
+	var w [4]byte
+	f.d.l1[5].read(p.c3.addr+4*3, w[:])
+	h, _ := f.d.ReadHost(f.pt)
+	if got, want := le32(w[:]), uint32(h.Int32s()[5*16+3]); got != want {
+		t.Errorf("core 5 CB entry 3 = %d want %d", got, want)
+	}
+	// Placement for a [B,1] table: 4-byte CB, the next word is past it.
+	g := newUCFix(t, Options{Arch: Blackhole}, 2, 1, 32, 32, 4, 1)
+	g.setTable([][]int32{{0}, {1}})
+	if err := g.step([]int32{0, 0}, [][]int32{{0}, {1}}); err != nil {
+		t.Fatal(err)
+	}
+	q := g.d.progs[ucKey(g.op(), g.d.bufs[g.cache.ID], g.d.bufs[g.in.ID], g.d.bufs[g.idx.ID], g.d.bufs[g.pt.ID])].(*ucProgram)
+	if q.c3.size != 4 || q.c3.addr%64 != 0 {
+		t.Errorf("BH c_3 at %d size %d", q.c3.addr, q.c3.size)
+	}
+}
+
+// §1.1-1.2: keyed by specs and attributes, not addresses or contents;
+// validation only on a miss (batch_offset is not in the hash, so a bad
+// batch_offset passes on a hit); a page-table width change is a miss.
+func TestUpdateCacheProgramCache(t *testing.T) {
+	f := newUCFix(t, Options{Arch: Wormhole}, 2, 1, 32, 32, 8, 2)
+	table := [][]int32{{0, 1}, {2, 3}}
+	f.setTable(table)
+	run := func(o tt.PagedUpdateCache) error {
+		return f.d.Run(o)
+	}
+	o := f.op()
+	o.BatchOffset = 1
+	if err := run(o); !tt.HasMsg(err, "batch_offset must be 0") {
+		t.Fatalf("miss must validate: %v", err)
+	}
+	if h, m := f.d.ProgramCacheStats(); h != 0 || m != 0 {
+		t.Fatalf("failed validation cached: %d/%d", h, m)
+	}
+	if err := f.step([]int32{1, 2}, table); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(o); err != nil {
+		t.Fatalf("hit must skip validation: %v", err)
+	}
+	// New addresses and contents, same specs: a hit, at the new addresses.
+	pt2 := mustAlloc(t, f.d, rmSpec(2, 2))
+	f.write(pt2, tt.HostInt32([]int{2, 2}, tt.RowMajor, []int32{4, 5, 6, 7}))
+	f.d.Free(f.pt)
+	f.pt = pt2
+	if err := f.step([]int32{33, 40}, [][]int32{{4, 5}, {6, 7}}); err != nil {
+		t.Fatal(err)
+	}
+	f.checkCache()
+	if h, m := f.d.ProgramCacheStats(); h != 2 || m != 1 {
+		t.Fatalf("hits/misses %d/%d want 2/1", h, m)
+	}
+	// Width change: a different program.
+	pt3 := mustAlloc(t, f.d, rmSpec(2, 3))
+	f.write(pt3, tt.HostInt32([]int{2, 3}, tt.RowMajor, []int32{4, 5, 0, 6, 7, 1}))
+	f.W, f.pt = 3, pt3
+	if err := f.step([]int32{64, 65}, [][]int32{{4, 5, 0}, {6, 7, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	f.checkCache()
+	if h, m := f.d.ProgramCacheStats(); h != 2 || m != 2 {
+		t.Fatalf("hits/misses %d/%d want 2/2", h, m)
+	}
+}
+
+// §1.1 validation messages, in order, on a miss.
+func TestUpdateCacheValidation(t *testing.T) {
+	d := newDev(t, Options{Arch: Wormhole})
+	alloc := func(s tt.Spec) *tt.Tensor { x := mustAlloc(t, d, s); return &x }
+	cacheS := tt.Spec{Shape: []int{8, 2, 32, 64}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}
+	inS := tt.Spec{Shape: []int{1, 4, 2, 64}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(4, [2]int{32, 64})}
+	cache, in := alloc(cacheS), alloc(inS)
+	idx, pt := alloc(rmSpec(4)), alloc(rmSpec(4, 2))
+	good := tt.PagedUpdateCache{Cache: *cache, Input: *in, UpdateIdxs: idx, PageTable: pt}
+	mod := func(f func(o *tt.PagedUpdateCache)) tt.PagedUpdateCache { o := good; f(&o); return o }
+	respec := func(s tt.Spec, f func(s *tt.Spec)) tt.Tensor {
+		s.Shape = append([]int(nil), s.Shape...)
+		f(&s)
+		return *alloc(s)
+	}
+	d.WriteHost(*idx, tt.HostInt32([]int{4}, tt.RowMajor, []int32{0, 1, 2, 3}))
+	d.WriteHost(*pt, tt.HostInt32([]int{4, 2}, tt.RowMajor, []int32{0, 1, 2, 3, 4, 5, 6, 7}))
+	freed := *alloc(rmSpec(4))
+	d.Free(freed)
+	for _, c := range []struct {
+		op   tt.PagedUpdateCache
+		want string
+	}{
+		{mod(func(o *tt.PagedUpdateCache) { o.PageTable = &freed }), "Operands to update_cache need to be allocated in buffers on device!"},
+		{mod(func(o *tt.PagedUpdateCache) {
+			o.Input = respec(inS, func(s *tt.Spec) { s.Layout = tt.RowMajor; s.Memory = tt.L1HeightSharded(4, [2]int{2, 64}) })
+		}), "Input tensor in non-fused update_cache must be tilized"},
+		{mod(func(o *tt.PagedUpdateCache) {
+			o.Cache = respec(cacheS, func(s *tt.Spec) { s.Memory = tt.L1HeightSharded(16, [2]int{32, 64}) })
+		}), "Only interleaved cache is supported"},
+		{mod(func(o *tt.PagedUpdateCache) {
+			o.Cache = respec(cacheS, func(s *tt.Spec) { s.Shape[3] = 128 })
+		}), "paged_update_cache geometry mismatch"},
+		{mod(func(o *tt.PagedUpdateCache) { o.ShareCache = true }), "share_cache not supported with paged cache"},
+		{mod(func(o *tt.PagedUpdateCache) { o.UpdateIdxs = nil; o.UpdateIdxsList = []int32{0, 0, 0, 0} }), "Paged cache requires update_idxs tensor"},
+		{mod(func(o *tt.PagedUpdateCache) { x := respec(rmSpec(3, 2), func(*tt.Spec) {}); o.PageTable = &x }), "Batch size between page_table and input_tensor must match"},
+		{mod(func(o *tt.PagedUpdateCache) { x := respec(rmSpec(4, 9), func(*tt.Spec) {}); o.PageTable = &x }), "max_num_blocks_per_seq must be less than max_num_blocks: max_num_blocks_per_seq=9, max_num_blocks=8"},
+		{mod(func(o *tt.PagedUpdateCache) { o.UpdateIdxsList = []int32{0, 0, 0, 0} }), "Only an update tensor or an update vector can be provided. Not both or neither."},
+		{mod(func(o *tt.PagedUpdateCache) { x := respec(rmSpec(5), func(*tt.Spec) {}); o.UpdateIdxs = &x }), "Number of update_idxs (5) should match batch size (4)"},
+		{mod(func(o *tt.PagedUpdateCache) {
+			o.Input = respec(inS, func(s *tt.Spec) { s.Shape[1] = 2; s.Memory = tt.L1HeightSharded(4, [2]int{32, 64}) })
+			x := respec(rmSpec(2, 2), func(*tt.Spec) {})
+			o.PageTable = &x
+			y := respec(rmSpec(2), func(*tt.Spec) {})
+			o.UpdateIdxs = &y
+		}), "Input shard grid must have one core per user"},
+		{mod(func(o *tt.PagedUpdateCache) { o.BatchOffset = 2 }), "batch_offset must be 0"},
+	} {
+		err := d.Run(c.op)
+		if !tt.HasMsg(err, c.want) {
+			t.Errorf("want %q, got %v", c.want, err)
+		}
+	}
+	if err := d.Run(good); err != nil {
+		t.Fatalf("good op: %v", err)
+	}
+}
+
+// Non-paged modes: tensor mode cache_id = b*cache_batch_num_tiles +
+// (idx/32)*Wt; list mode bakes cache_start_id and the row offset on the host.
+func TestUpdateCacheNonPaged(t *testing.T) {
+	for _, list := range []bool{false, true} {
+		const B, H, S, D = 3, 2, 64, 32
+		d := newDev(t, Options{Arch: Wormhole, LogKV: true})
+		cacheS := tt.Spec{Shape: []int{B, H, S, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}
+		cache := mustAlloc(t, d, cacheS)
+		model := make([]bf16.BF16, B*H*S*D)
+		for i := range model {
+			model[i] = bf16.BF16(i)
+		}
+		d.WriteHost(cache, tt.HostBF16(cacheS.Shape, tt.Tile, model))
+		in := mustAlloc(t, d, tt.Spec{Shape: []int{1, B, H, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, D})})
+		inv := make([]bf16.BF16, B*H*D)
+		for i := range inv {
+			inv[i] = bf16.BF16(0x4000 + i)
+		}
+		d.WriteHost(in, tt.HostBF16([]int{1, B, H, D}, tt.Tile, inv))
+		pos := []int32{0, 33, 63}
+		o := tt.PagedUpdateCache{Cache: cache, Input: in}
+		if list {
+			o.UpdateIdxsList = pos
+		} else {
+			idx := mustAlloc(t, d, rmSpec(B))
+			d.WriteHost(idx, tt.HostInt32([]int{B}, tt.RowMajor, pos))
+			o.UpdateIdxs = &idx
+		}
+		if err := d.Run(o); err != nil {
+			t.Fatal(err)
+		}
+		for b, p := range pos {
+			for h := 0; h < H; h++ {
+				copy(model[((b*H+h)*S+int(p))*D:][:D], inv[(b*H+h)*D:][:D])
+			}
+		}
+		got, _ := d.ReadHost(cache)
+		for i, v := range got.BF16s() {
+			if v != model[i] {
+				t.Fatalf("list=%v: element %d = %#x want %#x", list, i, v, model[i])
+			}
+		}
+		if log := d.KVLog(); len(log) != B || log[2].Pos != 63 {
+			t.Fatalf("log %+v", log)
+		}
+	}
+}
+
+// §6.5: a program whose static CB region reaches the lowest L1 buffer fails
+// at enqueue.
+func TestCBClash(t *testing.T) {
+	f := newUCFix(t, Options{Arch: Wormhole, L1Size: 160 << 10}, 2, 1, 32, 32, 4, 2)
+	f.setTable([][]int32{{0, 1}, {2, 3}})
+	big := mustAlloc(t, f.d, tt.Spec{Shape: []int{64, 12 * 1024}, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.L1Interleaved})
+	_ = big
+	err := f.d.Run(f.op())
+	if err == nil || !strings.Contains(err.Error(), "Statically allocated circular buffers") {
+		t.Fatalf("got %v", err)
+	}
+}
