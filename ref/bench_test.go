@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/offcard/offcard/bf16"
+
 	"github.com/offcard/offcard/qwen3"
 )
 
@@ -76,4 +78,25 @@ func BenchmarkTinyStep(b *testing.B) {
 	for _, batch := range []int{1, 8} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchDecode(b, w, batch) })
 	}
+}
+
+// BenchmarkMatVecLMHead is the 0.6b lm_head shape (151936×1024) on one
+// goroutine: the decoder's row kernel.
+func BenchmarkMatVecLMHead(b *testing.B) {
+	w := weights06(b)
+	cols := w.Config.HiddenSize
+	rows := len(w.LMHead) / cols
+	x := make([]float32, cols)
+	for i := range x {
+		x[i] = w.Norm[i].Float32()
+	}
+	dst := make([]bf16.BF16, rows)
+	b.Run("rows", func(b *testing.B) {
+		for b.Loop() {
+			for o := range rows {
+				dst[o] = bf16.FromFloat32(dotRow(w.LMHead[o*cols:(o+1)*cols], x))
+			}
+		}
+		b.ReportMetric(float64(rows*cols*2)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	})
 }
