@@ -86,8 +86,15 @@ type Device struct {
 	findings []Finding
 	kvlog    []KVWrite
 
-	capturing bool
-	recorded  []launch
+	capturing   bool
+	recorded    []launch
+	footprints  []footprint
+	traceID     tt.TraceID
+	nextTrace   tt.TraceID
+	traces      map[tt.TraceID]*trace
+	unsafeAlloc bool
+	warned      bool
+	warnings    []string
 }
 
 // buffer is a live device tensor's allocation.
@@ -248,6 +255,7 @@ func (d *Device) Allocate(spec tt.Spec) (tt.Tensor, error) {
 	b.id = d.nextID
 	d.nextID++
 	d.bufs[b.id] = b
+	d.noteAllocation(b)
 	return tt.Tensor{ID: b.id, Spec: spec, Addr: addr}, nil
 }
 

@@ -76,6 +76,8 @@ func (d *Device) lookup(op, key string, validate func() error, build func() (pro
 		return p, nil
 	}
 	if d.capturing {
+		d.find(Finding{Class: CacheMissDuringCapture, Op: op, Core: -1, User: -1, Index: -1,
+			Detail: "program not in the program cache while capturing trace " + itoa(int(d.traceID)) + "; warm up before capture"})
 		return nil, &tt.Error{Op: op, Msg: tt.MsgProgramCacheMissDuringCapture}
 	}
 	if err := validate(); err != nil {
@@ -103,8 +105,20 @@ func (d *Device) enqueue(op string, p program, l launch) error {
 	return l.exec(d)
 }
 
-// Run implements tt.Device.Run for the ops built so far.
+// Run implements tt.Device.Run for the ops built so far. During capture the
+// launches an op enqueues are recorded with the op's operands (their ids and
+// addresses at capture time), which strict mode checks on every replay.
 func (d *Device) Run(op tt.Op) error {
+	start := len(d.recorded)
+	err := d.dispatch(op)
+	if d.capturing && err == nil && len(d.recorded) > start {
+		d.footprints = append(d.footprints, d.footprintOf(op, start))
+	}
+	return err
+}
+
+// dispatch runs one op.
+func (d *Device) dispatch(op tt.Op) error {
 	switch o := op.(type) {
 	case tt.PagedUpdateCache:
 		return d.pagedUpdateCache(o)

@@ -1,10 +1,86 @@
 package sim
 
-import "github.com/offcard/offcard/tt"
+import (
+	"fmt"
+	"sort"
+
+	"github.com/offcard/offcard/tt"
+)
+
+// Trace capture and replay (§5). During capture ops are validated (only on a
+// program-cache miss, which is fatal while capturing), their runtime
+// arguments computed with the current addresses, and the launch recorded
+// instead of run; device memory is untouched (§5.2). Execute replays the
+// launches at the recorded addresses with no validation and no allocation.
+//
+// Device fields used here (declared in device.go): capturing, recorded, and
+// the ones below.
+
+// trace is a captured trace.
+type trace struct {
+	launches   []launch
+	footprints []footprint
+}
+
+// footprint is the operands one recorded op touched, as allocated at capture.
+type footprint struct {
+	op   string
+	refs []operandRef
+	// first..last are the indexes of the op's launches in the trace.
+	first, last int
+}
+
+type operandRef struct {
+	id      tt.TensorID
+	bt      tt.BufferType
+	addr    uint64
+	perBank uint64 // bytes reserved in each bank
+}
+
+// Trace finding classes.
+const (
+	// TraceStaleAddress: a replay touches an address whose tensor was freed
+	// (and possibly handed to another tensor) since capture.
+	TraceStaleAddress FindingClass = "trace-replay-stale-address"
+	// AllocOverlapsTrace: an allocation overlaps memory a live trace uses.
+	AllocOverlapsTrace FindingClass = "allocation-overlaps-live-trace"
+	// HostIODuringCapture: a host write or read while capturing.
+	HostIODuringCapture FindingClass = "host-io-during-capture"
+	// CacheMissDuringCapture: a program-cache miss while capturing.
+	CacheMissDuringCapture FindingClass = "program-cache-miss-during-capture"
+)
+
+// traceBytesPerLaunch is offcard's estimate of one launch's dispatch
+// commands in the trace buffer (the notes do not give the real size); it
+// only matters for the trace-region budget check.
+const traceBytesPerLaunch = 1024
+
+func (d *Device) footprintOf(op tt.Op, start int) footprint {
+	fp := footprint{op: op.Name(), first: start, last: len(d.recorded) - 1}
+	seen := map[tt.TensorID]bool{}
+	for _, t := range append(op.Inputs(), op.Outputs()...) {
+		b, ok := d.bufs[t.ID]
+		if !ok || seen[t.ID] {
+			continue
+		}
+		seen[t.ID] = true
+		fp.refs = append(fp.refs, operandRef{id: b.id, bt: b.bt, addr: b.addr, perBank: d.allocatorOf(b.bt).allocSize(b.perBank)})
+	}
+	return fp
+}
+
+func (d *Device) allocatorOf(bt tt.BufferType) *allocator {
+	if bt == tt.L1 {
+		return d.l1a
+	}
+	return d.dram
+}
 
 // hostWriteAllowed is the check of the write path during capture (§5.3).
 func (d *Device) hostWriteAllowed() error {
 	if d.capturing {
+		d.find(Finding{Class: HostIODuringCapture, Op: "copy_host_to_device_tensor", Core: -1, User: -1, Index: -1,
+			Detail: "host write while trace " + itoa(int(d.traceID)) + " is being captured"})
 		return &tt.Error{Op: "copy_host_to_device_tensor", Msg: tt.MsgWritesDuringCapture}
 	}
 	return nil
@@ -13,7 +89,159 @@ func (d *Device) hostWriteAllowed() error {
 // hostReadAllowed is the check of the read path during capture (§5.3).
 func (d *Device) hostReadAllowed() error {
 	if d.capturing {
+		d.find(Finding{Class: HostIODuringCapture, Op: "read", Core: -1, User: -1, Index: -1,
+			Detail: "host read while trace " + itoa(int(d.traceID)) + " is being captured"})
 		return &tt.Error{Op: "read", Msg: tt.MsgReadsDuringCapture}
 	}
 	return nil
+}
+
+// BeginCapture implements tt.Device.BeginCapture (begin_trace_capture on cq 0).
+func (d *Device) BeginCapture() (tt.TraceID, error) {
+	if d.capturing {
+		return 0, tt.Errorf("begin_trace_capture", tt.MsgAlreadyTracing, 0, d.traceID)
+	}
+	d.nextTrace++
+	d.traceID = d.nextTrace
+	d.capturing = true
+	d.recorded, d.footprints = nil, nil
+	d.unsafeAlloc = false // begin_mesh_trace marks allocations safe (§5.4)
+	return d.traceID, nil
+}
+
+// EndCapture implements tt.Device.EndCapture.
+func (d *Device) EndCapture(id tt.TraceID) error {
+	if !d.capturing || id != d.traceID {
+		return tt.Errorf("end_trace_capture", tt.MsgNotTracing, 0, id)
+	}
+	d.capturing = false
+	size := uint64(len(d.recorded)+1) * traceBytesPerLaunch
+	if d.opt.TraceRegionSize > 0 && size > d.opt.TraceRegionSize-d.traceBytes() {
+		d.recorded, d.footprints = nil, nil
+		return tt.Errorf("end_trace_capture", tt.MsgTraceRegionTooSmall, size, 0, d.opt.TraceRegionSize)
+	}
+	if d.traces == nil {
+		d.traces = map[tt.TraceID]*trace{}
+	}
+	d.traces[id] = &trace{launches: d.recorded, footprints: d.footprints}
+	d.recorded, d.footprints = nil, nil
+	d.unsafeAlloc = true // end_mesh_trace marks allocations unsafe (§5.4)
+	return nil
+}
+
+func (d *Device) traceBytes() uint64 {
+	var n uint64
+	for _, t := range d.traces {
+		n += uint64(len(t.launches)+1) * traceBytesPerLaunch
+	}
+	return n
+}
+
+// Execute implements tt.Device.Execute: the recorded launches run verbatim.
+// In strict mode every recorded operand is first checked against the
+// allocator's current state.
+func (d *Device) Execute(id tt.TraceID) error {
+	t, ok := d.traces[id]
+	if !ok {
+		return fmt.Errorf("sim: execute_trace: trace %d does not exist", id)
+	}
+	if d.capturing {
+		return fmt.Errorf("sim: execute_trace inside a capture is not supported")
+	}
+	if d.opt.Strict {
+		d.checkReplay(id, t)
+	}
+	for _, l := range t.launches {
+		if err := l.exec(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkReplay reports recorded operands whose tensor is gone or whose
+// address now belongs to another tensor.
+func (d *Device) checkReplay(id tt.TraceID, t *trace) {
+	for _, fp := range t.footprints {
+		for _, r := range fp.refs {
+			if b, ok := d.bufs[r.id]; ok && b.addr == r.addr {
+				continue
+			}
+			detail := fmt.Sprintf("trace %d replays %s on t%d at %s %#x, but t%d was freed", id, fp.op, r.id, r.bt, r.addr, r.id)
+			if owners := d.overlapping(r.bt, r.addr, r.perBank); len(owners) > 0 {
+				detail += fmt.Sprintf(" and the address now belongs to t%d", owners[0])
+			}
+			d.find(Finding{Class: TraceStaleAddress, Op: fp.op, Core: -1, User: -1, Index: -1, Tensor: r.id, Addr: r.addr, Detail: detail})
+		}
+	}
+}
+
+// overlapping lists the live tensors (ascending id) whose reserved range
+// overlaps [addr, addr+n) in buffer type bt.
+func (d *Device) overlapping(bt tt.BufferType, addr, n uint64) []tt.TensorID {
+	var out []tt.TensorID
+	a := d.allocatorOf(bt)
+	for _, b := range d.bufs {
+		if b.bt != bt {
+			continue
+		}
+		if sz := a.allocSize(b.perBank); b.addr < addr+n && addr < b.addr+sz {
+			out = append(out, b.id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Release implements tt.Device.Release. Allocations become safe again once
+// every trace is released (§5.4).
+func (d *Device) Release(id tt.TraceID) error {
+	if _, ok := d.traces[id]; !ok {
+		return fmt.Errorf("sim: release_trace: trace %d does not exist", id)
+	}
+	delete(d.traces, id)
+	if len(d.traces) == 0 {
+		d.unsafeAlloc = false
+	}
+	return nil
+}
+
+// Warnings returns the warnings tt-metal would have logged (the unsafe
+// allocation warning, once per device, §5.4).
+func (d *Device) Warnings() []string { return append([]string(nil), d.warnings...) }
+
+// noteAllocation is called after every allocation: the §5.4 warning, and in
+// strict mode a finding when the new buffer overlaps a live trace's operands
+// that are no longer allocated (the trace will write there on replay).
+func (d *Device) noteAllocation(b *buffer) {
+	if d.unsafeAlloc && !d.warned {
+		d.warned = true
+		d.warnings = append(d.warnings, tt.MsgUnsafeAllocation)
+	}
+	if !d.opt.Strict || len(d.traces) == 0 {
+		return
+	}
+	size := d.allocatorOf(b.bt).allocSize(b.perBank)
+	ids := make([]int, 0, len(d.traces))
+	for id := range d.traces {
+		ids = append(ids, int(id))
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		for _, fp := range d.traces[tt.TraceID(id)].footprints {
+			for _, r := range fp.refs {
+				if r.bt != b.bt || r.id == b.id {
+					continue
+				}
+				if _, live := d.bufs[r.id]; live {
+					continue
+				}
+				if b.addr < r.addr+r.perBank && r.addr < b.addr+size {
+					d.find(Finding{Class: AllocOverlapsTrace, Op: "allocate", Core: -1, User: -1, Index: -1, Tensor: b.id, Addr: b.addr,
+						Detail: fmt.Sprintf("t%d at %s %#x overlaps t%d (freed) that trace %d's %s still uses at %#x", b.id, b.bt, b.addr, r.id, id, fp.op, r.addr)})
+					return
+				}
+			}
+		}
+	}
 }

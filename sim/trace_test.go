@@ -1,0 +1,144 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/offcard/offcard/tt"
+)
+
+// §5.2/§5.3: capture records without executing; host I/O and program-cache
+// misses during capture fail with tt-metal's texts; a replay runs the
+// recorded launches at the recorded addresses, reading current contents.
+func TestTraceCaptureReplay(t *testing.T) {
+	f := newUCFix(t, Options{Arch: Wormhole, Strict: true, LogKV: true}, 2, 2, 32, 64, 8, 2)
+	table := [][]int32{{0, 1}, {2, 3}}
+	f.setTable(table)
+	if err := f.step([]int32{3, 4}, table); err != nil { // warm: program cached
+		t.Fatal(err)
+	}
+	id, err := f.d.BeginCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.d.BeginCapture(); !tt.HasMsg(err, "CQ 0 is already being used for tracing tid 1") {
+		t.Errorf("nested begin: %v", err)
+	}
+	if err := f.d.WriteHost(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{0, 0})); !tt.HasMsg(err, tt.MsgWritesDuringCapture) {
+		t.Errorf("write during capture: %v", err)
+	}
+	if _, err := f.d.ReadHost(f.idx); !tt.HasMsg(err, tt.MsgReadsDuringCapture) {
+		t.Errorf("read during capture: %v", err)
+	}
+	o := f.op()
+	o.FP32DestAcc = true // a program never compiled
+	if err := f.d.Run(o); !tt.HasMsg(err, tt.MsgProgramCacheMissDuringCapture) {
+		t.Errorf("miss during capture: %v", err)
+	}
+	f.d.ResetKVLog()
+	if err := f.d.Run(f.op()); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.d.KVLog()) != 0 {
+		t.Fatal("an op executed during capture")
+	}
+	if err := f.d.EndCapture(id + 1); !tt.HasMsg(err, "CQ 0 is not being used for tracing tid 2") {
+		t.Errorf("end wrong id: %v", err)
+	}
+	if err := f.d.EndCapture(id); err != nil {
+		t.Fatal(err)
+	}
+	classes := map[FindingClass]int{}
+	for _, x := range f.d.Findings() {
+		classes[x.Class]++
+	}
+	if classes[HostIODuringCapture] != 2 || classes[CacheMissDuringCapture] != 1 || len(classes) != 2 {
+		t.Errorf("findings %v", f.d.Findings())
+	}
+	f.d.ClearFindings()
+	f.checkCache() // nothing written by the capture
+	// Replays read the index tensor's current contents at the baked address.
+	for _, pos := range [][]int32{{40, 5}, {41, -1}} {
+		f.write(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, pos))
+		in := f.rng.Perm(2 * 2 * 64)
+		_ = in
+		if err := f.d.Execute(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := f.d.KVLog()
+	if len(log) != 3 || log[0].Pos != 40 || log[0].Physical != 1 || log[2].Pos != 41 {
+		t.Fatalf("replay log %+v", log)
+	}
+	if len(f.d.Findings()) != 0 {
+		t.Fatalf("findings on a clean replay: %v", f.d.Findings())
+	}
+}
+
+// §5.4/§5.5: freeing a captured tensor returns its address; the next
+// same-size allocation gets it (warning logged once); the replay reads the
+// new owner's bytes. Strict names both hazards.
+func TestTraceBakedAddress(t *testing.T) {
+	f := newUCFix(t, Options{Arch: Wormhole, Strict: true, LogKV: true}, 2, 1, 32, 32, 8, 2)
+	f.setTable([][]int32{{0, 1}, {2, 3}})
+	f.write(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{1, 2}))
+	if err := f.d.Run(f.op()); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := f.d.BeginCapture()
+	if err := f.d.Run(f.op()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.EndCapture(id); err != nil {
+		t.Fatal(err)
+	}
+	old := f.pt
+	if err := f.d.Free(old); err != nil {
+		t.Fatal(err)
+	}
+	pt2 := mustAlloc(t, f.d, rmSpec(2, 2))
+	mustAlloc(t, f.d, rmSpec(1))
+	if pt2.Addr != old.Addr {
+		t.Fatalf("freed address not reused: %#x vs %#x", pt2.Addr, old.Addr)
+	}
+	if w := f.d.Warnings(); len(w) != 1 || w[0] != tt.MsgUnsafeAllocation {
+		t.Errorf("warnings %q", w)
+	}
+	f.write(pt2, tt.HostInt32([]int{2, 2}, tt.RowMajor, []int32{7, 6, 5, 4}))
+	f.d.ResetKVLog()
+	if err := f.d.Execute(id); err != nil {
+		t.Fatal(err)
+	}
+	if log := f.d.KVLog(); log[0].Physical != 7 || log[1].Physical != 5 {
+		t.Errorf("replay did not read the new owner's bytes: %+v", log)
+	}
+	fs := f.d.Findings()
+	if len(fs) != 2 || fs[0].Class != AllocOverlapsTrace || fs[1].Class != TraceStaleAddress {
+		t.Fatalf("findings %v", fs)
+	}
+	if !strings.Contains(fs[1].String(), "now belongs to t") {
+		t.Errorf("finding %q", fs[1])
+	}
+	if err := f.d.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	if f.d.unsafeAlloc {
+		t.Error("allocations still unsafe after releasing every trace")
+	}
+}
+
+// §5.6: traces must fit the trace region.
+func TestTraceRegionBudget(t *testing.T) {
+	f := newUCFix(t, Options{Arch: Wormhole, TraceRegionSize: 1024}, 2, 1, 32, 32, 8, 2)
+	f.setTable([][]int32{{0, 1}, {2, 3}})
+	f.write(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{1, 2}))
+	if err := f.d.Run(f.op()); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := f.d.BeginCapture()
+	f.d.Run(f.op())
+	err := f.d.EndCapture(id)
+	if !tt.HasMsg(err, "Creating trace buffers of size 2048B on MeshDevice 0, but only 1024B is allocated for trace region.") {
+		t.Fatalf("got %v", err)
+	}
+}
