@@ -1,0 +1,575 @@
+package qwen3
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/kvpage"
+	"github.com/offcard/offcard/tt"
+)
+
+// ErrEngineClosed is returned by an Engine used after Close.
+var ErrEngineClosed = errors.New("qwen3: engine is closed")
+
+// slotReq is one slot's part of a step.
+type slotReq struct {
+	active bool
+	seq    SeqID
+	tok    int32
+	pos    int
+	blocks []int32 // the blocks the position needs: Blocks[:pos/bs+1]
+}
+
+// checkTok validates a token, position and block table.
+func (e *Engine) checkReq(tok int32, pos int, blocks []int32) error {
+	if tok < 0 || int(tok) >= e.cfg.VocabSize {
+		return fmt.Errorf("token id %d out of range [0,%d)", tok, e.cfg.VocabSize)
+	}
+	if pos < 0 {
+		return fmt.Errorf("negative position %d", pos)
+	}
+	if pos >= e.ropeLen {
+		return fmt.Errorf("position %d is past the engine's %d positions", pos, e.ropeLen)
+	}
+	need := pos/e.opt.BlockSize + 1
+	if len(blocks) < need {
+		return fmt.Errorf("block table of %d entries does not cover position %d (block size %d)", len(blocks), pos, e.opt.BlockSize)
+	}
+	for i, b := range blocks[:need] {
+		if b < 0 || int(b) >= e.opt.NumBlocks {
+			return fmt.Errorf("block id %d (table entry %d) out of range [0,%d)", b, i, e.opt.NumBlocks)
+		}
+	}
+	return nil
+}
+
+// freeSlot returns the lowest slot no live sequence holds, or -1.
+func (e *Engine) freeSlot(taken []bool) int {
+	for s, live := range e.slotLive {
+		if !live && (taken == nil || !taken[s]) {
+			return s
+		}
+	}
+	return -1
+}
+
+// Prefill writes the prompt through eager single-token steps (see Engine).
+func (e *Engine) Prefill(p Prefill) ([]Output, error) {
+	if e.closed {
+		return nil, ErrEngineClosed
+	}
+	if _, live := e.seqSlot[p.Seq]; live {
+		return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d, which is already live", p.Seq)
+	}
+	if len(p.Tokens) == 0 {
+		return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d with an empty prompt", p.Seq)
+	}
+	last := len(p.Tokens) - 1
+	for i, t := range p.Tokens {
+		if t < 0 || int(t) >= e.cfg.VocabSize {
+			return nil, fmt.Errorf("qwen3: engine: prompt position %d: token id %d out of range [0,%d)", i, t, e.cfg.VocabSize)
+		}
+	}
+	if err := e.checkReq(p.Tokens[last], last, p.Blocks); err != nil {
+		return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d: %w", p.Seq, err)
+	}
+	s := e.freeSlot(nil)
+	if s < 0 {
+		return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d: all %d slots in use", p.Seq, e.opt.Capacity)
+	}
+	// The whole prompt's blocks, for every prompt step: the width does not
+	// change inside the prompt, and entries past a step's position are
+	// never read (KChunkSize = BlockSize) except as masked chunk reads.
+	blocks := p.Blocks[:last/e.opt.BlockSize+1]
+	outs := make([]Output, len(p.Tokens))
+	req := make([]slotReq, e.opt.Capacity)
+	for i, t := range p.Tokens {
+		req[s] = slotReq{active: true, seq: p.Seq, tok: t, pos: i, blocks: blocks}
+		o, err := e.step(req, true)
+		if err != nil {
+			return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d, position %d: %w", p.Seq, i, err)
+		}
+		outs[i] = o[s]
+	}
+	e.slotLive[s], e.slotSeq[s] = true, p.Seq
+	e.seqSlot[p.Seq] = s
+	return outs, nil
+}
+
+// Decode runs one step for each entry of batch. A sequence not live yet
+// takes the lowest free slot. Live sequences not in the batch are inactive
+// for this step (cur_pos -1). Every entry is validated before anything is
+// written.
+func (e *Engine) Decode(batch []Step) ([]Output, error) {
+	if e.closed {
+		return nil, ErrEngineClosed
+	}
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	req := make([]slotReq, e.opt.Capacity)
+	taken := make([]bool, e.opt.Capacity)
+	slots := make([]int, len(batch))
+	for i, st := range batch {
+		for _, o := range batch[:i] {
+			if o.Seq == st.Seq {
+				return nil, fmt.Errorf("qwen3: engine: sequence %d appears twice in one decode batch", st.Seq)
+			}
+		}
+		if err := e.checkReq(st.Token, st.Pos, st.Blocks); err != nil {
+			return nil, fmt.Errorf("qwen3: engine: decode of sequence %d: %w", st.Seq, err)
+		}
+		s, live := e.seqSlot[st.Seq]
+		if !live {
+			if s = e.freeSlot(taken); s < 0 {
+				return nil, fmt.Errorf("qwen3: engine: decode of sequence %d: all %d slots in use", st.Seq, e.opt.Capacity)
+			}
+		}
+		taken[s] = true
+		slots[i] = s
+		req[s] = slotReq{active: true, seq: st.Seq, tok: st.Token, pos: st.Pos,
+			blocks: st.Blocks[:st.Pos/e.opt.BlockSize+1]}
+	}
+	outs, err := e.step(req, false)
+	if err != nil {
+		return nil, fmt.Errorf("qwen3: engine: decode: %w", err)
+	}
+	res := make([]Output, len(batch))
+	for i, st := range batch {
+		s := slots[i]
+		res[i] = outs[s]
+		e.slotLive[s], e.slotSeq[s] = true, st.Seq
+		e.seqSlot[st.Seq] = s
+	}
+	return res, nil
+}
+
+// Finish frees the sequence's slot. The KV cache is not touched (the blocks
+// belong to the caller).
+func (e *Engine) Finish(seq SeqID) error {
+	if e.closed {
+		return ErrEngineClosed
+	}
+	s, live := e.seqSlot[seq]
+	if !live {
+		return fmt.Errorf("qwen3: engine: finish of sequence %d, which is not live", seq)
+	}
+	delete(e.seqSlot, seq)
+	e.slotLive[s] = false
+	return nil
+}
+
+// Reset releases the live trace (freeing the page tables it retired) and
+// forgets everything the regime depends on: the compiled widths and the
+// host's record of the device inputs. The next step is cold and re-seeds
+// every input. Live sequences and the KV cache are kept.
+func (e *Engine) Reset() error {
+	if e.closed {
+		return ErrEngineClosed
+	}
+	err := e.dropTrace()
+	clear(e.warm)
+	e.mirror = false
+	e.ptHost = nil
+	e.stats.Resets++
+	return err
+}
+
+// dropTrace releases the live trace, if any, and frees the page tables
+// retired for it.
+func (e *Engine) dropTrace() error {
+	if e.trace == nil {
+		return nil
+	}
+	id := e.trace.id
+	e.trace = nil
+	err := e.dev.Release(id)
+	e.stats.Releases++
+	keep := e.retired[:0]
+	for _, r := range e.retired {
+		if r.trace == id {
+			err = errors.Join(err, e.dev.Free(r.t))
+			e.stats.RetiredFreed++
+			continue
+		}
+		keep = append(keep, r)
+	}
+	e.retired = keep
+	e.stats.RetiredLive = len(e.retired)
+	return err
+}
+
+// ptSpec is the page table's spec at width w.
+func (e *Engine) ptSpec(w int) tt.Spec {
+	return dramRM(tt.INT32, e.opt.Capacity, w)
+}
+
+// setWidth allocates a page table of width w and supersedes the current
+// one: retired while the live trace addresses it, freed otherwise.
+func (e *Engine) setWidth(w int) error {
+	t, err := e.dev.Allocate(e.ptSpec(w))
+	if err != nil {
+		return fmt.Errorf("allocate page table [%d,%d]: %w", e.opt.Capacity, w, err)
+	}
+	if old := e.pt; old != nil {
+		e.stats.PageTableReallocs++
+		if e.trace != nil && e.trace.pt == old.ID {
+			e.retired = append(e.retired, retiredPT{t: *old, trace: e.trace.id})
+			e.stats.Retired++
+			e.stats.RetiredLive = len(e.retired)
+		} else if err := e.dev.Free(*old); err != nil {
+			return fmt.Errorf("free page table: %w", err)
+		}
+	}
+	e.pt, e.ptW, e.ptHost = &t, w, nil
+	return nil
+}
+
+// write copies a host tensor to the device, counting it.
+func (e *Engine) write(st *StepStats, t tt.Tensor, h tt.HostTensor) error {
+	if err := e.dev.WriteHost(t, h); err != nil {
+		return err
+	}
+	st.HostWrites++
+	return nil
+}
+
+// step runs one device step over all slots (req[s].active marks the
+// step's users) and returns one Output per slot (zero for inactive slots).
+func (e *Engine) step(req []slotReq, eagerOnly bool) ([]Output, error) {
+	C := e.opt.Capacity
+	var st StepStats
+
+	// Page-table width: the policy over the active slots' block counts.
+	longest := 0
+	for _, r := range req {
+		if r.active {
+			longest = max(longest, len(r.blocks))
+		}
+	}
+	w, err := kvpage.Width(e.opt.Width, longest)
+	if err != nil {
+		return nil, err
+	}
+	if e.pt == nil || w != e.ptW {
+		if err := e.setWidth(w); err != nil {
+			return nil, err
+		}
+	}
+	st.Width = e.ptW
+	table := make([]int32, C*e.ptW)
+	for s, r := range req {
+		row := table[s*e.ptW : (s+1)*e.ptW]
+		if !r.active {
+			for i := range row {
+				row[i] = PagePad
+			}
+			continue
+		}
+		if err := kvpage.PadRow(row, r.blocks, PagePad); err != nil {
+			return nil, err
+		}
+	}
+
+	// Regime, from the engine's own state.
+	active := make([]bool, C)
+	for s, r := range req {
+		active[s] = r.active
+	}
+	switch {
+	case e.opt.Mode == ModeCaptured && !eagerOnly:
+		if e.trace != nil && (e.trace.pt != e.pt.ID || !slices.Equal(e.trace.active, active) ||
+			(e.opt.RecaptureEvery > 0 && e.trace.steps >= e.opt.RecaptureEvery)) {
+			if err := e.dropTrace(); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case e.trace != nil:
+			st.Regime = RegimeReplay
+		case e.warm[e.ptW]:
+			st.Regime = RegimeCapture
+		default:
+			st.Regime = RegimeCold
+		}
+	case e.warm[e.ptW]:
+		st.Regime = RegimeWarm
+	default:
+		st.Regime = RegimeCold
+	}
+
+	// Inputs.
+	if e.ptHost == nil || !slices.Equal(table, e.ptHost) {
+		if err := e.write(&st, *e.pt, tt.HostInt32([]int{C, e.ptW}, tt.RowMajor, table)); err != nil {
+			return nil, fmt.Errorf("page table: %w", err)
+		}
+		e.ptHost = table
+		st.PageTableWrite = true
+	}
+	pos := make([]int32, C)
+	rope := make([]int32, C)
+	toks := make([]uint32, C)
+	posDiffers, tokDiffers := !e.mirror, !e.mirror
+	for s, r := range req {
+		if r.active {
+			pos[s], rope[s], toks[s] = int32(r.pos), int32(r.pos), uint32(r.tok)
+		} else {
+			// An inactive slot is skipped by the cache and attention ops;
+			// its token and rope index only need to be in range, so a
+			// replay leaves what the device holds (the rope index of an
+			// inactive slot advances with every replay; it is re-seeded
+			// to 0 at every non-replay step and before it leaves the
+			// table).
+			pos[s] = -1
+			if e.mirror {
+				toks[s] = e.devTok[s]
+				if st.Regime == RegimeReplay && e.devRope[s] >= 0 && int(e.devRope[s]) < e.ropeLen {
+					rope[s] = e.devRope[s]
+				}
+			}
+		}
+		if e.mirror && (pos[s] != e.devPos[s] || rope[s] != e.devRope[s]) {
+			posDiffers = true
+		}
+		if e.mirror && toks[s] != e.devTok[s] {
+			tokDiffers = true
+		}
+	}
+	// Every non-replay step re-seeds the positions; a replay writes them
+	// only when the device does not already hold them.
+	if st.Regime != RegimeReplay || posDiffers {
+		if err := e.write(&st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
+			return nil, fmt.Errorf("cur_pos: %w", err)
+		}
+		if err := e.write(&st, e.a.ropeIdx, tt.HostInt32([]int{1, 1, 1, C}, tt.RowMajor, rope)); err != nil {
+			return nil, fmt.Errorf("rope index: %w", err)
+		}
+		st.PosWrite = true
+	}
+	if tokDiffers {
+		if err := e.write(&st, e.a.tok, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, toks)); err != nil {
+			return nil, fmt.Errorf("tokens: %w", err)
+		}
+		st.TokenWrite = true
+	}
+	// The device now holds pos, rope and toks.
+	copy(e.devPos, pos)
+	copy(e.devRope, rope)
+	copy(e.devTok, toks)
+	e.mirror = true
+
+	// Run.
+	switch st.Regime {
+	case RegimeCold, RegimeWarm:
+		if err := e.forward(); err != nil {
+			e.mirror = false
+			return nil, err
+		}
+		e.warm[e.ptW] = true
+	case RegimeCapture:
+		if err := e.capture(active); err != nil {
+			e.mirror = false
+			return nil, err
+		}
+		if err := e.dev.Execute(e.trace.id); err != nil {
+			e.mirror = false
+			return nil, fmt.Errorf("execute trace: %w", err)
+		}
+		e.trace.steps++
+	case RegimeReplay:
+		if err := e.dev.Execute(e.trace.id); err != nil {
+			e.mirror = false
+			return nil, fmt.Errorf("execute trace: %w", err)
+		}
+		e.trace.steps++
+		e.stats.Replays++
+	}
+	// plus_one ran at the end of the graph.
+	for s := range e.devPos {
+		if e.devPos[s] >= 0 && e.devPos[s] < math.MaxInt32 {
+			e.devPos[s]++
+		}
+		e.devRope[s]++
+	}
+
+	// Results.
+	lh, err := e.dev.ReadHost(e.a.logits)
+	if err != nil {
+		e.mirror = false
+		return nil, fmt.Errorf("read logits: %w", err)
+	}
+	th, err := e.dev.ReadHost(e.a.tok)
+	if err != nil {
+		e.mirror = false
+		return nil, fmt.Errorf("read tokens: %w", err)
+	}
+	st.HostReads += 2
+	copy(e.devTok, th.Uint32s())
+	outs := make([]Output, C)
+	lv := lh.BF16s()
+	V := e.cfg.VocabSize
+	for s, r := range req {
+		if !r.active {
+			continue
+		}
+		logits := make([]float32, V)
+		bf16.ToFloat32s(logits, lv[s*V:(s+1)*V])
+		outs[s] = Output{Seq: r.seq, Pos: r.pos, Token: int32(e.devTok[s]), Logits: logits}
+	}
+	if e.opt.Verify {
+		if err := e.verify(); err != nil {
+			return nil, err
+		}
+	}
+
+	// Stats.
+	e.last = st
+	e.stats.Steps++
+	if eagerOnly {
+		e.stats.PrefillSteps++
+	}
+	e.stats.StepsByRegime[st.Regime]++
+	e.stats.HostWritesByRegime[st.Regime] += st.HostWrites
+	e.stats.HostReadsByRegime[st.Regime] += st.HostReads
+	e.stats.HostWrites += st.HostWrites
+	e.stats.HostReads += st.HostReads
+	if st.TokenWrite {
+		e.stats.TokenWrites++
+	}
+	if st.PosWrite {
+		e.stats.PosWrites++
+	}
+	if st.PageTableWrite {
+		e.stats.PageTableWrites++
+	}
+	return outs, nil
+}
+
+// capture records the decode graph into a new trace.
+func (e *Engine) capture(active []bool) error {
+	id, err := e.dev.BeginCapture()
+	if err != nil {
+		return fmt.Errorf("begin trace capture: %w", err)
+	}
+	if err := e.forward(); err != nil {
+		// Leave the device out of capture; the partial trace is useless.
+		_ = e.dev.EndCapture(id)
+		_ = e.dev.Release(id)
+		return fmt.Errorf("capture: %w", err)
+	}
+	if err := e.dev.EndCapture(id); err != nil {
+		_ = e.dev.Release(id)
+		return fmt.Errorf("end trace capture: %w", err)
+	}
+	e.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active}
+	e.stats.Captures++
+	return nil
+}
+
+// verify reads the inputs back and compares them with the host's record.
+func (e *Engine) verify() error {
+	C := e.opt.Capacity
+	rd := func(t tt.Tensor) ([]int32, error) {
+		h, err := e.dev.ReadHost(t)
+		e.stats.VerifyReads++
+		if err != nil {
+			return nil, err
+		}
+		return h.Int32s(), nil
+	}
+	checks := []struct {
+		name string
+		t    tt.Tensor
+		want []int32
+	}{
+		{"cur_pos", e.a.curPos, e.devPos},
+		{"rope index", e.a.ropeIdx, e.devRope},
+		{"page table", *e.pt, e.ptHost},
+	}
+	tokWant := make([]int32, C)
+	for i, t := range e.devTok {
+		tokWant[i] = int32(t)
+	}
+	checks = append(checks, struct {
+		name string
+		t    tt.Tensor
+		want []int32
+	}{"tokens", e.a.tok, tokWant})
+	for _, c := range checks {
+		got, err := rd(c.t)
+		if err != nil {
+			return fmt.Errorf("verify %s: %w", c.name, err)
+		}
+		if !slices.Equal(got, c.want) {
+			return fmt.Errorf("verify: device %s %v, engine believes %v", c.name, got, c.want)
+		}
+	}
+	return nil
+}
+
+// forward runs (or, during capture, records) the decode graph over all C
+// slots, tt_transformers' order (§8): embedding; per layer rms_norm, fused
+// QKV linear, head split, q/k rms_norm over head_dim, rotary with cos/sin
+// rows gathered at the rope index, paged_update_cache of K and V, paged SDPA
+// decode, concat heads, o_proj, residual add, rms_norm, gate and up
+// linears, silu·mul, down linear, residual add; final rms_norm, lm_head,
+// argmax into the token input, plus_one on cur_pos (skipping -1) and on the
+// rope index.
+//
+// Each op matches one step of ref's decomposition: a fused QKV row is the
+// same Dot over the same normed input as a separate q/k/v row; q_norm and
+// rope act per head row as ref does per head slice.
+func (e *Engine) forward() error {
+	a, c := &e.a, e.cfg
+	hd := c.HeadDim
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	ops := make([]tt.Op, 0, 8+18*len(e.w.layers))
+	ops = append(ops,
+		tt.Embedding{Input: a.tok, Weight: e.w.embed, Output: a.x},
+		tt.Embedding{Input: a.ropeIdx, Weight: e.w.cos, Output: a.cos},
+		tt.Embedding{Input: a.ropeIdx, Weight: e.w.sin, Output: a.sin},
+	)
+	pt := *e.pt
+	for l := range e.w.layers {
+		L := &e.w.layers[l]
+		ops = append(ops,
+			tt.RMSNorm{Input: a.x, Weight: L.inNorm, Output: a.normed, Epsilon: e.eps},
+			tt.Linear{Input: a.normed, Weight: L.qkv, Output: a.qkv, TransposeB: true},
+			tt.NLPCreateQKVHeadsDecode{Input: a.qkv, Q: a.q, K: a.k, V: a.v,
+				NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads},
+			tt.RMSNorm{Input: a.q, Weight: L.qNorm, Output: a.qn, Epsilon: e.eps},
+			tt.RMSNorm{Input: a.k, Weight: L.kNorm, Output: a.kn, Epsilon: e.eps},
+			tt.RotaryEmbedding{Input: a.qn, Cos: a.cos, Sin: a.sin, Output: a.qr},
+			tt.RotaryEmbedding{Input: a.kn, Cos: a.cos, Sin: a.sin, Output: a.kr},
+			tt.PagedUpdateCache{Cache: L.kc, Input: a.kr, UpdateIdxs: &a.curPos, PageTable: &pt},
+			tt.PagedUpdateCache{Cache: L.vc, Input: a.v, UpdateIdxs: &a.curPos, PageTable: &pt},
+			tt.PagedSDPADecode{Q: a.qr, K: L.kc, V: L.vc, PageTable: pt, CurPos: a.curPos,
+				Output: a.attn, Scale: scale, KChunkSize: e.opt.BlockSize},
+			tt.ConcatHeads{Input: a.attn, Output: a.cat, NumHeads: c.NumAttentionHeads},
+			tt.Linear{Input: a.cat, Weight: L.o, Output: a.o, TransposeB: true},
+			tt.Add{A: a.x, B: a.o, Output: a.h},
+			tt.RMSNorm{Input: a.h, Weight: L.postNorm, Output: a.normed, Epsilon: e.eps},
+			tt.Linear{Input: a.normed, Weight: L.gate, Output: a.gate, TransposeB: true},
+			tt.Linear{Input: a.normed, Weight: L.up, Output: a.up, TransposeB: true},
+			tt.SiluMul{Gate: a.gate, Up: a.up, Output: a.gu},
+			tt.Linear{Input: a.gu, Weight: L.down, Output: a.down, TransposeB: true},
+			tt.Add{A: a.h, B: a.down, Output: a.x},
+		)
+	}
+	ops = append(ops,
+		tt.RMSNorm{Input: a.x, Weight: e.w.norm, Output: a.normed, Epsilon: e.eps},
+		tt.Linear{Input: a.normed, Weight: e.w.lmHead, Output: a.logits, TransposeB: true},
+		tt.Argmax{Input: a.logits, Output: a.tok},
+		tt.PlusOne{Input: a.curPos, SkipNegativeEntries: true},
+		tt.PlusOne{Input: a.ropeIdx},
+	)
+	for _, op := range ops {
+		if err := e.dev.Run(op); err != nil {
+			return fmt.Errorf("%s: %w", op.Name(), err)
+		}
+	}
+	return nil
+}
