@@ -37,3 +37,34 @@ func dotRow(a []bf16.BF16, xf []float32) float32 {
 	}
 	return reduceLanes(&acc)
 }
+
+//go:noescape
+func dotLanesX4AVX2(a *bf16.BF16, x *[4]*float32, n int, acc *[4][Lanes]float32)
+
+// dotRowX4 computes out[i] = dotRow(a, xs[i]) for i < 4, bit for bit,
+// reading the row once.
+func dotRowX4(a []bf16.BF16, xs [][]float32, out *[4]float32) {
+	n := len(a)
+	n16 := n &^ (Lanes - 1)
+	xs = xs[:4]
+	if !useAVX2 || n16 == 0 {
+		for i := range out {
+			out[i] = dotF(a, xs[i])
+		}
+		return
+	}
+	var ptrs [4]*float32
+	for i := range ptrs {
+		ptrs[i] = &xs[i][:n][0]
+	}
+	var acc [4][Lanes]float32
+	dotLanesX4AVX2(&a[0], &ptrs, n16, &acc)
+	for i := range out {
+		x := xs[i][:n]
+		ac := &acc[i]
+		for j, l := n16, 0; j < n; j, l = j+1, l+1 {
+			ac[l] += float32(a[j].Float32() * x[j])
+		}
+		out[i] = reduceLanes(ac)
+	}
+}

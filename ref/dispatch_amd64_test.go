@@ -58,3 +58,38 @@ func TestDecoderFastPathInvariant(t *testing.T) {
 		t.Fatal("AVX2 and pure-Go decoders differ")
 	}
 }
+
+func TestFastPathX4EqualsPureGo(t *testing.T) {
+	if !useAVX2 {
+		t.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(23, 24))
+	for trial := range 1000 {
+		n := rng.IntN(200)
+		if trial%50 == 0 {
+			n = 1024 + rng.IntN(40)
+		}
+		a := make([]bf16.BF16, n)
+		for i := range a {
+			if trial%2 == 0 {
+				a[i] = bf16.BF16(rng.Uint32())
+			} else {
+				a[i] = bf16.FromFloat32(float32(rng.NormFloat64()))
+			}
+		}
+		xs := make([][]float32, 4)
+		for i := range xs {
+			xs[i] = make([]float32, n)
+			for j := range xs[i] {
+				xs[i][j] = bf16.BF16(rng.Uint32()).Float32()
+			}
+		}
+		var got [4]float32
+		dotRowX4(a, xs, &got)
+		for i := range got {
+			if want := dotF(a, xs[i]); !sameFloat(got[i], want) {
+				t.Fatalf("trial %d n=%d input %d: %v want %v", trial, n, i, got[i], want)
+			}
+		}
+	}
+}

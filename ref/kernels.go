@@ -126,8 +126,17 @@ func MatVec(dst, w, x []bf16.BF16) {
 func matRowsF(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int) {
 	for o := lo; o < hi; o++ {
 		row := w[o*cols : (o+1)*cols : (o+1)*cols]
-		for b, x := range xs {
-			dsts[b][o] = bf16.FromFloat32(dotRow(row, x))
+		b := 0
+		var r4 [4]float32
+		for ; b+4 <= len(xs); b += 4 {
+			dotRowX4(row, xs[b:b+4], &r4)
+			dsts[b][o] = bf16.FromFloat32(r4[0])
+			dsts[b+1][o] = bf16.FromFloat32(r4[1])
+			dsts[b+2][o] = bf16.FromFloat32(r4[2])
+			dsts[b+3][o] = bf16.FromFloat32(r4[3])
+		}
+		for ; b < len(xs); b++ {
+			dsts[b][o] = bf16.FromFloat32(dotRow(row, xs[b]))
 		}
 	}
 }
