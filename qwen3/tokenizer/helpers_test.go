@@ -35,6 +35,7 @@ func needReal(tb testing.TB) *Tokenizer {
 }
 
 type vector struct {
+	Kind    string  `json:"kind"` // "" (encode) or "decode"
 	Text    string  `json:"text"`
 	IDs     []int32 `json:"ids"`
 	NodeIDs []int32 `json:"node_ids"`

@@ -19,7 +19,7 @@ type fileJSON struct {
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
 	Decoder       json.RawMessage `json:"decoder"`
-	Model         *modelJSON      `json:"model"`
+	Model         json.RawMessage `json:"model"`
 }
 
 type addedJSON struct {
@@ -92,12 +92,21 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 		return nil, errorf("malformed tokenizer.json: %v", err)
 	}
-	if f.Model == nil {
+	if isNull(f.Model) {
 		return nil, errorf("tokenizer.json has no \"model\"")
 	}
-	m := f.Model
-	if m.Type != "BPE" {
-		return nil, errorf("model.type is %q; only \"BPE\" is supported", m.Type)
+	var mt struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(f.Model, &mt); err != nil {
+		return nil, errorf("malformed model: %v", err)
+	}
+	if mt.Type != "BPE" {
+		return nil, errorf("model.type is %q; only \"BPE\" is supported", mt.Type)
+	}
+	m := new(modelJSON)
+	if err := json.Unmarshal(f.Model, m); err != nil {
+		return nil, errorf("malformed model: %v", err)
 	}
 	if m.Dropout != nil && *m.Dropout != 0 {
 		return nil, errorf("model.dropout %v is not supported (encoding would be random)", *m.Dropout)

