@@ -34,6 +34,21 @@
 // Any faster implementation of these kernels (assembly, the simulator's
 // ops) must reproduce this order bit for bit; the simulator calls these
 // kernels in the same decomposition, so engine-on-sim equals ref exactly.
+// On amd64 with AVX2 the decoder's matrix-vector products use an assembly
+// inner loop that keeps lanes 0-7 and 8-15 in two YMM registers and uses a
+// multiply followed by a separate add (never FMA), which is the same float32
+// operation sequence per lane; tests compare it with the pure-Go loop on
+// random bit patterns (denormals, infinities, NaNs). Build with -tags purego
+// to use pure Go only; results are identical.
+//
+// # The decoder
+//
+// Decoder processes each position of a prompt with exactly the decode path
+// (prefill is a loop of single-position steps), keeps the KV cache in a
+// KVStore laid out by the caller's block tables, and splits every
+// matrix-vector product by contiguous output-row ranges over a persistent
+// worker pool. Activation buffers are preallocated; a step allocates only
+// the returned outputs (one logits slice per sequence).
 //
 // # What is not guaranteed
 //
