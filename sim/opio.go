@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/binary"
-	"fmt"
 	"strings"
 	"sync"
 
@@ -76,11 +75,13 @@ type scratch struct {
 	bufs  [8][]bf16.BF16
 	f32   []float32
 	words []uint32
+	phys  []uint32
+	ptRow []byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{page: make([]byte, 4096)} }}
 
-func getScratch() *scratch   { return scratchPool.Get().(*scratch) }
+func getScratch() *scratch  { return scratchPool.Get().(*scratch) }
 func putScratch(s *scratch) { scratchPool.Put(s) }
 
 // buf returns scratch buffer i with n elements (contents unspecified).
@@ -103,6 +104,14 @@ func (s *scratch) floats(n int) []float32 {
 		s.f32 = make([]float32, n)
 	}
 	return s.f32[:n]
+}
+
+// u32x is a second uint32 buffer (sdpa's block ids; u32 holds cur_pos).
+func (s *scratch) u32x(n int) []uint32 {
+	if cap(s.phys) < n {
+		s.phys = make([]uint32, n)
+	}
+	return s.phys[:n]
 }
 
 func (s *scratch) u32(n int) []uint32 {
@@ -327,5 +336,3 @@ func wantRank(op, what string, b *buffer, r int) error {
 	}
 	return nil
 }
-
-var _ = fmt.Sprintf

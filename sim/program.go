@@ -125,5 +125,8 @@ func (d *Device) dispatch(op tt.Op) error {
 	case *tt.PagedUpdateCache:
 		return d.pagedUpdateCache(*o)
 	}
+	if handled, err := d.runCompute(op); handled {
+		return err
+	}
 	return fmt.Errorf("sim: op %s is not implemented yet", op.Name())
 }

@@ -1,0 +1,688 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/ref"
+	"github.com/offcard/offcard/tt"
+)
+
+// The compute ops. Each reads its inputs' bytes from the simulated memory
+// at the addresses its launch carries, computes with the ref kernels in the
+// decomposition ref.Decoder uses, and writes its outputs' bytes back
+// (tilized for TILE tensors; TILE padding elements are written as zero).
+// Validation messages are offcard's own unless the semantics notes quote
+// ttnn's text.
+
+// runCompute runs the ops of this file, sdpa.go, fill.go and plusone.go;
+// handled is false for any other op.
+func (d *Device) runCompute(op tt.Op) (handled bool, err error) {
+	switch o := op.(type) {
+	case tt.Embedding:
+		return true, d.embedding(o)
+	case *tt.Embedding:
+		return true, d.embedding(*o)
+	case tt.RMSNorm:
+		return true, d.rmsNorm(o)
+	case *tt.RMSNorm:
+		return true, d.rmsNorm(*o)
+	case tt.Linear:
+		return true, d.linear(o)
+	case *tt.Linear:
+		return true, d.linear(*o)
+	case tt.NLPCreateQKVHeadsDecode:
+		return true, d.createHeads(o)
+	case *tt.NLPCreateQKVHeadsDecode:
+		return true, d.createHeads(*o)
+	case tt.RotaryEmbedding:
+		return true, d.rotary(o)
+	case *tt.RotaryEmbedding:
+		return true, d.rotary(*o)
+	case tt.ConcatHeads:
+		return true, d.concatHeads(o)
+	case *tt.ConcatHeads:
+		return true, d.concatHeads(*o)
+	case tt.Add:
+		return true, d.eltwise(o.Name(), o.A, o.B, o.Output, false)
+	case *tt.Add:
+		return true, d.eltwise(o.Name(), o.A, o.B, o.Output, false)
+	case tt.SiluMul:
+		return true, d.eltwise(o.Name(), o.Gate, o.Up, o.Output, true)
+	case *tt.SiluMul:
+		return true, d.eltwise(o.Name(), o.Gate, o.Up, o.Output, true)
+	case tt.Argmax:
+		return true, d.argmax(o)
+	case *tt.Argmax:
+		return true, d.argmax(*o)
+	case tt.PlusOne:
+		return true, d.plusOne(o)
+	case *tt.PlusOne:
+		return true, d.plusOne(*o)
+	case tt.PagedSDPADecode:
+		return true, d.sdpaDecode(o)
+	case *tt.PagedSDPADecode:
+		return true, d.sdpaDecode(*o)
+	case tt.PagedFillCache:
+		return true, d.fillCache(o)
+	case *tt.PagedFillCache:
+		return true, d.fillCache(*o)
+	}
+	return false, nil
+}
+
+// operands resolves live buffers for ts (nil entries stay nil).
+func (d *Device) operands(op string, ts ...*tt.Tensor) ([]*buffer, error) {
+	out := make([]*buffer, len(ts))
+	for i, t := range ts {
+		if t == nil {
+			continue
+		}
+		b, err := d.operandOf(op, *t)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+// snapshots copies the operands for a launch.
+func snapshots(bs []*buffer) []*buffer {
+	out := make([]*buffer, len(bs))
+	for i, b := range bs {
+		if b != nil {
+			out[i] = snapshot(b)
+		}
+	}
+	return out
+}
+
+type execFn func(l *opLaunch, x *opIO, s *scratch) error
+
+// opLaunch is a compute op's launch: its operand snapshots (addresses
+// included), its attributes and its kernel.
+type opLaunch struct {
+	op   string
+	bufs []*buffer
+	eps  float32
+	f    float32
+	n    int
+	flag bool
+	run  execFn
+}
+
+func (l *opLaunch) exec(d *Device) error {
+	s := getScratch()
+	defer putScratch(s)
+	x := &opIO{d: d, op: l.op}
+	return l.run(l, x, s)
+}
+
+func (d *Device) launchOp(name, attrs string, ts []*tt.Tensor, validate func(bs []*buffer) error, l opLaunch) error {
+	bs, err := d.operands(name, ts...)
+	if err != nil {
+		return err
+	}
+	return d.runSimple(name, attrs, bs, func() error { return validate(bs) }, func() launch {
+		l.op = name
+		l.bufs = snapshots(bs)
+		return &l
+	})
+}
+
+// ---- embedding ----
+
+// embedding: Input ids (UINT32 or INT32, ROW_MAJOR, any shape; n = volume),
+// Weight BF16 ROW_MAJOR [vocab, hidden] (rank >= 2; each page one row),
+// Output BF16 of any layout with volume n*hidden, written as n logical rows.
+// An id past the table reads whatever its page address holds (no check on
+// the device), like the card.
+func (d *Device) embedding(o tt.Embedding) error {
+	const name = "embedding"
+	return d.launchOp(name, "", []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
+		in, w, out := bs[0], bs[1], bs[2]
+		if in.spec.DType != tt.UINT32 && in.spec.DType != tt.INT32 {
+			return opErr(name, "Input tensor must be UINT32 or INT32, got %v", in.spec.DType)
+		}
+		if err := wantLayout(name, "Input tensor", in, tt.RowMajor); err != nil {
+			return err
+		}
+		if err := wantLayout(name, "Weight tensor", w, tt.RowMajor); err != nil {
+			return err
+		}
+		if len(w.spec.Shape) < 2 {
+			return opErr(name, "Weight tensor must be [vocab, hidden], got shape %v", w.spec.Shape)
+		}
+		if err := wantBF16(name, "Weight tensor", w); err != nil {
+			return err
+		}
+		if err := wantBF16(name, "Output tensor", out); err != nil {
+			return err
+		}
+		if want := in.spec.Volume() * w.spec.Width(); out.spec.Volume() != want {
+			return opErr(name, "Output tensor shape %v does not hold %d rows of %d", out.spec.Shape, in.spec.Volume(), w.spec.Width())
+		}
+		return nil
+	}, opLaunch{run: execEmbedding})
+}
+
+func execEmbedding(l *opLaunch, x *opIO, s *scratch) error {
+	in, w, out := l.bufs[0], l.bufs[1], l.bufs[2]
+	ids, err := readAllWords(x, s, in)
+	if err != nil {
+		return err
+	}
+	g := geomOf(out.spec)
+	hidden := w.spec.Width()
+	dst := s.buf(0, g.size())
+	clear(dst)
+	pg := s.pageBuf(int(w.pageSize))
+	for i, id := range ids {
+		if err := x.pageIO(w, int(id), pg, false); err != nil {
+			return err
+		}
+		row := bf16.FromBytes(pg)
+		// Logical element i*hidden+j of the output.
+		for j := 0; j < hidden; {
+			e := i*hidden + j
+			lr, c := e/g.w, e%g.w
+			n := min(hidden-j, g.w-c)
+			o := g.prow(lr)*g.wp + c
+			copy(dst[o:o+n], row[j:j+n])
+			j += n
+		}
+	}
+	return x.writePadded(s, out, dst, nil)
+}
+
+// readAllWords reads every logical element of a 4-byte ROW_MAJOR tensor.
+func readAllWords(x *opIO, s *scratch, b *buffer) ([]uint32, error) {
+	n := b.spec.Volume()
+	w := b.spec.Width()
+	words := s.u32(n)
+	for p := 0; p < b.numPages && p*w < n; p++ {
+		if err := x.readWords(s, b, p, words[p*w:min((p+1)*w, n)]); err != nil {
+			return nil, err
+		}
+	}
+	return words, nil
+}
+
+// ---- rms_norm ----
+
+// rmsNorm: Input and Output BF16 with the same logical shape [..., n] (any
+// layout); Weight BF16 with n elements (ttnn's [1,1,n/32,32] ROW_MAJOR, or
+// any shape of that volume). Each logical row: ref.RMSNorm.
+func (d *Device) rmsNorm(o tt.RMSNorm) error {
+	const name = "rms_norm"
+	return d.launchOp(name, fmt.Sprintf("eps=%08x", math.Float32bits(o.Epsilon)), []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
+		in, w, out := bs[0], bs[1], bs[2]
+		for _, c := range []struct {
+			what string
+			b    *buffer
+		}{{"Input tensor", in}, {"Weight tensor", w}, {"Output tensor", out}} {
+			if err := wantBF16(name, c.what, c.b); err != nil {
+				return err
+			}
+		}
+		if !shapeEqual(in.spec.Shape, out.spec.Shape) {
+			return opErr(name, "Output shape %v != input shape %v", out.spec.Shape, in.spec.Shape)
+		}
+		if w.spec.Volume() != geomOf(in.spec).w {
+			return opErr(name, "Weight tensor has %d elements, want %d (the last dim)", w.spec.Volume(), geomOf(in.spec).w)
+		}
+		return nil
+	}, opLaunch{eps: o.Epsilon, run: execRMSNorm})
+}
+
+func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {
+	in, w, out := l.bufs[0], l.bufs[1], l.bufs[2]
+	gi, go_ := geomOf(in.spec), geomOf(out.spec)
+	src := s.buf(0, gi.size())
+	if err := x.readPadded(s, in, src); err != nil {
+		return err
+	}
+	wt := s.buf(1, gi.w)
+	if err := x.readLogical(s, 2, w, wt); err != nil {
+		return err
+	}
+	dst := s.buf(3, go_.size())
+	clear(dst)
+	n := gi.w
+	for r := 0; r < gi.rows(); r++ {
+		a, b := gi.prow(r)*gi.wp, go_.prow(r)*go_.wp
+		ref.RMSNorm(dst[b:b+n], src[a:a+n], wt, l.eps)
+	}
+	return x.writePadded(s, out, dst, nil)
+}
+
+// ---- linear ----
+
+// linear: Input BF16 [1,1,M,K]; Weight BF16 [1,1,K,N], or with TransposeB
+// [1,1,N,K] (Hugging Face's [out,in] rows); optional Bias with N elements;
+// Output BF16 [1,1,M,N]. Output[m][n] = R(ref.Dot(weight row n, x_m)) —
+// ref.MatVec bit for bit; with a bias, R(Dot + bias[n]). Any layouts.
+func (d *Device) linear(o tt.Linear) error {
+	const name = "linear"
+	return d.launchOp(name, fmt.Sprintf("tb=%t", o.TransposeB), []*tt.Tensor{&o.Input, &o.Weight, &o.Output, o.Bias}, func(bs []*buffer) error {
+		in, w, out, bias := bs[0], bs[1], bs[2], bs[3]
+		for _, c := range []struct {
+			what string
+			b    *buffer
+		}{{"Input tensor", in}, {"Weight tensor", w}, {"Output tensor", out}, {"Bias tensor", bias}} {
+			if c.b == nil {
+				continue
+			}
+			if err := wantBF16(name, c.what, c.b); err != nil {
+				return err
+			}
+		}
+		gi, gw, gout := geomOf(in.spec), geomOf(w.spec), geomOf(out.spec)
+		k, n := gw.h*gw.outer, gw.w
+		if o.TransposeB {
+			k, n = n, k
+		}
+		if gi.w != k {
+			return opErr(name, "The width of the first tensor (%d) must be equal to the height of the second tensor (%d)", gi.w, k)
+		}
+		if gout.w != n || gout.rows() != gi.rows() {
+			return opErr(name, "Output shape %v, want %d rows of %d", out.spec.Shape, gi.rows(), n)
+		}
+		if bias != nil && bias.spec.Volume() != n {
+			return opErr(name, "Bias tensor has %d elements, want %d", bias.spec.Volume(), n)
+		}
+		return nil
+	}, opLaunch{flag: o.TransposeB, run: execLinear})
+}
+
+func execLinear(l *opLaunch, x *opIO, s *scratch) error {
+	in, w, out, bias := l.bufs[0], l.bufs[1], l.bufs[2], l.bufs[3]
+	gi, gw, gout := geomOf(in.spec), geomOf(w.spec), geomOf(out.spec)
+	k := gi.w
+	n := gout.w
+	src := s.buf(0, gi.size())
+	if err := x.readPadded(s, in, src); err != nil {
+		return err
+	}
+	// wt: the weight as rows [n][k] (HF's [out, in]).
+	wt := s.buf(1, n*k)
+	if l.flag && gw.w == gw.wp && gw.h == gw.hp {
+		if err := x.readPadded(s, w, wt); err != nil {
+			return err
+		}
+	} else {
+		raw := s.buf(2, gw.size())
+		if err := x.readPadded(s, w, raw); err != nil {
+			return err
+		}
+		if l.flag {
+			for o := 0; o < n; o++ {
+				r := gw.prow(o) * gw.wp
+				copy(wt[o*k:(o+1)*k], raw[r:r+k])
+			}
+		} else {
+			transpose(wt, raw, gw, k, n)
+		}
+	}
+	var bv []bf16.BF16
+	if bias != nil {
+		bv = s.buf(3, n)
+		if err := x.readLogical(s, 4, bias, bv); err != nil {
+			return err
+		}
+	}
+	dst := s.buf(5, gout.size())
+	clear(dst)
+	for m := 0; m < gi.rows(); m++ {
+		a := gi.prow(m) * gi.wp
+		xm := src[a : a+k]
+		b := gout.prow(m) * gout.wp
+		row := dst[b : b+n]
+		for o := range row {
+			v := ref.Dot(wt[o*k:(o+1)*k], xm)
+			if bv != nil {
+				v += bv[o].Float32()
+			}
+			row[o] = bf16.FromFloat32(v)
+		}
+	}
+	return x.writePadded(s, out, dst, nil)
+}
+
+// transpose writes the [k][n] logical matrix held in the padded view raw
+// (geometry g) into dst as [n][k], in 32x32 blocks.
+func transpose(dst, raw []bf16.BF16, g geom, k, n int) {
+	const bsz = 32
+	for i0 := 0; i0 < k; i0 += bsz {
+		for j0 := 0; j0 < n; j0 += bsz {
+			for i := i0; i < min(i0+bsz, k); i++ {
+				r := raw[g.prow(i)*g.wp:]
+				for j := j0; j < min(j0+bsz, n); j++ {
+					dst[j*k+i] = r[j]
+				}
+			}
+		}
+	}
+}
+
+// ---- nlp_create_qkv_heads_decode ----
+
+// createHeads: Input BF16 [1,1,B,(NumHeads+2*NumKVHeads)*D]; Q BF16
+// [1,B,Hq,D] with Hq >= NumHeads (32 when padded logically, or NumHeads with
+// the tile padding); K and V [1,B,Hkv,D] with Hkv >= NumKVHeads. Row (b,h) of
+// Q is columns h*D.. of user b's row; K follows the Q heads, V the K heads.
+// Logical rows past the real heads are written as zero.
+func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode) error {
+	const name = "nlp_create_qkv_heads_decode"
+	return d.launchOp(name, fmt.Sprintf("h=%d,kv=%d", o.NumHeads, o.NumKVHeads), []*tt.Tensor{&o.Input, &o.Q, &o.K, &o.V}, func(bs []*buffer) error {
+		in := bs[0]
+		if o.NumHeads <= 0 || o.NumKVHeads <= 0 {
+			return opErr(name, "num_heads (%d) and num_kv_heads (%d) must be positive", o.NumHeads, o.NumKVHeads)
+		}
+		for i, b := range bs {
+			if err := wantBF16(name, []string{"Input tensor", "Q", "K", "V"}[i], b); err != nil {
+				return err
+			}
+		}
+		gi := geomOf(in.spec)
+		q := bs[1].spec
+		if err := wantRank(name, "Q", bs[1], 4); err != nil {
+			return err
+		}
+		dh := q.Shape[3]
+		if gi.w != (o.NumHeads+2*o.NumKVHeads)*dh {
+			return opErr(name, "Input width %d != (num_heads + 2*num_kv_heads) * head_dim = %d", gi.w, (o.NumHeads+2*o.NumKVHeads)*dh)
+		}
+		for i, b := range bs[1:] {
+			heads := o.NumHeads
+			if i > 0 {
+				heads = o.NumKVHeads
+			}
+			if err := wantRank(name, "output", b, 4); err != nil {
+				return err
+			}
+			sh := b.spec.Shape
+			if sh[0] != 1 || sh[1] != gi.rows() || sh[2] < heads || sh[3] != dh {
+				return opErr(name, "Output shape %v, want [1, %d, >=%d, %d]", sh, gi.rows(), heads, dh)
+			}
+		}
+		return nil
+	}, opLaunch{n: o.NumHeads, f: float32(o.NumKVHeads), run: execCreateHeads})
+}
+
+func execCreateHeads(l *opLaunch, x *opIO, s *scratch) error {
+	in := l.bufs[0]
+	gi := geomOf(in.spec)
+	src := s.buf(0, gi.size())
+	if err := x.readPadded(s, in, src); err != nil {
+		return err
+	}
+	nh, nkv := l.n, int(l.f)
+	col := 0
+	for i, out := range l.bufs[1:] {
+		heads := nh
+		if i > 0 {
+			heads = nkv
+		}
+		g := geomOf(out.spec)
+		dst := s.buf(1, g.size())
+		clear(dst)
+		dh := g.w
+		for b := 0; b < gi.rows(); b++ {
+			a := gi.prow(b)*gi.wp + col
+			for h := 0; h < heads; h++ {
+				r := g.prow(b*g.h+h) * g.wp
+				copy(dst[r:r+dh], src[a+h*dh:a+(h+1)*dh])
+			}
+		}
+		if err := x.writePadded(s, out, dst, nil); err != nil {
+			return err
+		}
+		col += heads * dh
+	}
+	return nil
+}
+
+// ---- rotary_embedding_llama (decode) ----
+
+// rotary: Input and Output BF16 [1,B,H,D] (same shape); Cos and Sin BF16
+// with B*D logical elements (e.g. [1,B,1,D] or [1,1,B,D]), user b's row at
+// b*D. Each logical row (b,h): ref.Rope with user b's cos/sin.
+func (d *Device) rotary(o tt.RotaryEmbedding) error {
+	const name = "rotary_embedding_llama"
+	return d.launchOp(name, "", []*tt.Tensor{&o.Input, &o.Cos, &o.Sin, &o.Output}, func(bs []*buffer) error {
+		for i, b := range bs {
+			if err := wantBF16(name, []string{"Input tensor", "Cos", "Sin", "Output tensor"}[i], b); err != nil {
+				return err
+			}
+		}
+		in, out := bs[0], bs[3]
+		if err := wantRank(name, "Input tensor", in, 4); err != nil {
+			return err
+		}
+		if !shapeEqual(in.spec.Shape, out.spec.Shape) {
+			return opErr(name, "Output shape %v != input shape %v", out.spec.Shape, in.spec.Shape)
+		}
+		sh := in.spec.Shape
+		if sh[3]%2 != 0 {
+			return opErr(name, "head_dim %d must be even", sh[3])
+		}
+		want := sh[0] * sh[1] * sh[3]
+		if bs[1].spec.Volume() != want || bs[2].spec.Volume() != want {
+			return opErr(name, "Cos/Sin must hold %d users of %d, got shapes %v and %v", sh[0]*sh[1], sh[3], bs[1].spec.Shape, bs[2].spec.Shape)
+		}
+		return nil
+	}, opLaunch{run: execRotary})
+}
+
+func execRotary(l *opLaunch, x *opIO, s *scratch) error {
+	in, cb, sb, out := l.bufs[0], l.bufs[1], l.bufs[2], l.bufs[3]
+	gi, gout := geomOf(in.spec), geomOf(out.spec)
+	src := s.buf(0, gi.size())
+	if err := x.readPadded(s, in, src); err != nil {
+		return err
+	}
+	dh := gi.w
+	cos := s.buf(1, cb.spec.Volume())
+	if err := x.readLogical(s, 3, cb, cos); err != nil {
+		return err
+	}
+	sin := s.buf(2, sb.spec.Volume())
+	if err := x.readLogical(s, 3, sb, sin); err != nil {
+		return err
+	}
+	dst := s.buf(4, gout.size())
+	clear(dst)
+	for r := 0; r < gi.rows(); r++ {
+		u := r / gi.h
+		a, b := gi.prow(r)*gi.wp, gout.prow(r)*gout.wp
+		ref.Rope(dst[b:b+dh], src[a:a+dh], cos[u*dh:(u+1)*dh], sin[u*dh:(u+1)*dh])
+	}
+	return x.writePadded(s, out, dst, nil)
+}
+
+// ---- nlp_concat_heads_decode ----
+
+// concatHeads: Input BF16 [1,B,H,D] (H >= NumHeads); Output BF16
+// [1,1,B,NumHeads*D]; Output[b] = Input[b,0] ‖ ... ‖ Input[b,NumHeads-1].
+func (d *Device) concatHeads(o tt.ConcatHeads) error {
+	const name = "nlp_concat_heads_decode"
+	return d.launchOp(name, fmt.Sprintf("h=%d", o.NumHeads), []*tt.Tensor{&o.Input, &o.Output}, func(bs []*buffer) error {
+		in, out := bs[0], bs[1]
+		if err := wantBF16(name, "Input tensor", in); err != nil {
+			return err
+		}
+		if err := wantBF16(name, "Output tensor", out); err != nil {
+			return err
+		}
+		if err := wantRank(name, "Input tensor", in, 4); err != nil {
+			return err
+		}
+		sh := in.spec.Shape
+		if o.NumHeads <= 0 || o.NumHeads > sh[2] {
+			return opErr(name, "num_heads %d out of range for input shape %v", o.NumHeads, sh)
+		}
+		g := geomOf(out.spec)
+		if g.rows() != sh[0]*sh[1] || g.w != o.NumHeads*sh[3] {
+			return opErr(name, "Output shape %v, want [1, 1, %d, %d]", out.spec.Shape, sh[0]*sh[1], o.NumHeads*sh[3])
+		}
+		return nil
+	}, opLaunch{n: o.NumHeads, run: execConcat})
+}
+
+func execConcat(l *opLaunch, x *opIO, s *scratch) error {
+	in, out := l.bufs[0], l.bufs[1]
+	gi, gout := geomOf(in.spec), geomOf(out.spec)
+	src := s.buf(0, gi.size())
+	if err := x.readPadded(s, in, src); err != nil {
+		return err
+	}
+	dst := s.buf(1, gout.size())
+	clear(dst)
+	dh := gi.w
+	for b := 0; b < gout.rows(); b++ {
+		o := gout.prow(b) * gout.wp
+		for h := 0; h < l.n; h++ {
+			a := gi.prow(b*gi.h+h) * gi.wp
+			copy(dst[o+h*dh:o+(h+1)*dh], src[a:a+dh])
+		}
+	}
+	return x.writePadded(s, out, dst, nil)
+}
+
+// ---- add, mul(silu) ----
+
+// eltwise: A, B and Output BF16 with the same shape and layout; computed
+// page by page over the raw elements (padding included): ref.Add, or
+// ref.SiluMul(A, B) for mul with a SILU activation on A.
+func (d *Device) eltwise(name string, a, b, out tt.Tensor, silu bool) error {
+	return d.launchOp(name, fmt.Sprintf("silu=%t", silu), []*tt.Tensor{&a, &b, &out}, func(bs []*buffer) error {
+		for i, x := range bs {
+			if err := wantBF16(name, []string{"Input tensor a", "Input tensor b", "Output tensor"}[i], x); err != nil {
+				return err
+			}
+		}
+		for _, x := range bs[1:] {
+			if !shapeEqual(x.spec.Shape, bs[0].spec.Shape) || x.spec.Layout != bs[0].spec.Layout {
+				return opErr(name, "Tensors must have the same shape and layout: %v vs %v", bs[0].spec, x.spec)
+			}
+		}
+		return nil
+	}, opLaunch{flag: silu, run: execEltwise})
+}
+
+func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
+	a, b, out := l.bufs[0], l.bufs[1], l.bufs[2]
+	n := int(a.pageSize)
+	pa := s.pageBuf(3 * n)
+	pb, po := pa[n:2*n], pa[2*n:3*n]
+	pa = pa[:n]
+	va, vb, vo := bf16.FromBytes(pa), bf16.FromBytes(pb), bf16.FromBytes(po)
+	for p := 0; p < a.numPages; p++ {
+		if err := x.pageIO(a, p, pa, false); err != nil {
+			return err
+		}
+		if err := x.pageIO(b, p, pb, false); err != nil {
+			return err
+		}
+		va, vb = refresh(va, pa), refresh(vb, pb)
+		if l.flag {
+			ref.SiluMul(vo, va, vb)
+		} else {
+			ref.Add(vo, va, vb)
+		}
+		if err := x.pageIO(out, p, bf16Bytes(po, vo), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refresh re-decodes pg into v when v does not alias pg (big-endian or
+// unaligned hosts).
+func refresh(v []bf16.BF16, pg []byte) []bf16.BF16 {
+	if len(v) > 0 && &bf16.FromBytes(pg[:2])[0] == &v[0] {
+		return v
+	}
+	return bf16.FromBytes(pg)
+}
+
+// ---- argmax ----
+
+// argmax: Input BF16 [..., V] (any layout): for each logical row r, the
+// first index of the largest value (NaN never wins; all-NaN gives 0), as
+// qwen3.Argmax over the widened row. Output UINT32 (or INT32) ROW_MAJOR with
+// at least rows elements: element r gets row r's index; later elements are
+// left as they are.
+func (d *Device) argmax(o tt.Argmax) error {
+	const name = "argmax"
+	return d.launchOp(name, "", []*tt.Tensor{&o.Input, &o.Output}, func(bs []*buffer) error {
+		in, out := bs[0], bs[1]
+		if err := wantBF16(name, "Input tensor", in); err != nil {
+			return err
+		}
+		if out.spec.DType != tt.UINT32 && out.spec.DType != tt.INT32 {
+			return opErr(name, "Output tensor must be UINT32, got %v", out.spec.DType)
+		}
+		if err := wantLayout(name, "Output tensor", out, tt.RowMajor); err != nil {
+			return err
+		}
+		if out.spec.Volume() < geomOf(in.spec).rows() {
+			return opErr(name, "Output tensor %v holds fewer than %d indices", out.spec.Shape, geomOf(in.spec).rows())
+		}
+		return nil
+	}, opLaunch{run: execArgmax})
+}
+
+func execArgmax(l *opLaunch, x *opIO, s *scratch) error {
+	in, out := l.bufs[0], l.bufs[1]
+	g := geomOf(in.spec)
+	src := s.buf(0, g.size())
+	if err := x.readPadded(s, in, src); err != nil {
+		return err
+	}
+	rows := g.rows()
+	idx := s.u32(rows)
+	for r := range idx {
+		a := g.prow(r) * g.wp
+		idx[r] = argmaxBF16(src[a : a+g.w])
+	}
+	w := out.spec.Width()
+	pg := s.pageBuf(int(out.pageSize))
+	for p := 0; p*w < rows; p++ {
+		if (p+1)*w > rows { // partial page: keep the rest
+			if err := x.pageIO(out, p, pg, false); err != nil {
+				return err
+			}
+		}
+		for i := p * w; i < min((p+1)*w, rows); i++ {
+			binary.LittleEndian.PutUint32(pg[4*(i-p*w):], idx[i])
+		}
+		if err := x.pageIO(out, p, pg, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// argmaxBF16 is qwen3.Argmax over the widened values.
+func argmaxBF16(v []bf16.BF16) uint32 {
+	best := -1
+	var bv float32
+	for i, b := range v {
+		if b.IsNaN() {
+			continue
+		}
+		f := b.Float32()
+		if best < 0 || f > bv {
+			best, bv = i, f
+		}
+	}
+	if best < 0 {
+		return 0
+	}
+	return uint32(best)
+}

@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	"github.com/offcard/offcard/tt"
+)
+
+const opFillCache = "paged_fill_cache"
+
+// fillCache is ttnn.experimental.paged_fill_cache (§1.6): Input [1, heads,
+// S, D] TILE with the cache's dtype (a raw tile copy); Cache [blocks, heads,
+// block_size, D] TILE; PageTable INT32 ROW_MAJOR [B, W] interleaved; the row
+// is BatchIdx, or element 0 of BatchIdxTensor (read on the device at run
+// time). For each head h, sequence tile st and column tile w, the writer
+// reads page `batch` of the page table (aligned page bytes), takes
+// physical = row[st / block_size_t] and, unless it is -1 (0xFFFFFFFF),
+// copies the input tile to cache tile
+// physical*heads*block_size_t*Wt + h*block_size_t*Wt + (st%block_size_t)*Wt + w
+// (uint32 arithmetic, no bound check). BatchIdx is a runtime argument (not
+// in the program-cache key).
+func (d *Device) fillCache(o tt.PagedFillCache) error {
+	const name = opFillCache
+	bs, err := d.operands(name, &o.Cache, &o.Input, &o.PageTable, o.BatchIdxTensor)
+	if err != nil {
+		return err
+	}
+	cache, in, pt, bi := bs[0], bs[1], bs[2], bs[3]
+	validate := func() error {
+		cs, is, ps := cache.spec, in.spec, pt.spec
+		if cs.DType != tt.FP32 && cs.DType != tt.BF16 {
+			return opErr(name, "Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B") // ~
+		}
+		if is.DType != cs.DType {
+			return opErr(name, "Input tensor dtype (%v) must match cache tensor dtype (%v)", is.DType, cs.DType) // ~
+		}
+		if cs.Memory != tt.DRAMInterleaved {
+			return opErr(name, "Only DRAM interleaved cache is supported") // ~
+		}
+		if cs.Layout != tt.Tile || is.Layout != tt.Tile {
+			return opErr(name, "Input and cache tensors must be tilized") // ~
+		}
+		if is.Memory.Layout != tt.Interleaved || ps.Memory.Layout != tt.Interleaved {
+			return opErr(name, "Input tensor and page table must be interleaved") // ~
+		}
+		if ps.DType != tt.INT32 {
+			return opErr(name, "Page table must be INT32") // ~
+		}
+		if ps.Layout != tt.RowMajor || len(ps.Shape) != 2 {
+			return opErr(name, "Page table must be a ROW_MAJOR [batch, max_num_blocks_per_seq] tensor") // ~
+		}
+		if len(cs.Shape) != 4 || len(is.Shape) != 4 {
+			return opErr(name, "Cache and input tensors must be rank 4") // ~
+		}
+		if is.Shape[0] != 1 {
+			return opErr(name, "Input tensor batch dim must be 1") // ~
+		}
+		if bi == nil && (o.BatchIdx < 0 || o.BatchIdx >= ps.Shape[0]) {
+			return opErr(name, "batch_idx (%d) must be less than page_table.shape[0] (%d)", o.BatchIdx, ps.Shape[0]) // ~
+		}
+		if is.Shape[1] != cs.Shape[1] || is.Shape[3] != cs.Shape[3] {
+			return opErr(name, "Input [heads, head_dim] = [%d, %d] must match cache [%d, %d]", is.Shape[1], is.Shape[3], cs.Shape[1], cs.Shape[3]) // ~
+		}
+		bsz := cs.PaddedShape()[2]
+		if bsz%tt.TileSize != 0 {
+			return opErr(name, "block_size (%d) must be a multiple of 32", bsz) // ~
+		}
+		if is.Shape[2] > bsz*ps.Shape[1] {
+			return opErr(name, "Input sequence length (%d) must be at most block_size * page_table.shape[1] (%d)", is.Shape[2], bsz*ps.Shape[1]) // ~
+		}
+		if bi != nil {
+			xs := bi.spec
+			if len(xs.Shape) != 1 || (xs.DType != tt.INT32 && xs.DType != tt.UINT32) || xs.Layout != tt.RowMajor ||
+				xs.Memory != tt.DRAMInterleaved || xs.Volume() != is.Shape[0] {
+				return opErr(name, "batch_idx_tensor must be a 1-D int ROW_MAJOR DRAM interleaved tensor of %d elements", is.Shape[0]) // ~
+			}
+		}
+		if pt.aligned%32 != 0 {
+			return opErr(name, "page table page size in bytes must be a multiple of 32 due to address alignment")
+		}
+		return nil
+	}
+	key := opKey(name, "bidx_tensor="+strconv.FormatBool(bi != nil), cache, in, pt, bi)
+	p, err := d.lookup(name, key, validate, func() (program, error) {
+		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
+	})
+	if err != nil {
+		return err
+	}
+	l := &fillLaunch{batchIdx: uint32(o.BatchIdx), cache: snapshot(cache), in: snapshot(in), pt: snapshot(pt)}
+	if bi != nil {
+		l.bidx = snapshot(bi)
+	}
+	return d.enqueue(name, p, l)
+}
+
+type fillLaunch struct {
+	batchIdx      uint32
+	cache, in, pt *buffer
+	bidx          *buffer
+}
+
+func (l *fillLaunch) exec(d *Device) error {
+	x := &opIO{d: d, op: opFillCache}
+	s := getScratch()
+	defer putScratch(s)
+	batch := l.batchIdx
+	if l.bidx != nil {
+		w := s.u32(1)
+		if err := x.readWords(s, l.bidx, 0, w); err != nil {
+			return err
+		}
+		batch = w[0]
+	}
+	// Page `batch` of the page table, aligned page bytes (§1.6).
+	nb := uint32(d.arch.nbanks)
+	row := s.pageBuf(int(l.pt.aligned))
+	ptAddr := uint32(l.pt.addr) + (batch/nb)*uint32(l.pt.aligned)
+	if err := d.dramIO(opFillCache, 0, int(batch%nb), uint64(ptAddr), row, false); err != nil {
+		return err
+	}
+	entries := s.u32(len(row) / 4)
+	for i := range entries {
+		entries[i] = binary.LittleEndian.Uint32(row[4*i:])
+	}
+	cp, ip := l.cache.spec.PaddedShape(), l.in.spec.PaddedShape()
+	heads := uint32(cp[1])
+	bst := uint32(cp[2] / tt.TileSize)
+	wt := uint32(cp[3] / tt.TileSize)
+	st := uint32(ip[2] / tt.TileSize)
+	tileB := int(l.cache.pageSize)
+	tileAligned := uint32(l.cache.aligned)
+	nent := len(entries)
+	tile := s.pageBuf(tileB) // the page-table row is decoded; its bytes are no longer needed
+	for h := uint32(0); h < heads; h++ {
+		for t := uint32(0); t < st; t++ {
+			vb := t / bst
+			if int(vb) >= nent {
+				return fmt.Errorf("sim: %s: page-table entry %d lies past the %d B page read", opFillCache, vb, 4*nent)
+			}
+			phys := entries[vb]
+			if phys == 0xFFFFFFFF {
+				continue
+			}
+			if d.opt.Strict && phys >= uint32(cp[0]) {
+				d.find(Finding{Class: PTEntryOutsideCache, Op: opFillCache, Core: -1, User: int(batch), Index: int64(vb), Tensor: l.pt.id,
+					Addr:   uint64(ptAddr) + uint64(4*vb),
+					Detail: fmt.Sprintf("page_table[%d][%d] = %d is not a block of the cache t%d (%d blocks)", batch, vb, phys, l.cache.id, cp[0])})
+			}
+			for w := uint32(0); w < wt; w++ {
+				src := int(h*st*wt + t*wt + w)
+				if err := x.pageIO(l.in, src, tile, false); err != nil {
+					return err
+				}
+				id := phys*heads*bst*wt + h*bst*wt + (t%bst)*wt + w
+				addr := uint32(l.cache.addr) + (id/nb)*tileAligned
+				if err := d.dramIO(opFillCache, 0, int(id%nb), uint64(addr), tile, true); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,422 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/ref"
+	"github.com/offcard/offcard/tt"
+)
+
+const opSDPA = "paged_scaled_dot_product_attention_decode"
+
+// sdpaDecode is ttnn.transformer.paged_scaled_dot_product_attention_decode
+// (§3), causal, page table interleaved.
+//
+// Shapes as built: Q BF16 [1,B,H,D] (TILE, DRAM or height-sharded L1);
+// K and V BF16 TILE DRAM caches [blocks, KVH, block_size, D]; PageTable
+// INT32 ROW_MAJOR [B, W] DRAM interleaved; CurPos INT32 ROW_MAJOR [B] (page 0
+// holds the B positions); Output BF16 [1,B,H,D]. H = Q.Shape[2] counts as
+// the query heads (as ttnn takes the logical shape), H % KVH == 0, and query
+// head h reads kv head h / (H/KVH).
+//
+// Per user b (on core b): cur_pos = CurPos[b] as uint32; 0xFFFFFFFF (-1)
+// skips the user and nothing of its output is written. Otherwise the
+// reader copies page b of the page table (aligned_page_size bytes: the row
+// and the DRAM padding of its slot) into the page-table CB c_9 in that
+// core's L1, and looks up entries for every K/V tile row up to
+// round_up(cur_pos+1, k_chunk)/32 - 1: entry k is a uint32 load at
+// c_9 + 4k (past the CB it is whatever the L1 holds). The tile of row s,
+// column tile c of kv head h is physical*KVH*bst*DHt + h*bst*DHt +
+// (s%bst)*DHt + c (uint32, no bound check, -1 not special). Positions
+// 0..cur_pos are gathered into contiguous scratch and each query head runs
+// ref.Attend with the op's scale (0 means float32(1/sqrt(D)), ref.AttnScale).
+// Tiles of the chunk beyond cur_pos are masked on the card (-inf); the
+// simulator computes their addresses (strict findings) but does not read
+// them, so their contents never reach the output.
+//
+// KChunkSize 0 (dynamic) takes Sk_chunk_t = the smallest power of two >=
+// cur_pos/32+1 (tt-metal's nearest_pow2_capped; its cap is not in the notes).
+func (d *Device) sdpaDecode(o tt.PagedSDPADecode) error {
+	const name = opSDPA
+	bs, err := d.operands(name, &o.Q, &o.K, &o.V, &o.PageTable, &o.CurPos, &o.Output)
+	if err != nil {
+		return err
+	}
+	q, k, v, pt, cp, out := bs[0], bs[1], bs[2], bs[3], bs[4], bs[5]
+	validate := func() error { return validateSDPA(o, q, k, v, pt, cp, out) }
+	attrs := fmt.Sprintf("scale=%08x,kchunk=%d", math.Float32bits(o.Scale), o.KChunkSize)
+	key := opKey(name, attrs, q, k, v, pt, cp, out)
+	pr, err := d.lookup(name, key, validate, func() (program, error) { return d.buildSDPA(o, q, k, pt), nil })
+	if err != nil {
+		return err
+	}
+	p := pr.(*sdpaProgram)
+	l := &sdpaLaunch{p: p, q: snapshot(q), k: snapshot(k), v: snapshot(v), pt: snapshot(pt), cp: snapshot(cp), out: snapshot(out)}
+	return d.enqueue(name, p, l)
+}
+
+func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
+	const name = opSDPA
+	for i, b := range []*buffer{q, k, v, out} {
+		if err := wantBF16(name, []string{"Q", "K", "V", "Output"}[i], b); err != nil {
+			return err
+		}
+		if err := wantRank(name, []string{"Q", "K", "V", "Output"}[i], b, 4); err != nil {
+			return err
+		}
+	}
+	if k.spec.Layout != tt.Tile || v.spec.Layout != tt.Tile {
+		return opErr(name, "K and V caches must be TILE layout") // ~
+	}
+	if k.spec.Memory != tt.DRAMInterleaved || v.spec.Memory != tt.DRAMInterleaved {
+		return opErr(name, "K and V caches must be in DRAM") // ~
+	}
+	if q.spec.Memory.Buffer == tt.L1 && !q.spec.Memory.Sharded() {
+		return opErr(name, "Q must be HEIGHT_SHARDED or in DRAM") // ~
+	}
+	if out.spec.Memory.Buffer == tt.L1 && !out.spec.Memory.Sharded() {
+		return opErr(name, "Output must be HEIGHT_SHARDED or in DRAM") // ~
+	}
+	ps := pt.spec
+	if ps.Memory.Sharded() {
+		return fmt.Errorf("sim: %s: sharded (UINT16) page tables are not implemented", name)
+	}
+	if ps.DType != tt.INT32 {
+		return opErr(name, "Error: SDPA currently only supports INT32 datatype")
+	}
+	if ps.Layout != tt.RowMajor || len(ps.Shape) != 2 {
+		return opErr(name, "Page table must be a ROW_MAJOR [batch, max_num_blocks_per_seq] tensor") // ~
+	}
+	batch := ps.PaddedShape()[0]
+	if cp.spec.DType != tt.INT32 {
+		return opErr(name, "Expect cur_pos to be INT32, got %v", cp.spec.DType)
+	}
+	if cp.spec.Layout != tt.RowMajor {
+		return opErr(name, "cur_pos tensor must be ROW_MAJOR") // ~
+	}
+	if cs := cp.spec.PaddedShape(); cs[len(cs)-1] != batch {
+		return opErr(name, "cur_pos tensor last dim (%d) must equal the batch size (%d)", cs[len(cs)-1], batch) // ~
+	}
+	if cp.spec.Memory.Sharded() {
+		return fmt.Errorf("sim: %s: a sharded cur_pos tensor is not implemented", name)
+	}
+	qs, ks, vs := q.spec.Shape, k.spec.Shape, v.spec.Shape
+	if ps.Shape[0] != qs[1] {
+		return opErr(name, "Page_table must have batch size equal to Q")
+	}
+	if ks[2] != vs[2] {
+		return opErr(name, "K and V must have the same block size: %d vs %d", ks[2], vs[2]) // ~
+	}
+	if ks[3] != qs[3] || vs[3] != qs[3] || ks[1] != vs[1] || ks[0] != vs[0] {
+		return opErr(name, "Q, K and V head dims and cache shapes must match: Q %v K %v V %v", qs, ks, vs) // ~
+	}
+	if ks[2]%tt.TileSize != 0 || qs[3]%tt.TileSize != 0 {
+		return opErr(name, "block_size (%d) and head_dim (%d) must be multiples of 32", ks[2], qs[3]) // ~
+	}
+	if o.KChunkSize < 0 || o.KChunkSize%tt.TileSize != 0 {
+		return opErr(name, "k_chunk_size must be a multiple of 32, got %d", o.KChunkSize) // ~
+	}
+	if qs[2]%ks[1] != 0 {
+		return opErr(name, "Number of query heads (%d) must be a multiple of the number of kv heads (%d)", qs[2], ks[1]) // ~
+	}
+	if !shapeEqual(out.spec.Shape, qs) {
+		return opErr(name, "Output shape %v must equal Q shape %v", out.spec.Shape, qs) // ~
+	}
+	if qs[0] != 1 {
+		return opErr(name, "Q must be [1, B, heads, head_dim], got %v", qs) // ~
+	}
+	return nil
+}
+
+// sdpaProgram holds the compile-time state of a paged SDPA decode program:
+// geometry and the placed page-table CB (§3.2: c_9, one aligned page).
+type sdpaProgram struct {
+	heads, kvh, dh    int
+	bs                uint32 // block size
+	blocks            uint32 // cache blocks (findings only)
+	ptWidth           uint32 // page-table row width (findings only)
+	kchunk            int
+	scale             float32
+	ptCB, ptCBSize    uint64
+	end               uint64
+	cacheTile         uint32 // tile bytes of the caches
+	cacheTileAligned  uint32
+	ptAligned, cpPage uint64
+}
+
+func (p *sdpaProgram) cbEnd() uint64 { return p.end }
+
+// buildSDPA places the program's CBs. The factory's exact CB list is not in
+// the notes; the model creates, in order, q (the user's head tiles), k and v
+// (one k-chunk each), the mask (one chunk row), then the page-table CB c_9
+// sized to the page table's aligned page, then the cur_pos CB (one aligned
+// page of the cur_pos tensor).
+func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt *buffer) *sdpaProgram {
+	qs, ks := q.spec.Shape, k.spec.Shape
+	p := &sdpaProgram{heads: qs[2], kvh: ks[1], dh: qs[3], bs: uint32(ks[2]), blocks: uint32(ks[0]),
+		ptWidth: uint32(pt.spec.Shape[1]), kchunk: o.KChunkSize, scale: o.Scale}
+	if p.scale == 0 {
+		p.scale = ref.AttnScale(p.dh)
+	}
+	p.cacheTile = uint32(k.pageSize)
+	p.cacheTileAligned = uint32(k.aligned)
+	p.ptAligned = pt.aligned
+	tile := uint64(tt.TileSize * tt.TileSize * 2)
+	dht := uint64(p.dh / tt.TileSize)
+	qTiles := uint64(alignUp(uint64(p.heads), tt.TileSize)/tt.TileSize) * dht
+	chunkT := uint64(max(o.KChunkSize, 8*tt.TileSize) / tt.TileSize)
+	specs := []cbSpec{
+		{indices: []int{0}, size: qTiles * tile},
+		{indices: []int{1}, size: chunkT * dht * tile},
+		{indices: []int{2}, size: chunkT * dht * tile},
+		{indices: []int{3}, size: chunkT * tile},
+		{indices: []int{9}, size: pt.aligned},
+		{indices: []int{8}, size: alignUp(uint64(4*pt.spec.Shape[0]), d.arch.dramAlign)},
+	}
+	cbs, end := d.placeCBs(specs)
+	p.ptCB, p.ptCBSize, p.end = cbs[4].addr, cbs[4].size, end
+	return p
+}
+
+type sdpaLaunch struct {
+	p                    *sdpaProgram
+	q, k, v, pt, cp, out *buffer
+}
+
+// validLen is round_up(cur_pos+1, k_chunk) (§3.2), in uint64 so a huge
+// cur_pos cannot wrap.
+func (p *sdpaProgram) validLen(cur uint32) uint64 {
+	n := uint64(cur) + 1
+	chunk := uint64(p.kchunk)
+	if chunk == 0 {
+		t := uint64(cur)/tt.TileSize + 1
+		chunk = tt.TileSize << (64 - bits.LeadingZeros64(t-1)) // smallest power of two >= t, in tiles
+		if t == 1 {
+			chunk = tt.TileSize
+		}
+	}
+	return (n + chunk - 1) / chunk * chunk
+}
+
+func (l *sdpaLaunch) exec(d *Device) error {
+	p := l.p
+	x := &opIO{d: d, op: opSDPA}
+	s := getScratch()
+	defer putScratch(s)
+
+	// cur_pos: page 0 of the cur_pos tensor.
+	batch := l.pt.spec.Shape[0]
+	pos := s.u32(batch)
+	if err := x.readWords(s, l.cp, 0, pos); err != nil {
+		return err
+	}
+	gq, gout := geomOf(l.q.spec), geomOf(l.out.spec)
+	qv := s.buf(0, gq.size())
+	if err := x.readPadded(s, l.q, qv); err != nil {
+		return err
+	}
+	dst := s.buf(1, gout.size())
+	clear(dst)
+	dh := p.dh
+	group := p.heads / p.kvh
+	bst := p.bs / tt.TileSize
+	dht := uint32(dh / tt.TileSize)
+	nb := uint32(d.arch.nbanks)
+	active := 0
+	for b := 0; b < batch; b++ {
+		cur := pos[b]
+		if cur == 0xFFFFFFFF {
+			continue
+		}
+		active++
+		core := b % len(d.l1)
+		entries, err := l.pageTableRow(d, x, s, b, core)
+		if err != nil {
+			return err
+		}
+		nvalid := p.validLen(cur)
+		used := uint64(cur)/tt.TileSize + 1 // tile rows holding positions 0..cur
+		rowsT := (nvalid + tt.TileSize - 1) / tt.TileSize
+		// Entries for every virtual block the chunked reader touches.
+		nvb := (rowsT + uint64(bst) - 1) / uint64(bst)
+		phys := s.u32x(int(nvb))
+		for vb := uint64(0); vb < nvb; vb++ {
+			e, err := l.entry(d, s, entries, b, core, uint32(vb), vb*uint64(bst) < used)
+			if err != nil {
+				return err
+			}
+			phys[vb] = e
+		}
+		n := int(cur) + 1
+		kb := s.buf(2, int(used)*tt.TileSize*dh)
+		vbuf := s.buf(3, int(used)*tt.TileSize*dh)
+		probs := s.floats(n)
+		pg := s.pageBuf(int(p.cacheTile))
+		for h := 0; h < p.kvh; h++ {
+			for row := uint64(0); row < rowsT; row++ {
+				st := uint32(row)
+				ph := phys[st/bst]
+				for c := uint32(0); c < dht; c++ {
+					id := ph*uint32(p.kvh)*bst*dht + uint32(h)*bst*dht + (st%bst)*dht + c
+					addr := uint32(l.k.addr) + (id/nb)*p.cacheTileAligned
+					vaddr := uint32(l.v.addr) + (id/nb)*p.cacheTileAligned
+					if row >= used {
+						if d.opt.Strict {
+							l.checkMaskedTile(d, b, core, id, addr, vaddr)
+						}
+						continue
+					}
+					for i, cache := range [2]*buffer{l.k, l.v} {
+						a := addr
+						into := kb
+						if i == 1 {
+							a, into = vaddr, vbuf
+						}
+						if err := x.tileAt(cache, core, id, uint64(a), pg); err != nil {
+							return err
+						}
+						untilizeTile(into[int(row)*tt.TileSize*dh+int(c)*tt.TileSize:], dh, bf16.FromBytes(pg))
+					}
+				}
+			}
+			for g := 0; g < group; g++ {
+				qh := h*group + g
+				qr := gq.prow(b*gq.h+qh) * gq.wp
+				or := gout.prow(b*gout.h+qh) * gout.wp
+				ref.Attend(dst[or:or+dh], qv[qr:qr+dh], kb, vbuf, n, p.scale, probs)
+			}
+		}
+	}
+	if active == 0 {
+		return nil
+	}
+	// Write only the pages of users that ran.
+	return x.writePadded(s, l.out, dst, func(pg int) bool {
+		var row int
+		if l.out.spec.Layout == tt.Tile {
+			row = (pg / (gout.wp / tt.TileSize)) * tt.TileSize
+		} else {
+			row = pg
+		}
+		u := row / gout.hp
+		return u < batch && pos[u] != 0xFFFFFFFF
+	})
+}
+
+// pageTableRow is the reader's page-table step: page b of the page table,
+// aligned_page_size bytes (the row plus the DRAM padding of its slot), read
+// into the page-table CB on the user's core. It returns the bytes read.
+func (l *sdpaLaunch) pageTableRow(d *Device, x *opIO, s *scratch, b, core int) ([]byte, error) {
+	p := l.p
+	nb := uint32(d.arch.nbanks)
+	if cap(s.ptRow) < int(p.ptAligned) {
+		s.ptRow = make([]byte, p.ptAligned)
+	}
+	row := s.ptRow[:p.ptAligned]
+	addr := uint32(l.pt.addr) + (uint32(b)/nb)*uint32(p.ptAligned)
+	if err := d.dramIO(opSDPA, core, int(uint32(b)%nb), uint64(addr), row, false); err != nil {
+		return nil, err
+	}
+	if d.opt.Strict && !x.reported {
+		m, o := d.dramAt(int(uint32(b)%nb), uint64(addr))
+		if at, bad := m.unwritten(o, l.pt.pageSize); bad {
+			x.reported = true
+			d.find(Finding{Class: ReadUnwritten, Op: opSDPA, Core: core, User: b, Index: int64(at-o) / 4, Tensor: l.pt.id, Addr: uint64(addr) + (at - o),
+				Detail: fmt.Sprintf("page_table[%d] read from DRAM bytes never written (poison)", b)})
+		}
+	}
+	if err := d.l1IO(opSDPA, core, p.ptCB, row, true); err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+// entry is page_table_ptr[vb]: from the CB when it lies inside the page
+// read, else a plain L1 load past the CB. used says whether the block holds
+// positions <= cur_pos (its tiles are read) or only masked ones.
+func (l *sdpaLaunch) entry(d *Device, s *scratch, row []byte, b, core int, vb uint32, used bool) (uint32, error) {
+	p := l.p
+	ea := uint64(uint32(p.ptCB) + 4*vb)
+	var e uint32
+	if uint64(vb)*4+4 <= uint64(len(row)) {
+		e = binary.LittleEndian.Uint32(row[4*vb:])
+	} else {
+		var w [4]byte
+		if err := d.l1IO(opSDPA, core, ea, w[:], false); err != nil {
+			if used {
+				return 0, err
+			}
+			e = 0xFFFFFFFF
+		} else {
+			e = binary.LittleEndian.Uint32(w[:])
+		}
+	}
+	if !d.opt.Strict {
+		return e, nil
+	}
+	mask := ""
+	if !used {
+		mask = " (a masked block of the last k-chunk, fetched but not attended)"
+	}
+	if vb >= p.ptWidth {
+		class := PTReadPastRow
+		where := "the DRAM padding of the row's page slot"
+		if uint64(vb)*4+4 > uint64(len(row)) {
+			class = PTReadPastCB
+			where = fmt.Sprintf("L1 %#x, past the %d B page-table CB at %#x (stale L1)", ea, p.ptCBSize, p.ptCB)
+		}
+		d.find(Finding{Class: class, Op: opSDPA, Core: core, User: b, Index: int64(vb), Tensor: l.pt.id, Addr: ea,
+			Detail: fmt.Sprintf("page_table[%d][%d] read but the row has %d entries; the value %#x came from %s%s", b, vb, p.ptWidth, e, where, mask)})
+		return e, nil
+	}
+	switch {
+	case e == 0xFFFFFFFF:
+		d.find(Finding{Class: MinusOneNotSkipped, Op: opSDPA, Core: core, User: b, Index: int64(vb), Tensor: l.pt.id, Addr: ea,
+			Detail: fmt.Sprintf("page_table[%d][%d] = -1 is used as block id 0xffffffff (SDPA decode does not skip -1 entries)%s", b, vb, mask)})
+	case e >= p.blocks:
+		d.find(Finding{Class: PTEntryOutsideCache, Op: opSDPA, Core: core, User: b, Index: int64(vb), Tensor: l.pt.id, Addr: ea,
+			Detail: fmt.Sprintf("page_table[%d][%d] = %d is not a block of the cache t%d (%d blocks)%s", b, vb, e, l.k.id, p.blocks, mask)})
+	}
+	return e, nil
+}
+
+// checkMaskedTile reports (strict) a masked tile fetch whose address lies
+// outside the DRAM bank: the card fetches it even though it is masked.
+func (l *sdpaLaunch) checkMaskedTile(d *Device, b, core int, id, kaddr, vaddr uint32) {
+	bank := int(id % uint32(d.arch.nbanks))
+	for _, a := range []uint32{kaddr, vaddr} {
+		m, o := d.dramAt(bank, uint64(a))
+		if !m.in(o, uint64(l.p.cacheTile)) || uint64(a)+uint64(l.p.cacheTile) > d.opt.DRAMBankSize {
+			d.find(Finding{Class: PTEntryOutsideCache, Op: opSDPA, Core: core, User: b, Index: int64(id), Tensor: l.k.id, Addr: uint64(a),
+				Detail: fmt.Sprintf("masked K/V tile %d maps to DRAM bank %d address %#x, outside the bank", id, bank, a)})
+			return
+		}
+	}
+}
+
+// tileAt reads one cache tile by id at a kernel-computed address (bank id %
+// nbanks); it faults outside the bank. Strict: a tile never written is a
+// Finding (once per launch).
+func (x *opIO) tileAt(cache *buffer, core int, id uint32, addr uint64, pg []byte) error {
+	d := x.d
+	bank := int(id % uint32(d.arch.nbanks))
+	if addr+uint64(len(pg)) > d.opt.DRAMBankSize {
+		return &Fault{Op: x.op, Core: core, Space: "DRAM bank " + itoa(bank), Addr: addr, Len: len(pg)}
+	}
+	if err := d.dramIO(x.op, core, bank, addr, pg, false); err != nil {
+		return err
+	}
+	if d.opt.Strict && !x.reported {
+		m, o := d.dramAt(bank, addr)
+		if at, bad := m.unwritten(o, uint64(len(pg))); bad {
+			x.reported = true
+			d.find(Finding{Class: ReadUnwritten, Op: x.op, Core: core, User: -1, Index: int64(id), Tensor: cache.id, Addr: addr + (at - o),
+				Detail: fmt.Sprintf("cache tile %d (DRAM bank %d) was never written (poison)", id, bank)})
+		}
+	}
+	return nil
+}
