@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/qwen3/tokenizer"
 )
 

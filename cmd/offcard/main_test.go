@@ -168,7 +168,10 @@ func TestBadInputs(t *testing.T) {
 		return s.bytes(t)
 	}
 	offsets := func(s st, name string) []any { return s.tensor(name)["data_offsets"].([]any) }
-	const q0 = "model.layers.0.self_attn.q_proj.weight"
+	const (
+		q0 = "model.layers.0.self_attn.q_proj.weight"
+		k0 = "model.layers.0.self_attn.k_proj.weight"
+	)
 	cases := []struct {
 		name    string
 		config  []byte
@@ -197,9 +200,9 @@ func TestBadInputs(t *testing.T) {
 		}), "offset"},
 		{"unknown dtype", nil, editModel(func(s st) { s.tensor(q0)["dtype"] = "BF17" }), "BF17"},
 		{"shape contradicts config", nil, editModel(func(s st) {
-			sh := s.tensor(q0)["shape"].([]any)
+			sh := s.tensor(k0)["shape"].([]any) // [64,128] in tiny: swapped, same bytes
 			sh[0], sh[1] = sh[1], sh[0]
-		}), "q_proj"},
+		}), "k_proj"},
 		{"missing tensor", nil, editModel(func(s st) {
 			// Turn the final norm into an unknown name: contiguity holds, the name is missing.
 			s.header["model.norm.weightX"] = s.header["model.norm.weight"]
