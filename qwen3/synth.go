@@ -17,12 +17,15 @@ var presets = map[string]Config{
 		BOSTokenID: 151643, EOSTokenID: 151645,
 	},
 	// A tiny model of the same architecture: 2 layers, 2:1 GQA, every
-	// dimension a multiple of 32, so a decode step takes microseconds.
+	// dimension a multiple of 32, so a decode step takes microseconds. Its
+	// lm_head is untied (as in Qwen3-8B and larger): with tied embeddings and
+	// small synthetic layers the greedy token just repeats its input, which
+	// would hide bugs in feeding tokens back.
 	"tiny": {
 		HiddenSize: 128, IntermediateSize: 256, NumHiddenLayers: 2,
 		NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 32,
 		VocabSize: 512, RMSNormEps: 1e-6, RopeTheta: 1e6,
-		MaxPositionEmbeddings: 4096, TieWordEmbeddings: true, Dtype: "bfloat16",
+		MaxPositionEmbeddings: 4096, TieWordEmbeddings: false, Dtype: "bfloat16",
 		BOSTokenID: 0, EOSTokenID: 1,
 	},
 }
@@ -44,16 +47,19 @@ func Preset(name string) (Config, error) {
 // float64 sums feed the values. Norm weights are near 1 (1 + 0.05·N(0,1)),
 // everything else is N(0, 0.02²), each rounded to bf16. Every tensor draws
 // from its own stream keyed by its Hugging Face name, so adding a layer does
-// not change the others. Embeddings are tied.
+// not change the others. With cfg.TieWordEmbeddings the lm_head is the
+// embedding table; otherwise it is drawn as "lm_head.weight".
 func Synth(cfg Config, seed uint64) (*Weights, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.TieWordEmbeddings = true
 	h, q, kv, inter := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
 	w := &Weights{Config: cfg}
 	w.Embed = synthTensor(seed, "model.embed_tokens.weight", cfg.VocabSize*h, 0, 0.02)
 	w.LMHead = w.Embed
+	if !cfg.TieWordEmbeddings {
+		w.LMHead = synthTensor(seed, "lm_head.weight", cfg.VocabSize*h, 0, 0.02)
+	}
 	w.Norm = synthTensor(seed, "model.norm.weight", h, 1, 0.05)
 	w.Layers = make([]Layer, cfg.NumHiddenLayers)
 	for i := range w.Layers {
