@@ -158,3 +158,17 @@ func BenchmarkDecode(b *testing.B) {
 		tk.Decode(ids)
 	}
 }
+
+// BenchmarkEncodeRegexp2 is BenchmarkEncode with the generic regexp2 split
+// instead of the hand-written scanner.
+func BenchmarkEncodeRegexp2(b *testing.B) {
+	tk := needReal(b)
+	tk.fastSplit = false
+	defer func() { tk.fastSplit = true }()
+	corpus := benchCorpus(benchCorpusSize)
+	b.SetBytes(int64(len(corpus)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tk.Encode(corpus)
+	}
+}
