@@ -18,7 +18,26 @@ import (
 // independent naive implementation in the canonical order, and within
 // goldenMaxSteps bf16 steps of a plain sequential-sum implementation. If a
 // change moves it, the numerics changed: find out why before re-recording.
-const goldenDigest = "a817355c68fcc1854d533c285f805a68fccf57d3d74261c8227abb20ce71b85f"
+const goldenDigest = "2ea7675e5f63cdb3ef594343d898d257481a05009092f9c206aa44bc118cdc93"
+
+// goldenWeights is the sha256 of the tiny seed-1 weights the digest was
+// recorded with, so that a change of qwen3.Synth is told apart from a
+// change of the numerics.
+const goldenWeights = "c7525613e2b671e9a8faffb8388c48027e5582a3da2391576e03a704a02e33aa"
+
+func weightsDigest(w *qwen3.Weights) string {
+	h := sha256.New()
+	put := func(s []bf16.BF16) { h.Write(bf16.Bytes(s)) }
+	put(w.Embed)
+	put(w.LMHead)
+	put(w.Norm)
+	for _, L := range w.Layers {
+		for _, s := range [][]bf16.BF16{L.InputNorm, L.Q, L.K, L.V, L.O, L.QNorm, L.KNorm, L.PostNorm, L.Gate, L.Up, L.Down} {
+			put(s)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
 
 const goldenMaxSteps = 4
 
@@ -44,6 +63,10 @@ func digest(outs []qwen3.Output) string {
 }
 
 func TestGoldenDigest(t *testing.T) {
+	if wd := weightsDigest(tinyWeights(t, 1)); wd != goldenWeights {
+		t.Fatalf("qwen3.Synth(tiny, 1) changed (weights sha256 %s, recorded with %s): "+
+			"re-record goldenWeights and goldenDigest once TestGoldenCrossCheck passes", wd, goldenWeights)
+	}
 	outs, toks := goldenRun(t)
 	got := digest(outs)
 	t.Logf("tokens fed: %v", toks)

@@ -1,9 +1,7 @@
 package ref
 
 import (
-	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
 // pool is a persistent set of worker goroutines that run one function over
@@ -11,15 +9,15 @@ import (
 // into parts is the caller's (deterministic) business; the pool only decides
 // who runs which part, which never changes a result.
 type pool struct {
-	parts   int
-	fn      func(part, parts int)
-	start   []chan struct{}
-	pending atomic.Int32
-	wg      sync.WaitGroup
+	parts int
+	fn    func(part, parts int)
+	start []chan struct{}
+	done  chan struct{}
+	wg    sync.WaitGroup
 }
 
 func newPool(parts int) *pool {
-	p := &pool{parts: parts}
+	p := &pool{parts: parts, done: make(chan struct{}, parts)}
 	for i := 1; i < parts; i++ {
 		c := make(chan struct{}, 1)
 		p.start = append(p.start, c)
@@ -33,7 +31,7 @@ func (p *pool) worker(part int, start chan struct{}) {
 	defer p.wg.Done()
 	for range start {
 		p.fn(part, p.parts)
-		p.pending.Add(-1)
+		p.done <- struct{}{}
 	}
 }
 
@@ -46,15 +44,14 @@ func (p *pool) run(fn func(part, parts int)) {
 		return
 	}
 	p.fn = fn
-	p.pending.Store(int32(p.parts - 1))
 	for _, c := range p.start {
 		c <- struct{}{}
 	}
 	fn(0, p.parts)
-	for i := 0; p.pending.Load() != 0; i++ {
-		if i >= 64 {
-			runtime.Gosched()
-		}
+	// Block rather than spin: the machine may be shared, and a spinning
+	// waiter steals the core a worker needs.
+	for range p.start {
+		<-p.done
 	}
 }
 
