@@ -47,6 +47,7 @@ func benchDecode(b *testing.B, w *qwen3.Weights, batch int) {
 			Blocks: []int32{int32(4 * i), int32(4*i + 1), int32(4*i + 2), int32(4*i + 3)}}
 	}
 	maxPos := 4*blockSize - 1
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
 		outs, err := d.Decode(steps)
@@ -59,7 +60,13 @@ func benchDecode(b *testing.B, w *qwen3.Weights, batch int) {
 		}
 	}
 	b.StopTimer()
+	cpu := processCPU() - cpu0
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+	if cpu > 0 {
+		// CPU time per token over all threads: on a shared machine, wall
+		// time includes waiting for a core; this does not.
+		b.ReportMetric(cpu.Seconds()*1e3/float64(b.N*batch), "cpu-ms/tok")
+	}
 }
 
 func BenchmarkDecode(b *testing.B) {
