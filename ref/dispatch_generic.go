@@ -9,7 +9,7 @@ import "github.com/offcard/offcard/bf16"
 func dotRow(a []bf16.BF16, xf []float32) float32 { return dotF(a, xf) }
 
 // HasFastPath reports whether dotRow uses an assembly kernel.
-const HasFastPath = false
+var HasFastPath = false
 
 // dotRowX4 computes out[i] = dotRow(a, xs[i]) for i < 4.
 func dotRowX4(a []bf16.BF16, xs [][]float32, out *[4]float32) {

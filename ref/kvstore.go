@@ -43,8 +43,8 @@ func (s *KVStore) BlockSize() int { return s.blockSize }
 // across writes if you need a snapshot).
 func (s *KVStore) Layer(layer int) (k, v []bf16.BF16) { return s.k[layer], s.v[layer] }
 
-// offset returns the element offset of (block, head, row) after checking
-// the table and block id.
+// block returns the block id holding pos after checking the table and the
+// id.
 func (s *KVStore) block(blocks []int32, pos int) (int, error) {
 	if pos < 0 {
 		return 0, fmt.Errorf("ref: negative position %d", pos)
