@@ -59,18 +59,17 @@ func (m *addedMatcher) longestAt(s string, i int) (addedPattern, bool) {
 	return addedPattern{}, false
 }
 
-// split calls emit for each piece of s in order: plain text (tok == nil) or an
-// added token (its span, after lstrip/rstrip, is dropped from the text). It
-// follows HF's AddedVocabulary::find_matches: non-overlapping leftmost-longest
-// matches; single_word matches are discarded when glued to a word character;
-// lstrip/rstrip swallow adjacent whitespace.
-func (m *addedMatcher) split(s string, emit func(text string, tok *addedToken)) {
+// find returns the next added-token match in s, searching from byte i, for
+// a scan whose text so far ends at startOffset: the token's span [start,
+// stop) after lstrip/rstrip, where to resume searching, and the token (nil
+// when there is none). It follows HF's AddedVocabulary::find_matches:
+// non-overlapping leftmost-longest matches; a single_word match glued to a
+// word character is discarded; lstrip/rstrip swallow adjacent whitespace.
+func (m *addedMatcher) find(s string, i, startOffset int) (start, stop, next int, tok *addedToken) {
 	if !m.any {
-		emit(s, nil)
-		return
+		return 0, 0, len(s), nil
 	}
-	startOffset := 0
-	for i := 0; i < len(s); {
+	for i < len(s) {
 		if m.first[s[i]] == nil {
 			i++
 			continue
@@ -80,7 +79,7 @@ func (m *addedMatcher) split(s string, emit func(text string, tok *addedToken)) 
 			i++
 			continue
 		}
-		start, stop := i, i+len(p.text)
+		start, stop = i, i+len(p.text)
 		i = stop
 		at := p.tok
 		if at.singleWord {
@@ -97,14 +96,28 @@ func (m *addedMatcher) split(s string, emit func(text string, tok *addedToken)) 
 			stop += rightmostSpaceAtStart(s[stop:])
 			i = stop // never match inside the swallowed whitespace
 		}
-		if startOffset < start {
-			emit(s[startOffset:start], nil)
+		return start, stop, i, at
+	}
+	return 0, 0, len(s), nil
+}
+
+// split calls emit for each piece of s in order: plain text (tok == nil) or
+// an added token's span (see find).
+func (m *addedMatcher) split(s string, emit func(text string, tok *addedToken)) {
+	pos, search := 0, 0
+	for {
+		start, stop, next, at := m.find(s, search, pos)
+		if at == nil {
+			break
+		}
+		if pos < start {
+			emit(s[pos:start], nil)
 		}
 		emit(s[start:stop], at)
-		startOffset = stop
+		pos, search = stop, next
 	}
-	if startOffset < len(s) {
-		emit(s[startOffset:], nil)
+	if pos < len(s) {
+		emit(s[pos:], nil)
 	}
 }
 

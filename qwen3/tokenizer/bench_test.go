@@ -96,15 +96,23 @@ func TestWriteCorpus(t *testing.T) {
 	if err := os.WriteFile(*corpusOut, []byte(corpus), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	write := func(path string, ids []int32) {
+		buf := make([]byte, 4*len(ids))
+		for i, id := range ids {
+			binary.LittleEndian.PutUint32(buf[4*i:], uint32(id))
+		}
+		if err := os.WriteFile(path, buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ids := tk.Encode(corpus)
-	buf := make([]byte, 4*len(ids))
-	for i, id := range ids {
-		binary.LittleEndian.PutUint32(buf[4*i:], uint32(id))
+	write(*corpusOut+".ids", ids)
+	var lineIDs []int32
+	for _, line := range strings.SplitAfter(corpus, "\n") {
+		lineIDs = append(lineIDs, tk.Encode(line)...)
 	}
-	if err := os.WriteFile(*corpusOut+".ids", buf, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wrote %s (%d bytes, %d tokens)", *corpusOut, len(corpus), len(ids))
+	write(*corpusOut+".lines.ids", lineIDs)
+	t.Logf("wrote %s (%d bytes, %d tokens; %d tokens line by line)", *corpusOut, len(corpus), len(ids), len(lineIDs))
 }
 
 // BenchmarkEncode encodes the 1 MiB mixed corpus in one call; bytes/op gives
@@ -120,6 +128,21 @@ func BenchmarkEncode(b *testing.B) {
 		tk.Encode(corpus)
 	}
 	b.ReportMetric(float64(ntok), "tokens/op")
+}
+
+// BenchmarkEncodeLines encodes the corpus line by line (each line keeps its
+// "\n"), one Encode call per line.
+func BenchmarkEncodeLines(b *testing.B) {
+	tk := needReal(b)
+	lines := strings.SplitAfter(benchCorpus(benchCorpusSize), "\n")
+	b.SetBytes(int64(benchCorpusSize))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, l := range lines {
+			tk.Encode(l)
+		}
+	}
+	b.ReportMetric(float64(len(lines)), "lines/op")
 }
 
 // BenchmarkEncodeColdCache measures BPE without the piece cache's help.

