@@ -336,17 +336,23 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	}
 	dst := s.buf(5, gout.size())
 	clear(dst)
-	for m := 0; m < gi.rows(); m++ {
+	// Widen the weight and the input rows once; dotWide is ref.Dot.
+	rows := gi.rows()
+	f := s.floats(n*k + rows*k)
+	wf, xf := f[:n*k], f[n*k:]
+	widen(wf, wt)
+	for m := 0; m < rows; m++ {
 		a := gi.prow(m) * gi.wp
-		xm := src[a : a+k]
-		b := gout.prow(m) * gout.wp
-		row := dst[b : b+n]
-		for o := range row {
-			v := ref.Dot(wt[o*k:(o+1)*k], xm)
+		widen(xf[m*k:(m+1)*k], src[a:a+k])
+	}
+	for o := 0; o < n; o++ {
+		wo := wf[o*k : (o+1)*k : (o+1)*k]
+		for m := 0; m < rows; m++ {
+			v := dotWide(wo, xf[m*k:(m+1)*k])
 			if bv != nil {
 				v += bv[o].Float32()
 			}
-			row[o] = bf16.FromFloat32(v)
+			dst[gout.prow(m)*gout.wp+o] = bf16.FromFloat32(v)
 		}
 	}
 	return x.writePadded(s, out, dst, nil)
@@ -685,4 +691,59 @@ func argmaxBF16(v []bf16.BF16) uint32 {
 		return 0
 	}
 	return uint32(best)
+}
+
+// dotWide is ref.Dot over already-widened operands (a[j] and b[j] are bf16
+// values widened to float32, exactly): the same 16 lanes, acc[j%16] +=
+// float32(a[j]*b[j]) for j increasing, then the tree acc[l] += acc[l+h] for
+// h = 8, 4, 2, 1. Widening is exact, so dotWide(wide(a), wide(b)) ==
+// ref.Dot(a, b) bit for bit (TestDotWideMatchesRef); it only saves the
+// per-product conversions of the hot linear loop.
+func dotWide(a, b []float32) float32 {
+	n := len(a)
+	b = b[:n]
+	var acc [ref.Lanes]float32
+	j := 0
+	if n >= ref.Lanes {
+		var a0, a1, a2, a3, a4, a5, a6, a7 float32
+		var a8, a9, a10, a11, a12, a13, a14, a15 float32
+		for ; j+ref.Lanes <= n; j += ref.Lanes {
+			x := a[j : j+ref.Lanes : j+ref.Lanes]
+			y := b[j : j+ref.Lanes : j+ref.Lanes]
+			a0 += float32(x[0] * y[0])
+			a1 += float32(x[1] * y[1])
+			a2 += float32(x[2] * y[2])
+			a3 += float32(x[3] * y[3])
+			a4 += float32(x[4] * y[4])
+			a5 += float32(x[5] * y[5])
+			a6 += float32(x[6] * y[6])
+			a7 += float32(x[7] * y[7])
+			a8 += float32(x[8] * y[8])
+			a9 += float32(x[9] * y[9])
+			a10 += float32(x[10] * y[10])
+			a11 += float32(x[11] * y[11])
+			a12 += float32(x[12] * y[12])
+			a13 += float32(x[13] * y[13])
+			a14 += float32(x[14] * y[14])
+			a15 += float32(x[15] * y[15])
+		}
+		acc = [ref.Lanes]float32{a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15}
+	}
+	for l := 0; j < n; j, l = j+1, l+1 {
+		acc[l] += float32(a[j] * b[j])
+	}
+	for h := ref.Lanes / 2; h >= 1; h /= 2 {
+		for l := 0; l < h; l++ {
+			acc[l] += acc[l+h]
+		}
+	}
+	return acc[0]
+}
+
+// widen converts src into dst (len(dst) >= len(src)).
+func widen(dst []float32, src []bf16.BF16) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = math.Float32frombits(uint32(v) << 16)
+	}
 }

@@ -613,3 +613,24 @@ func TestComputeDeterministic(t *testing.T) {
 		t.Fatal("same seed, different bytes")
 	}
 }
+
+func TestDotWideMatchesRef(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for n := 0; n < 300; n++ {
+		for trial := 0; trial < 20; trial++ {
+			a, b := cRand(r, n, trial%2 == 1), cRand(r, n, trial%2 == 1)
+			if trial%5 == 4 { // denormals and signed zeros
+				for i := range a {
+					a[i] = bf16.BF16(r.IntN(4)) | bf16.BF16(r.IntN(2))<<15
+				}
+			}
+			fa, fb := make([]float32, n), make([]float32, n)
+			widen(fa, a)
+			widen(fb, b)
+			got, want := dotWide(fa, fb), ref.Dot(a, b)
+			if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+				t.Fatalf("n=%d: dotWide %v (%#x), ref.Dot %v (%#x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
+		}
+	}
+}

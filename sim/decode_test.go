@@ -1,0 +1,260 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/ref"
+	"github.com/offcard/offcard/tt"
+)
+
+// miniEngine runs a tiny Qwen3 decode step as a sequence of device ops (the
+// decomposition a tt_transformers-style engine uses). It exists to check,
+// end to end, that the simulator's ops compose to ref.Decoder bit for bit,
+// and to time one step.
+type miniEngine struct {
+	d      *Device
+	cfg    qwen3.Config
+	B, W   int
+	bs     int
+	embed  tt.Tensor
+	cosT   tt.Tensor
+	sinT   tt.Tensor
+	norm   tt.Tensor
+	lm     tt.Tensor
+	layers []miniLayer
+	// inputs
+	tok, pos, rope, pt tt.Tensor
+	// activations
+	x, a, o, qkv, q, q2, q3, k, k2, k3, v, attn, cat, g, u, cos, sin, logits, next tt.Tensor
+}
+
+type miniLayer struct {
+	inorm, wqkv, qn, kn, wo, post, gate, up, down tt.Tensor
+	kc, vc                                        tt.Tensor
+}
+
+func hfWeight(t testing.TB, d *Device, rows, cols int, w []bf16.BF16) tt.Tensor {
+	return cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, rows, cols), w)
+}
+
+func normWeight(t testing.TB, d *Device, w []bf16.BF16) tt.Tensor {
+	return cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, 1, 1, len(w)/32, 32), w)
+}
+
+func newMiniEngine(t testing.TB, w *qwen3.Weights, B, W, bs, blocks int) *miniEngine {
+	c := w.Config
+	d := cDev(t, Options{})
+	e := &miniEngine{d: d, cfg: c, B: B, W: W, bs: bs}
+	h, hd, qd, kvd, in := c.HiddenSize, c.HeadDim, c.QDim(), c.KVDim(), c.IntermediateSize
+	e.embed = cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, c.VocabSize, h), w.Embed)
+	const maxPos = 512
+	cos, sin := make([]bf16.BF16, maxPos*hd), make([]bf16.BF16, maxPos*hd)
+	for p := 0; p < maxPos; p++ {
+		ref.RopeTable(c.RopeTheta, hd, p, cos[p*hd:(p+1)*hd], sin[p*hd:(p+1)*hd])
+	}
+	e.cosT = cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, maxPos, hd), cos)
+	e.sinT = cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, maxPos, hd), sin)
+	e.norm = normWeight(t, d, w.Norm)
+	e.lm = hfWeight(t, d, c.VocabSize, h, w.LMHead)
+	zero := make([]bf16.BF16, blocks*c.NumKeyValueHeads*bs*hd)
+	for _, L := range w.Layers {
+		fused := slices.Concat(L.Q, L.K, L.V)
+		e.layers = append(e.layers, miniLayer{
+			inorm: normWeight(t, d, L.InputNorm), wqkv: hfWeight(t, d, qd+2*kvd, h, fused),
+			qn: normWeight(t, d, L.QNorm), kn: normWeight(t, d, L.KNorm),
+			wo: hfWeight(t, d, h, qd, L.O), post: normWeight(t, d, L.PostNorm),
+			gate: hfWeight(t, d, in, h, L.Gate), up: hfWeight(t, d, in, h, L.Up), down: hfWeight(t, d, h, in, L.Down),
+			kc: cUpload(t, d, cSpec(tt.BF16, tt.Tile, blocks, c.NumKeyValueHeads, bs, hd), zero),
+			vc: cUpload(t, d, cSpec(tt.BF16, tt.Tile, blocks, c.NumKeyValueHeads, bs, hd), zero),
+		})
+	}
+	al := func(s tt.Spec) tt.Tensor { return cAlloc(t, d, s) }
+	bf := func(shape ...int) tt.Tensor { return al(cSpec(tt.BF16, tt.Tile, shape...)) }
+	sharded := func(heads int) tt.Tensor {
+		return al(tt.Spec{Shape: []int{1, B, heads, hd}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, hd})})
+	}
+	e.tok = al(cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, B))
+	e.rope = al(cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, B))
+	e.pos = al(cSpec(tt.INT32, tt.RowMajor, B))
+	e.pt = al(cSpec(tt.INT32, tt.RowMajor, B, W))
+	e.x, e.a, e.o = bf(1, 1, B, h), bf(1, 1, B, h), bf(1, 1, B, h)
+	e.qkv = bf(1, 1, B, qd+2*kvd)
+	e.q, e.q2, e.q3 = bf(1, B, c.NumAttentionHeads, hd), bf(1, B, c.NumAttentionHeads, hd), bf(1, B, c.NumAttentionHeads, hd)
+	e.k, e.k2, e.k3, e.v = sharded(c.NumKeyValueHeads), sharded(c.NumKeyValueHeads), sharded(c.NumKeyValueHeads), sharded(c.NumKeyValueHeads)
+	e.attn = bf(1, B, c.NumAttentionHeads, hd)
+	e.cat = bf(1, 1, B, qd)
+	e.g, e.u = bf(1, 1, B, in), bf(1, 1, B, in)
+	e.cos, e.sin = bf(1, B, 1, hd), bf(1, B, 1, hd)
+	e.logits = bf(1, 1, B, c.VocabSize)
+	e.next = al(cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, B))
+	return e
+}
+
+// ops is one decode step's op list.
+func (e *miniEngine) ops() []tt.Op {
+	c := e.cfg
+	eps := float32(c.RMSNormEps)
+	ops := []tt.Op{
+		tt.Embedding{Input: e.tok, Weight: e.embed, Output: e.x},
+		tt.Embedding{Input: e.rope, Weight: e.cosT, Output: e.cos},
+		tt.Embedding{Input: e.rope, Weight: e.sinT, Output: e.sin},
+	}
+	for _, L := range e.layers {
+		pt := e.pt
+		idx := e.pos
+		ops = append(ops,
+			tt.RMSNorm{Input: e.x, Weight: L.inorm, Output: e.a, Epsilon: eps},
+			tt.Linear{Input: e.a, Weight: L.wqkv, Output: e.qkv, TransposeB: true},
+			tt.NLPCreateQKVHeadsDecode{Input: e.qkv, Q: e.q, K: e.k, V: e.v, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads},
+			tt.RMSNorm{Input: e.q, Weight: L.qn, Output: e.q2, Epsilon: eps},
+			tt.RMSNorm{Input: e.k, Weight: L.kn, Output: e.k2, Epsilon: eps},
+			tt.RotaryEmbedding{Input: e.q2, Cos: e.cos, Sin: e.sin, Output: e.q3},
+			tt.RotaryEmbedding{Input: e.k2, Cos: e.cos, Sin: e.sin, Output: e.k3},
+			tt.PagedUpdateCache{Cache: L.kc, Input: e.k3, UpdateIdxs: &idx, PageTable: &pt},
+			tt.PagedUpdateCache{Cache: L.vc, Input: e.v, UpdateIdxs: &idx, PageTable: &pt},
+			tt.PagedSDPADecode{Q: e.q3, K: L.kc, V: L.vc, PageTable: e.pt, CurPos: e.pos, Output: e.attn},
+			tt.ConcatHeads{Input: e.attn, Output: e.cat, NumHeads: c.NumAttentionHeads},
+			tt.Linear{Input: e.cat, Weight: L.wo, Output: e.o, TransposeB: true},
+			tt.Add{A: e.x, B: e.o, Output: e.x},
+			tt.RMSNorm{Input: e.x, Weight: L.post, Output: e.a, Epsilon: eps},
+			tt.Linear{Input: e.a, Weight: L.gate, Output: e.g, TransposeB: true},
+			tt.Linear{Input: e.a, Weight: L.up, Output: e.u, TransposeB: true},
+			tt.SiluMul{Gate: e.g, Up: e.u, Output: e.g},
+			tt.Linear{Input: e.g, Weight: L.down, Output: e.o, TransposeB: true},
+			tt.Add{A: e.x, B: e.o, Output: e.x},
+		)
+	}
+	return append(ops,
+		tt.RMSNorm{Input: e.x, Weight: e.norm, Output: e.a, Epsilon: eps},
+		tt.Linear{Input: e.a, Weight: e.lm, Output: e.logits, TransposeB: true},
+		tt.Argmax{Input: e.logits, Output: e.next},
+	)
+}
+
+func (e *miniEngine) step(t testing.TB, toks []uint32, pos []int32, table []int32) {
+	d := e.d
+	rope := make([]uint32, e.B)
+	for i, p := range pos {
+		rope[i] = uint32(max(p, 0))
+	}
+	for _, w := range []struct {
+		dst tt.Tensor
+		h   tt.HostTensor
+	}{
+		{e.tok, tt.HostUint32([]int{1, 1, 1, e.B}, tt.RowMajor, toks)},
+		{e.rope, tt.HostUint32([]int{1, 1, 1, e.B}, tt.RowMajor, rope)},
+		{e.pos, tt.HostInt32([]int{e.B}, tt.RowMajor, pos)},
+		{e.pt, tt.HostInt32([]int{e.B, e.W}, tt.RowMajor, table)},
+	} {
+		if err := d.WriteHost(w.dst, w.h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, op := range e.ops() {
+		cRun(t, d, op)
+	}
+}
+
+// Engine-on-sim equals ref.Decoder bit for bit: 4 slots that join at
+// different steps (inactive slots carry -1), positions crossing block
+// boundaries, permuted block tables, greedy tokens fed back.
+func TestMiniEngineMatchesRefDecoder(t *testing.T) {
+	cfg, err := qwen3.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := qwen3.Synth(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const B, W, bs, blocks, steps = 4, 4, 32, 20, 75
+	rd, err := ref.New(w, ref.Options{BlockSize: bs, NumBlocks: blocks, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	e := newMiniEngine(t, w, B, W, bs, blocks)
+	r := rand.New(rand.NewPCG(1, 1))
+	perm := r.Perm(blocks)
+	table := make([]int32, B*W)
+	for i := range table {
+		table[i] = int32(perm[i])
+	}
+	start := []int{0, 3, 10, 40}
+	toks := make([]uint32, B)
+	for b := range toks {
+		toks[b] = uint32(r.IntN(cfg.VocabSize))
+	}
+	for s := 0; s < steps; s++ {
+		pos := make([]int32, B)
+		var batch []qwen3.Step
+		var slots []int
+		for b := 0; b < B; b++ {
+			p := s - start[b]
+			if p < 0 {
+				pos[b] = -1
+				continue
+			}
+			pos[b] = int32(p)
+			batch = append(batch, qwen3.Step{Seq: qwen3.SeqID(b), Token: int32(toks[b]), Pos: p, Blocks: table[b*W : (b+1)*W]})
+			slots = append(slots, b)
+		}
+		outs, err := rd.Decode(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.step(t, toks, pos, table)
+		logits := cDown(t, e.d, e.logits)
+		next := cDownI32(t, e.d, e.next)
+		for i, o := range outs {
+			b := slots[i]
+			got := logits[b*cfg.VocabSize : (b+1)*cfg.VocabSize]
+			for j, f := range o.Logits {
+				if got[j].Float32() != f && !(f != f && got[j].IsNaN()) {
+					t.Fatalf("step %d slot %d pos %d: logit %d = %v, ref %v", s, b, pos[b], j, got[j].Float32(), f)
+				}
+			}
+			if next[b] != o.Token {
+				t.Fatalf("step %d slot %d: token %d, ref %d", s, b, next[b], o.Token)
+			}
+			toks[b] = uint32(o.Token)
+		}
+	}
+}
+
+// BenchmarkTinyDecodeStep times one tiny-model decode step's ops on the
+// simulator: batch 8, positions around 100, 2 layers.
+func BenchmarkTinyDecodeStep(b *testing.B) {
+	cfg, _ := qwen3.Preset("tiny")
+	w, err := qwen3.Synth(cfg, 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const B, W, bs, blocks = 8, 8, 32, 64
+	e := newMiniEngine(b, w, B, W, bs, blocks)
+	table := make([]int32, B*W)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	toks := make([]uint32, B)
+	pos := make([]int32, B)
+	for i := range pos {
+		pos[i] = int32(96 + i)
+	}
+	e.step(b, toks, pos, table)
+	ops := e.ops()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, op := range ops {
+			if err := e.d.Run(op); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(len(ops)), "ops/step")
+}
