@@ -171,6 +171,7 @@ func (d *Device) embedding(o tt.Embedding) error {
 
 func execEmbedding(l *opLaunch, x *opIO, s *scratch) error {
 	in, w, out := l.bufs[0], l.bufs[1], l.bufs[2]
+	x.checkReads = true // ids and table rows
 	ids, err := readAllWords(x, s, in)
 	if err != nil {
 		return err
@@ -195,6 +196,7 @@ func execEmbedding(l *opLaunch, x *opIO, s *scratch) error {
 			j += n
 		}
 	}
+	x.checkReads = false
 	return x.writePadded(s, out, dst, nil)
 }
 

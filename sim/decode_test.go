@@ -45,9 +45,9 @@ func normWeight(t testing.TB, d *Device, w []bf16.BF16) tt.Tensor {
 	return cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, 1, 1, len(w)/32, 32), w)
 }
 
-func newMiniEngine(t testing.TB, w *qwen3.Weights, B, W, bs, blocks int) *miniEngine {
+func newMiniEngine(t testing.TB, w *qwen3.Weights, B, W, bs, blocks int, o Options) *miniEngine {
 	c := w.Config
-	d := cDev(t, Options{})
+	d := cDev(t, o)
 	e := &miniEngine{d: d, cfg: c, B: B, W: W, bs: bs}
 	h, hd, qd, kvd, in := c.HiddenSize, c.HeadDim, c.QDim(), c.KVDim(), c.IntermediateSize
 	e.embed = cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, c.VocabSize, h), w.Embed)
@@ -177,7 +177,7 @@ func TestMiniEngineMatchesRefDecoder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rd.Close()
-	e := newMiniEngine(t, w, B, W, bs, blocks)
+	e := newMiniEngine(t, w, B, W, bs, blocks, Options{Strict: true})
 	r := rand.New(rand.NewPCG(1, 1))
 	perm := r.Perm(blocks)
 	table := make([]int32, B*W)
@@ -224,6 +224,9 @@ func TestMiniEngineMatchesRefDecoder(t *testing.T) {
 			toks[b] = uint32(o.Token)
 		}
 	}
+	for _, f := range e.d.Findings() {
+		t.Errorf("strict finding on a correct engine: %v", f)
+	}
 }
 
 // BenchmarkTinyDecodeStep times one tiny-model decode step's ops on the
@@ -235,7 +238,7 @@ func BenchmarkTinyDecodeStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	const B, W, bs, blocks = 8, 8, 32, 64
-	e := newMiniEngine(b, w, B, W, bs, blocks)
+	e := newMiniEngine(b, w, B, W, bs, blocks, Options{})
 	table := make([]int32, B*W)
 	for i := range table {
 		table[i] = int32(i)
@@ -257,4 +260,125 @@ func BenchmarkTinyDecodeStep(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(ops)), "ops/step")
+}
+
+// tracedOps is the host-free step: argmax writes the next token into the
+// token input, plus_one advances cur_pos (skipping -1) and the rope index.
+func (e *miniEngine) tracedOps() []tt.Op {
+	ops := e.ops()
+	am := ops[len(ops)-1].(tt.Argmax)
+	am.Output = e.tok
+	ops[len(ops)-1] = am
+	return append(ops, tt.PlusOne{Input: e.pos, SkipNegativeEntries: true}, tt.PlusOne{Input: e.rope})
+}
+
+// A captured host-free step replays to the same logits as ref.Decoder, step
+// after step, with no host write; an inactive slot (-1) stays inactive.
+func TestMiniEngineTraceReplayMatchesRef(t *testing.T) {
+	cfg, _ := qwen3.Preset("tiny")
+	w, err := qwen3.Synth(cfg, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const B, W, bs, blocks = 3, 4, 32, 12
+	rd, err := ref.New(w, ref.Options{BlockSize: bs, NumBlocks: blocks, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	e := newMiniEngine(t, w, B, W, bs, blocks, Options{Strict: true})
+	table := []int32{4, 9, 1, 6, 7, 0, 11, 10, 2, 3, 5, 8}
+	pos := []int32{28, -1, 61}
+	toks := []uint32{17, 0, 300}
+	// Prefix positions 0..pos-1 of the active slots through ref and the
+	// device's caches (eager steps), so both hold the same KV.
+	for p := 0; p < 61; p++ {
+		var batch []qwen3.Step
+		sp := []int32{-1, -1, -1}
+		for _, b := range []int{0, 2} {
+			if p < int(pos[b]) {
+				sp[b] = int32(p)
+				batch = append(batch, qwen3.Step{Seq: qwen3.SeqID(b), Token: int32(p % 50), Pos: p, Blocks: table[b*W : (b+1)*W]})
+			}
+		}
+		if _, err := rd.Decode(batch); err != nil {
+			t.Fatal(err)
+		}
+		e.step(t, []uint32{uint32(p % 50), 0, uint32(p % 50)}, sp, table)
+	}
+	// Warm (eager) host-free step, then capture.
+	rope := make([]uint32, B)
+	for i, p := range pos {
+		rope[i] = uint32(max(p, 0))
+	}
+	for _, wr := range []struct {
+		dst tt.Tensor
+		h   tt.HostTensor
+	}{
+		{e.tok, tt.HostUint32([]int{1, 1, 1, B}, tt.RowMajor, toks)},
+		{e.rope, tt.HostUint32([]int{1, 1, 1, B}, tt.RowMajor, rope)},
+		{e.pos, tt.HostInt32([]int{B}, tt.RowMajor, pos)},
+	} {
+		if err := e.d.WriteHost(wr.dst, wr.h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ops := e.tracedOps()
+	check := func(step int) {
+		var batch []qwen3.Step
+		for _, b := range []int{0, 2} {
+			batch = append(batch, qwen3.Step{Seq: qwen3.SeqID(b), Token: int32(toks[b]), Pos: int(pos[b]), Blocks: table[b*W : (b+1)*W]})
+		}
+		outs, err := rd.Decode(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits := cDown(t, e.d, e.logits)
+		for i, b := range []int{0, 2} {
+			for j, f := range outs[i].Logits {
+				if logits[b*cfg.VocabSize+j].Float32() != f {
+					t.Fatalf("step %d slot %d pos %d: logit %d differs from ref", step, b, pos[b], j)
+				}
+			}
+			toks[b] = uint32(outs[i].Token)
+			pos[b]++
+		}
+		gotPos := cDownI32(t, e.d, e.pos)
+		gotTok := cDownI32(t, e.d, e.tok)
+		for _, b := range []int{0, 2} {
+			if gotPos[b] != pos[b] || uint32(gotTok[b]) != toks[b] {
+				t.Fatalf("step %d slot %d: device pos/token %d/%d, want %d/%d", step, b, gotPos[b], gotTok[b], pos[b], toks[b])
+			}
+		}
+		if gotPos[1] != -1 {
+			t.Fatalf("inactive slot advanced to %d", gotPos[1])
+		}
+	}
+	for _, op := range ops {
+		cRun(t, e.d, op)
+	}
+	check(0)
+	id, err := e.d.BeginCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		cRun(t, e.d, op)
+	}
+	if err := e.d.EndCapture(id); err != nil {
+		t.Fatal(err)
+	}
+	hits, misses := e.d.ProgramCacheStats()
+	for s := 1; s <= 40; s++ { // slot 0 crosses 32 and 64, slot 2 crosses 64 and 96
+		if err := e.d.Execute(id); err != nil {
+			t.Fatal(err)
+		}
+		check(s)
+	}
+	if h2, m2 := e.d.ProgramCacheStats(); h2 != hits || m2 != misses {
+		t.Fatalf("replays touched the program cache: %d/%d -> %d/%d", hits, misses, h2, m2)
+	}
+	for _, f := range e.d.Findings() {
+		t.Errorf("strict finding on a correct engine: %v", f)
+	}
 }

@@ -103,7 +103,7 @@ type fillLaunch struct {
 }
 
 func (l *fillLaunch) exec(d *Device) error {
-	x := &opIO{d: d, op: opFillCache}
+	x := &opIO{d: d, op: opFillCache, checkReads: true}
 	s := getScratch()
 	defer putScratch(s)
 	batch := l.batchIdx

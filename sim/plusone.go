@@ -38,6 +38,7 @@ func boolAttr(k string, v bool) string {
 
 func execPlusOne(l *opLaunch, x *opIO, s *scratch) error {
 	in := l.bufs[0]
+	x.checkReads = true
 	w := in.spec.Width()
 	pg := s.pageBuf(int(in.pageSize))
 	for p := 0; p < in.numPages; p++ {

@@ -211,9 +211,11 @@ func (l *sdpaLaunch) exec(d *Device) error {
 	// cur_pos: page 0 of the cur_pos tensor.
 	batch := l.pt.spec.Shape[0]
 	pos := s.u32(batch)
+	x.checkReads = true
 	if err := x.readWords(s, l.cp, 0, pos); err != nil {
 		return err
 	}
+	x.checkReads = false // Q rows of skipped users may be garbage
 	gq, gout := geomOf(l.q.spec), geomOf(l.out.spec)
 	qv := s.buf(0, gq.size())
 	if err := x.readPadded(s, l.q, qv); err != nil {
