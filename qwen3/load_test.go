@@ -16,12 +16,15 @@ import (
 	"github.com/x448/float16"
 )
 
+// tinyWeights is the tiny preset with tied embeddings, as Qwen3-0.6B has
+// them (the preset itself is untied).
 func tinyWeights(t testing.TB, seed uint64) *Weights {
 	t.Helper()
 	cfg, err := Preset("tiny")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.TieWordEmbeddings = true
 	w, err := Synth(cfg, seed)
 	if err != nil {
 		t.Fatal(err)
@@ -395,6 +398,26 @@ func TestLoadConvertsF32AndF16(t *testing.T) {
 }
 
 func TestLoadUntiedAndTiedHeads(t *testing.T) {
+	t.Run("untied preset round trip", func(t *testing.T) {
+		cfg, _ := Preset("tiny")
+		u, err := Synth(cfg, 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &u.LMHead[0] == &u.Embed[0] {
+			t.Fatal("untied preset shares its head with the embeddings")
+		}
+		dir := t.TempDir()
+		if err := u.Export(dir); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer got.Close()
+		sameWeights(t, got, u)
+	})
 	w := tinyWeights(t, 11)
 	head := slices.Clone(w.Embed)
 	for i := range head {
