@@ -63,7 +63,8 @@ func nfcString(s string) string {
 func (t *Tokenizer) VocabSize() int { return len(t.decodeTok) }
 
 // TokenID returns the id of an added token given by its content (such as
-// "<|im_end|>"), or of a model vocab entry given as the text it stands for.
+// "<|im_end|>"), or of a model vocab entry given as the text it stands for
+// (a linear scan of the vocab for the latter: not for hot paths).
 func (t *Tokenizer) TokenID(s string) (int32, bool) {
 	if at, ok := t.addedByContent[s]; ok {
 		return at.id, true
