@@ -634,3 +634,38 @@ func TestDotWideMatchesRef(t *testing.T) {
 		}
 	}
 }
+
+// A [B,1] page table with cur_pos in the 10th block: entries 1..7 come from
+// the DRAM padding of the row's 32 B slot, entries 8.. from L1 past the
+// page-table CB. Strict mode names each; the kernel uses them as they are.
+func TestPagedSDPAOneColumnTable(t *testing.T) {
+	d := cDev(t, Options{Strict: true})
+	r := rand.New(rand.NewPCG(25, 26))
+	const bs, D, blocks = 32, 32, 16
+	kt := cUpload(t, d, cSpec(tt.BF16, tt.Tile, blocks, 1, bs, D), cRand(r, blocks*bs*D, false))
+	vt := cUpload(t, d, cSpec(tt.BF16, tt.Tile, blocks, 1, bs, D), cRand(r, blocks*bs*D, false))
+	qt := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, 1, D), cRand(r, D, false))
+	pt := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, 1, 1), []int32{3})
+	cp := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, 1), []int32{300})
+	out := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, 1, D))
+	err := d.Run(tt.PagedSDPADecode{Q: qt, K: kt, V: vt, PageTable: pt, CurPos: cp, Output: out, KChunkSize: 32})
+	var fault *Fault
+	if err != nil && !asFault(err, &fault) {
+		t.Fatal(err)
+	}
+	classes := map[int64]FindingClass{}
+	for _, f := range d.Findings() {
+		if f.Class == PTReadPastRow || f.Class == PTReadPastCB {
+			classes[f.Index] = f.Class
+		}
+	}
+	for vb := int64(1); vb <= 9; vb++ {
+		want := PTReadPastRow
+		if vb >= 8 {
+			want = PTReadPastCB
+		}
+		if classes[vb] != want {
+			t.Fatalf("entry %d: %q, want %q (findings %v)", vb, classes[vb], want, d.Findings())
+		}
+	}
+}
