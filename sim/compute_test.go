@@ -669,3 +669,17 @@ func TestPagedSDPAOneColumnTable(t *testing.T) {
 		}
 	}
 }
+
+// A garbage cur_pos (here INT32_MAX) is an error, not an out-of-memory crash.
+func TestPagedSDPAGarbagePosition(t *testing.T) {
+	d := cDev(t, Options{})
+	kt := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 4, 1, 32, 32))
+	vt := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 4, 1, 32, 32))
+	qt := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, 1, 32))
+	out := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, 1, 32))
+	pt := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, 1, 2), []int32{0, 1})
+	cp := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, 1), []int32{math.MaxInt32})
+	if err := d.Run(tt.PagedSDPADecode{Q: qt, K: kt, V: vt, PageTable: pt, CurPos: cp, Output: out}); err == nil {
+		t.Fatal("cur_pos INT32_MAX accepted")
+	}
+}

@@ -182,6 +182,10 @@ func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt *buffer) *sdpaProgram 
 	return p
 }
 
+// maxSDPAPositions bounds cur_pos: a garbage position (poison, a wrapped
+// plus_one) would make the kernel stream tiles for up to 2^32 positions.
+const maxSDPAPositions = 1 << 20
+
 type sdpaLaunch struct {
 	p                    *sdpaProgram
 	q, k, v, pt, cp, out *buffer
@@ -235,6 +239,10 @@ func (l *sdpaLaunch) exec(d *Device) error {
 			continue
 		}
 		active++
+		if cur >= maxSDPAPositions {
+			return fmt.Errorf("sim: %s: user %d has cur_pos %d (%#x); the card would stream K/V tiles for billions of positions, the simulator stops at %d",
+				opSDPA, b, int32(cur), cur, maxSDPAPositions)
+		}
 		core := b % len(d.l1)
 		entries, err := l.pageTableRow(d, x, s, b, core)
 		if err != nil {
