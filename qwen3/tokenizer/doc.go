@@ -39,7 +39,8 @@
 //     (?!\S) look-ahead and whose \s equals Oniguruma's Unicode \s (U+0009–
 //     U+000D, U+0085, Zs, Zl, Zp; checked over all scalar values by a test).
 //     When the pattern is exactly Qwen's, an equivalent hand-written scanner
-//     runs instead (about an order of magnitude faster); tests check it
+//     runs instead (about 5× faster than regexp2 on the benchmark corpus, with
+//     far less garbage); tests check it
 //     against regexp2 on the vectors and on random text.
 //  4. Each piece's UTF-8 bytes are the initial symbols (the ByteLevel
 //     byte-to-unicode mapping is applied to the vocab instead of the text)
