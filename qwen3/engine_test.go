@@ -32,7 +32,8 @@ type harness struct {
 	pos   map[qwen3.SeqID]int
 	left  map[qwen3.SeqID]int
 	step  int // global decode step
-	quiet bool
+
+	findingsEachStep bool // fail at the first strict finding, naming its step
 }
 
 var tinyWeights *qwen3.Weights
@@ -137,8 +138,10 @@ func (h *harness) admit(seq qwen3.SeqID, n, gen int) {
 	}
 	got, err := h.eng.Prefill(p)
 	if err != nil {
-		h.t.Fatalf("step %d: engine prefill of %d: %v", h.step, seq, err)
+		h.stepFindings()
+		h.t.Fatalf("RED step=%d seq=%d pos=-1: engine prefill error: %v", h.step, seq, err)
 	}
+	h.stepFindings()
 	for i := range want {
 		if d := same(got[i], want[i]); d != "" {
 			h.diverged(seq, i, "prefill: "+d)
@@ -174,8 +177,10 @@ func (h *harness) decode() {
 	}
 	got, err := h.eng.Decode(batch)
 	if err != nil {
-		h.t.Fatalf("step %d: engine decode: %v", h.step, err)
+		h.stepFindings()
+		h.t.Fatalf("RED step=%d seq=-1 pos=-1: engine decode error: %v", h.step, err)
 	}
+	h.stepFindings()
 	for i, st := range batch {
 		if d := same(got[i], want[i]); d != "" {
 			h.diverged(st.Seq, st.Pos, d)
@@ -225,6 +230,17 @@ func (h *harness) run(plan []seqPlan) {
 			continue
 		}
 		h.decode()
+	}
+}
+
+// stepFindings fails at the first strict finding when findingsEachStep.
+func (h *harness) stepFindings() {
+	h.t.Helper()
+	if !h.findingsEachStep {
+		return
+	}
+	if f := h.dev.Findings(); len(f) > 0 {
+		h.t.Fatalf("FINDING step=%d seq=-1 pos=-1: %v", h.step, f[0])
 	}
 }
 
