@@ -21,17 +21,17 @@ type seqPlan struct {
 // harness drives ref and an engine on sim with the same calls and compares
 // every output bit for bit.
 type harness struct {
-	t     testing.TB
-	w     *qwen3.Weights
-	ref   *ref.Decoder
-	eng   *qwen3.Engine
-	dev   *sim.Device
-	pool  *kvpage.Pool
-	tabs  map[qwen3.SeqID]*kvpage.Table
-	next  map[qwen3.SeqID]int32 // next token to feed
-	pos   map[qwen3.SeqID]int
-	left  map[qwen3.SeqID]int
-	step  int // global decode step
+	t    testing.TB
+	w    *qwen3.Weights
+	ref  *ref.Decoder
+	eng  *qwen3.Engine
+	dev  *sim.Device
+	pool *kvpage.Pool
+	tabs map[qwen3.SeqID]*kvpage.Table
+	next map[qwen3.SeqID]int32 // next token to feed
+	pos  map[qwen3.SeqID]int
+	left map[qwen3.SeqID]int
+	step int // global decode step
 
 	findingsEachStep bool // fail at the first strict finding, naming its step
 }
