@@ -81,6 +81,7 @@ type Device struct {
 	nextID tt.TensorID
 
 	progs    map[string]program
+	kb       []byte // program-cache key scratch
 	hits     int
 	misses   int
 	findings []Finding
@@ -92,6 +93,7 @@ type Device struct {
 	traceID     tt.TraceID
 	nextTrace   tt.TraceID
 	traces      map[tt.TraceID]*trace
+	replaying   tt.TraceID // the trace being executed, 0 when eager
 	unsafeAlloc bool
 	warned      bool
 	warnings    []string
@@ -108,6 +110,7 @@ type buffer struct {
 	numPages  int
 	perBank   uint64 // bytes per bank (before allocator rounding)
 	shardPage int    // pages per shard (sharded only)
+	key       string // spec.String(), the tensor's part of program-cache keys
 }
 
 // New builds a device.
@@ -193,7 +196,7 @@ func (b *buffer) nbanks(d *Device) int {
 // height-sharded: shard p / pagesPerShard on core of that index.
 func (d *Device) pageLoc(b *buffer, p int) PageLoc {
 	if b.spec.Memory.Sharded() {
-		return PageLoc{tt.L1, p / b.shardPage, b.addr + uint64(p%b.shardPage)*b.aligned}
+		return PageLoc{tt.L1, b.spec.Memory.Shard.FirstCore + p/b.shardPage, b.addr + uint64(p%b.shardPage)*b.aligned}
 	}
 	n := b.nbanks(d)
 	return PageLoc{b.bt, p % n, b.addr + uint64(p/n)*b.aligned}
@@ -219,8 +222,8 @@ func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
 	b.aligned = alignUp(b.pageSize, al)
 	if spec.Memory.Sharded() {
 		sh := spec.Memory.Shard
-		if sh.NumCores > d.opt.NumCores {
-			return nil, fmt.Errorf("sim: shard grid of %d cores exceeds the %d worker cores", sh.NumCores, d.opt.NumCores)
+		if sh.FirstCore+sh.NumCores > d.opt.NumCores {
+			return nil, fmt.Errorf("sim: shard grid of %d cores from core %d exceeds the %d worker cores", sh.NumCores, sh.FirstCore, d.opt.NumCores)
 		}
 		if spec.Layout == tt.Tile {
 			b.shardPage = (sh.Shape[0] / tt.TileSize) * (sh.Shape[1] / tt.TileSize)
@@ -252,6 +255,7 @@ func (d *Device) Allocate(spec tt.Spec) (tt.Tensor, error) {
 			b.pageSize*uint64(b.numPages), b.bt, b.nbanks(d), b.perBank)
 	}
 	b.addr = addr
+	b.key = spec.String()
 	b.id = d.nextID
 	d.nextID++
 	d.bufs[b.id] = b

@@ -82,7 +82,7 @@ func (d *Device) fillCache(o tt.PagedFillCache) error {
 		}
 		return nil
 	}
-	key := opKey(name, "bidx_tensor="+strconv.FormatBool(bi != nil), cache, in, pt, bi)
+	key := d.opKey(name, "bidx_tensor="+strconv.FormatBool(bi != nil), cache, in, pt, bi)
 	p, err := d.lookup(name, key, validate, func() (program, error) {
 		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
 	})

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/binary"
-	"strings"
 	"sync"
 
 	"github.com/offcard/offcard/bf16"
@@ -77,6 +76,15 @@ type scratch struct {
 	words []uint32
 	phys  []uint32
 	ptRow []byte
+	bytes [4][]byte
+}
+
+// bytesN returns byte scratch buffer i with n bytes (contents unspecified).
+func (s *scratch) bytesN(i, n int) []byte {
+	if cap(s.bytes[i]) < n {
+		s.bytes[i] = make([]byte, n)
+	}
+	return s.bytes[i][:n]
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{page: make([]byte, 4096)} }}
@@ -282,22 +290,22 @@ func (d *Device) operandOf(op string, t tt.Tensor) (*buffer, error) {
 	return b, nil
 }
 
-// opKey is a program-cache key: the op name, its attributes and the specs
-// of its tensors (never addresses or contents).
-func opKey(name, attrs string, bs ...*buffer) string {
-	var k strings.Builder
-	k.WriteString(name)
-	k.WriteString("|")
-	k.WriteString(attrs)
+// opKey builds a program-cache key in the device's key buffer: the op
+// name, its attributes and the specs of its tensors (never addresses or
+// contents).
+func (d *Device) opKey(name, attrs string, bs ...*buffer) []byte {
+	k := append(d.kb[:0], name...)
+	k = append(append(k, '|'), attrs...)
 	for _, b := range bs {
-		k.WriteString("|")
+		k = append(k, '|')
 		if b == nil {
-			k.WriteString("-")
+			k = append(k, '-')
 			continue
 		}
-		k.WriteString(b.spec.String())
+		k = append(k, b.key...)
 	}
-	return k.String()
+	d.kb = k
+	return k
 }
 
 // simpleProgram is the compiled program of an op whose kernels the
@@ -310,7 +318,7 @@ func (p simpleProgram) cbEnd() uint64 { return p.end }
 // live, the program cache is consulted (validate on a miss), and the launch
 // is executed or recorded.
 func (d *Device) runSimple(name, attrs string, bufs []*buffer, validate func() error, mk func() launch) error {
-	key := opKey(name, attrs, bufs...)
+	key := d.opKey(name, attrs, bufs...)
 	p, err := d.lookup(name, key, validate, func() (program, error) {
 		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
 	})

@@ -17,7 +17,7 @@ func TestUpdateCacheCBLayout(t *testing.T) {
 	if err := f.step(make([]int32, 8), nil); err != nil {
 		t.Fatal(err)
 	}
-	p := f.d.progs[ucKey(f.op(), f.d.bufs[f.cache.ID], f.d.bufs[f.in.ID], f.d.bufs[f.idx.ID], f.d.bufs[f.pt.ID])].(*ucProgram)
+	p := f.prog()
 	base := f.d.opt.L1UnreservedBase
 	if p.c0.addr != base || p.c0.size != 2*4*2048 {
 		t.Errorf("c_0 at %d size %d", p.c0.addr, p.c0.size)
@@ -45,7 +45,7 @@ func TestUpdateCacheCBLayout(t *testing.T) {
 	if err := g.step([]int32{0, 0}, [][]int32{{0}, {1}}); err != nil {
 		t.Fatal(err)
 	}
-	q := g.d.progs[ucKey(g.op(), g.d.bufs[g.cache.ID], g.d.bufs[g.in.ID], g.d.bufs[g.idx.ID], g.d.bufs[g.pt.ID])].(*ucProgram)
+	q := g.prog()
 	if q.c3.size != 4 || q.c3.addr%64 != 0 {
 		t.Errorf("BH c_3 at %d size %d", q.c3.addr, q.c3.size)
 	}

@@ -70,8 +70,9 @@ func (d *Device) ProgramCacheStats() (hits, misses int) { return d.hits, d.misse
 
 // lookup returns the cached program for key, or builds it: validate runs only
 // on a miss (§1.1). A miss during capture fails (§5.3).
-func (d *Device) lookup(op, key string, validate func() error, build func() (program, error)) (program, error) {
-	if p, ok := d.progs[key]; ok {
+// key may be the device's scratch key buffer: it is copied on a miss.
+func (d *Device) lookup(op string, key []byte, validate func() error, build func() (program, error)) (program, error) {
+	if p, ok := d.progs[string(key)]; ok {
 		d.hits++
 		return p, nil
 	}
@@ -88,7 +89,7 @@ func (d *Device) lookup(op, key string, validate func() error, build func() (pro
 		return nil, err
 	}
 	d.misses++
-	d.progs[key] = p
+	d.progs[string(key)] = p
 	return p, nil
 }
 
@@ -121,9 +122,13 @@ func (d *Device) Run(op tt.Op) error {
 func (d *Device) dispatch(op tt.Op) error {
 	switch o := op.(type) {
 	case tt.PagedUpdateCache:
-		return d.pagedUpdateCache(o)
+		return d.pagedUpdateCache(&o)
 	case *tt.PagedUpdateCache:
-		return d.pagedUpdateCache(*o)
+		return d.pagedUpdateCache(o)
+	case tt.PagedFusedUpdateCache:
+		return d.pagedFusedUpdateCache(&o)
+	case *tt.PagedFusedUpdateCache:
+		return d.pagedFusedUpdateCache(o)
 	}
 	if handled, err := d.runCompute(op); handled {
 		return err

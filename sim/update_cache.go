@@ -56,14 +56,37 @@ func (d *Device) l1IO(op string, core int, addr uint64, buf []byte, write bool) 
 	return nil
 }
 
-// ---- host side: validation (§1.1), program (§1.2), runtime args ----
+// ---- host side: validation (§1.1, §1.5), program (§1.2), runtime args ----
 
-func ucErr(format string, a ...any) error { return tt.Errorf(opUpdateCache, format, a...) }
+const opFusedUpdateCache = "paged_fused_update_cache"
 
-func (d *Device) operand(t tt.Tensor) (*buffer, error) {
+// ucArgs is one paged_update_cache or paged_fused_update_cache call with its
+// operands resolved: pair 0 (Cache/Input, or Cache1/Input1) and, fused only,
+// pair 1 (Cache2/Input2).
+type ucArgs struct {
+	op             string
+	fused          bool
+	caches, inputs [2]*buffer
+	idx, pt        *buffer
+	list           []int32
+	share          bool
+	batchOffset    int
+	fp32           bool
+}
+
+func (a *ucArgs) pairs() int {
+	if a.fused {
+		return 2
+	}
+	return 1
+}
+
+func (a *ucArgs) err(format string, v ...any) error { return tt.Errorf(a.op, format, v...) }
+
+func (d *Device) operand(op string, t tt.Tensor) (*buffer, error) {
 	b, ok := d.live(t)
 	if !ok {
-		return nil, ucErr("Operands to update_cache need to be allocated in buffers on device!")
+		return nil, tt.Errorf(op, "Operands to update_cache need to be allocated in buffers on device!")
 	}
 	return b, nil
 }
@@ -78,132 +101,167 @@ func dims(s tt.Spec) string {
 }
 
 // validateUpdateCache is validate_on_program_cache_miss (§1.1), in the
-// notes' order. Texts the notes quote are exact; the others (marked ~) are
-// offcard's paraphrase of the checked condition.
-func validateUpdateCache(o tt.PagedUpdateCache, cache, in *buffer, idx, pt *buffer) error {
-	cs, is := cache.spec, in.spec
-	if is.Layout != tt.Tile {
-		return ucErr("Input tensor in non-fused update_cache must be tilized")
-	}
-	if cs.Layout != tt.Tile {
-		return ucErr("Cache tensor in update_cache must be tilized") // ~
-	}
-	if cs.DType != tt.FP32 && cs.DType != tt.BF16 {
-		return ucErr("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B") // ~
-	}
-	if is.DType != tt.FP32 && is.DType != tt.BF16 {
-		return ucErr("Data type of input tensor must be FLOAT32 or BFLOAT16") // ~
-	}
-	if len(cs.Shape) != 4 || len(is.Shape) != 4 {
-		return ucErr("Cache and input tensors must be rank 4") // ~ (implied by the indexing)
-	}
-	cp, ip := cs.PaddedShape(), is.PaddedShape()
-	if ip[0] != 1 {
-		return ucErr("Dim 0 of input tensor must be 1") // ~
-	}
-	if cs.Memory.Layout != tt.Interleaved {
-		return ucErr("Only interleaved cache is supported")
-	}
-	headDim := ip[3]
-	paged := pt != nil
-	if paged {
-		numKV, bs := cp[1], cp[2]
-		if numKV*bs*headDim != cs.Shape[1]*cs.Shape[2]*cs.Shape[3] {
-			return ucErr("paged_update_cache geometry mismatch: num_kv_heads (%d) * block_size (%d) * head_dim (%d) != cache.shape[1]*cache.shape[2]*cache.shape[3] (%d)",
-				numKV, bs, headDim, cs.Shape[1]*cs.Shape[2]*cs.Shape[3])
-		}
-		if bs%tt.TileSize != 0 {
-			return ucErr("block_size (%d) must be a multiple of 32", bs) // ~
-		}
-	} else if ip[3] != cp[3] {
-		return ucErr("Input and cache head dims must match: %d vs %d", ip[3], cp[3]) // ~
-	}
-	if headDim%tt.TileSize != 0 {
-		return ucErr("Head dim (%d) must be a multiple of 32", headDim) // ~
-	}
-	if !paged {
-		if o.ShareCache {
-			if cs.Shape[0] != 1 {
-				return ucErr("Cache batch must be 1 with share_cache") // ~
-			}
-		} else if is.Shape[1] != cs.Shape[0] {
-			return ucErr("Input batch (%d) must match cache batch (%d)", is.Shape[1], cs.Shape[0]) // ~
-		}
-	} else {
-		if o.ShareCache {
-			return ucErr("share_cache not supported with paged cache")
-		}
-		if idx == nil {
-			return ucErr("Paged cache requires update_idxs tensor")
-		}
-		ps := pt.spec
-		if ps.Memory.Sharded() {
-			return fmt.Errorf("sim: %s: sharded (UINT16) page tables are not implemented", opUpdateCache)
-		}
-		if ps.DType != tt.INT32 {
-			return ucErr("Page table must be INT32 when interleaved") // ~
-		}
-		if ps.Layout != tt.RowMajor {
-			return ucErr("Page table must be ROW_MAJOR") // ~
-		}
-		if len(ps.Shape) != 2 {
-			return ucErr("Page table must be rank 2 [batch, max_num_blocks_per_seq]") // ~
-		}
-		pp := ps.PaddedShape()
-		if pp[0] != ip[1] {
-			return ucErr("Batch size between page_table and input_tensor must match")
-		}
-		if pp[1] > cp[0] {
-			return ucErr("max_num_blocks_per_seq must be less than max_num_blocks: max_num_blocks_per_seq=%d, max_num_blocks=%d", pp[1], cp[0])
+// notes' order, once per (cache, input) pair; the fused op (§1.5) runs the
+// same checks on both pairs, then requires two disjoint one-user-per-core
+// grids of the same size. Texts the notes quote are exact; the others
+// (marked ~) are offcard's paraphrase of the checked condition.
+func validateUpdateCache(a *ucArgs) error {
+	for i := 0; i < a.pairs(); i++ {
+		if err := validateUCPair(a, a.caches[i], a.inputs[i]); err != nil {
+			return err
 		}
 	}
-	if (idx == nil) == (o.UpdateIdxsList == nil) {
-		return ucErr("Only an update tensor or an update vector can be provided. Not both or neither.")
+	if !a.fused {
+		return nil
 	}
-	numIndices := len(o.UpdateIdxsList)
-	if idx != nil {
-		xs := idx.spec
-		if xs.DType != tt.INT32 {
-			return ucErr("update_idxs tensor must be INT32") // ~
-		}
-		if xs.Layout != tt.RowMajor {
-			return ucErr("update_idxs tensor must be ROW_MAJOR") // ~
-		}
-		if xs.Memory.Sharded() {
-			return fmt.Errorf("sim: %s: a sharded update_idxs tensor is not implemented", opUpdateCache)
-		}
-		if xs.Memory.Buffer != tt.DRAM {
-			return ucErr("update_idxs tensor must be DRAM interleaved") // ~
-		}
-		numIndices = xs.PaddedShape()[0]
+	g1, g2 := a.inputs[0].spec.Memory.Shard, a.inputs[1].spec.Memory.Shard
+	if g1.NumCores != g2.NumCores {
+		return a.err("input_tensor1 and input_tensor2 must be sharded on the same number of cores: %d vs %d", g1.NumCores, g2.NumCores) // ~
 	}
-	if ip[1] != numIndices {
-		return ucErr("Number of update_idxs (%d) should match batch size (%d)", numIndices, ip[1])
+	if g1.FirstCore < g2.FirstCore+g2.NumCores && g2.FirstCore < g1.FirstCore+g1.NumCores {
+		return a.err("input_tensor1 cores [%d, %d) and input_tensor2 cores [%d, %d) must not overlap", // ~ (two kernel sets cannot share a core)
+			g1.FirstCore, g1.FirstCore+g1.NumCores, g2.FirstCore, g2.FirstCore+g2.NumCores)
 	}
-	m := is.Memory
-	if !m.Sharded() {
-		return ucErr("Input tensor must be sharded") // ~
-	}
-	if m.Shard.Shape[1] != headDim {
-		return ucErr("Input shard width (%d) must equal head_dim (%d)", m.Shard.Shape[1], headDim) // ~
-	}
-	if m.Shard.NumCores != ip[1] {
-		return ucErr("Input shard grid must have one core per user: %d cores for batch %d", m.Shard.NumCores, ip[1]) // ~
-	}
-	if m.Shard.Shape[0] != ip[2] {
-		return ucErr("Input shard height (%d) must be one tile row (%d)", m.Shard.Shape[0], ip[2]) // ~
-	}
-	if o.BatchOffset != 0 {
-		return ucErr("batch_offset must be 0")
+	if !a.caches[0].spec.Equal(a.caches[1].spec) || a.inputs[0].spec.Memory.Shard.Shape != a.inputs[1].spec.Memory.Shard.Shape ||
+		a.inputs[0].spec.DType != a.inputs[1].spec.DType || !shapeEqual(a.inputs[0].spec.Shape, a.inputs[1].spec.Shape) {
+		return a.err("cache_tensor1/input_tensor1 and cache_tensor2/input_tensor2 must have the same specs") // ~ (one program serves both)
 	}
 	return nil
 }
 
-// ucProgram is paged_update_cache's compiled program (§1.2): the
-// compile-time arguments and the CB layout.
+func validateUCPair(a *ucArgs, cache, in *buffer) error {
+	cs, is := cache.spec, in.spec
+	if is.Layout != tt.Tile {
+		if a.fused {
+			return fmt.Errorf("sim: %s: ROW_MAJOR inputs (the row-major factory) are not implemented", a.op)
+		}
+		return a.err("Input tensor in non-fused update_cache must be tilized")
+	}
+	if cs.Layout != tt.Tile {
+		return a.err("Cache tensor in update_cache must be tilized") // ~
+	}
+	if cs.DType != tt.FP32 && cs.DType != tt.BF16 {
+		return a.err("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B") // ~
+	}
+	if is.DType != tt.FP32 && is.DType != tt.BF16 {
+		return a.err("Data type of input tensor must be FLOAT32 or BFLOAT16") // ~
+	}
+	if len(cs.Shape) != 4 || len(is.Shape) != 4 {
+		return a.err("Cache and input tensors must be rank 4") // ~ (implied by the indexing)
+	}
+	cp, ip := cs.PaddedShape(), is.PaddedShape()
+	if ip[0] != 1 {
+		return a.err("Dim 0 of input tensor must be 1") // ~
+	}
+	if cs.Memory.Layout != tt.Interleaved {
+		return a.err("Only interleaved cache is supported")
+	}
+	headDim := ip[3]
+	paged := a.pt != nil
+	if paged && !a.fused {
+		numKV, bs := cp[1], cp[2]
+		if numKV*bs*headDim != cs.Shape[1]*cs.Shape[2]*cs.Shape[3] {
+			return a.err("paged_update_cache geometry mismatch: num_kv_heads (%d) * block_size (%d) * head_dim (%d) != cache.shape[1]*cache.shape[2]*cache.shape[3] (%d)",
+				numKV, bs, headDim, cs.Shape[1]*cs.Shape[2]*cs.Shape[3])
+		}
+		if bs%tt.TileSize != 0 {
+			return a.err("block_size (%d) must be a multiple of 32", bs) // ~
+		}
+	} else if ip[3] != cp[3] {
+		// Non-paged, and the fused op's older geometry rule (§1.5).
+		return a.err("Input and cache head dims must match: %d vs %d", ip[3], cp[3]) // ~
+	}
+	if headDim%tt.TileSize != 0 {
+		return a.err("Head dim (%d) must be a multiple of 32", headDim) // ~
+	}
+	if !paged {
+		if a.share {
+			if cs.Shape[0] != 1 {
+				return a.err("Cache batch must be 1 with share_cache") // ~
+			}
+		} else if is.Shape[1] != cs.Shape[0] {
+			return a.err("Input batch (%d) must match cache batch (%d)", is.Shape[1], cs.Shape[0]) // ~
+		}
+	} else {
+		if a.share {
+			return a.err("share_cache not supported with paged cache")
+		}
+		if a.idx == nil {
+			return a.err("Paged cache requires update_idxs tensor")
+		}
+		ps := a.pt.spec
+		if ps.Memory.Sharded() {
+			return fmt.Errorf("sim: %s: sharded (UINT16) page tables are not implemented", a.op)
+		}
+		if ps.DType != tt.INT32 {
+			return a.err("Page table must be INT32 when interleaved") // ~
+		}
+		if ps.Layout != tt.RowMajor {
+			return a.err("Page table must be ROW_MAJOR") // ~
+		}
+		if len(ps.Shape) != 2 {
+			return a.err("Page table must be rank 2 [batch, max_num_blocks_per_seq]") // ~
+		}
+		pp := ps.PaddedShape()
+		if pp[0] != ip[1] {
+			return a.err("Batch size between page_table and input_tensor must match")
+		}
+		if pp[1] > cp[0] {
+			return a.err("max_num_blocks_per_seq must be less than max_num_blocks: max_num_blocks_per_seq=%d, max_num_blocks=%d", pp[1], cp[0])
+		}
+	}
+	if (a.idx == nil) == (a.list == nil) {
+		return a.err("Only an update tensor or an update vector can be provided. Not both or neither.")
+	}
+	numIndices := len(a.list)
+	if a.idx != nil {
+		xs := a.idx.spec
+		if xs.DType != tt.INT32 {
+			return a.err("update_idxs tensor must be INT32") // ~
+		}
+		if xs.Layout != tt.RowMajor {
+			return a.err("update_idxs tensor must be ROW_MAJOR") // ~
+		}
+		if xs.Memory.Sharded() {
+			return fmt.Errorf("sim: %s: a sharded update_idxs tensor is not implemented", a.op)
+		}
+		if xs.Memory.Buffer != tt.DRAM {
+			return a.err("update_idxs tensor must be DRAM interleaved") // ~
+		}
+		numIndices = xs.PaddedShape()[0]
+	}
+	if ip[1] != numIndices {
+		return a.err("Number of update_idxs (%d) should match batch size (%d)", numIndices, ip[1])
+	}
+	m := is.Memory
+	if !m.Sharded() {
+		return a.err("Input tensor must be sharded") // ~
+	}
+	if m.Shard.Shape[1] != headDim {
+		return a.err("Input shard width (%d) must equal head_dim (%d)", m.Shard.Shape[1], headDim) // ~
+	}
+	if m.Shard.NumCores != ip[1] {
+		return a.err("Input shard grid must have one core per user: %d cores for batch %d", m.Shard.NumCores, ip[1]) // ~
+	}
+	if m.Shard.Shape[0] != ip[2] {
+		return a.err("Input shard height (%d) must be one tile row (%d)", m.Shard.Shape[0], ip[2]) // ~
+	}
+	if a.batchOffset != 0 {
+		return a.err("batch_offset must be 0")
+	}
+	return nil
+}
+
+// ucProgram is the compiled program of paged_update_cache (§1.2) or
+// paged_fused_update_cache (§1.5): the compile-time arguments and the CB
+// layout. The fused factory creates the same CBs in the same order on the
+// union of both grids (c_1 and c_2 alias the two input shards and are not
+// placed), so every core sees the non-fused layout; both halves use the
+// compile-time arguments taken from pair 1.
 type ucProgram struct {
+	op                string
 	paged, tensorMode bool
-	cores             int // B: core i <-> batch row i
+	cores             int // B: core i of each grid <-> batch row i
 	wt, st            uint32
 	numHeads          uint32
 	blockSize         uint32
@@ -222,21 +280,33 @@ type ucProgram struct {
 
 func (p *ucProgram) cbEnd() uint64 { return p.end }
 
-// ucLaunch is one paged_update_cache launch: program + runtime args.
-type ucLaunch struct {
-	p *ucProgram
-	// Reader args [0] cache addr, [2] index addr, [4] page table addr; the
-	// input CB's dynamic address (the input shard); list mode: per core
-	// cache_start_id (reader/writer [1]) and tile_update_offset_B (writer [2]).
-	cacheAddr, idxAddr, ptAddr, inputAddr uint64
-	startID, offsetB, listPos             []uint32
-	// Tensor ids, for findings only (the kernels never use them).
-	cacheID, ptID, idxID tt.TensorID
+// ucPart is one (cache, input) pair of a launch: its runtime addresses and
+// the first core of its input's shard grid.
+type ucPart struct {
+	cacheAddr, inputAddr uint64
+	firstCore            int
+	cacheID              tt.TensorID // for findings and the KV log only
 }
 
-func (d *Device) buildUpdateCache(o tt.PagedUpdateCache, cache, in, idx, pt *buffer) *ucProgram {
+// ucLaunch is one launch: program + runtime args. On a program-cache hit
+// override_runtime_arguments refreshes every address (cache, index, page
+// table, the inputs' dynamic CB addresses) and, in list mode,
+// cache_start_id and tile_update_offset_B (§1.2, §1.5); nothing else.
+type ucLaunch struct {
+	p     *ucProgram
+	parts []ucPart // paged_update_cache: one; fused: K (cores1) then V (cores2)
+	// Reader args [2] index addr, [4] page table addr; list mode: per core
+	// cache_start_id (reader/writer [1]) and tile_update_offset_B (writer [2]).
+	idxAddr, ptAddr          uint64
+	startID, offsetB, listPos []uint32
+	// Tensor ids, for findings only (the kernels never use them).
+	ptID, idxID tt.TensorID
+}
+
+func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
+	cache, in, idx, pt := a.caches[0], a.inputs[0], a.idx, a.pt
 	cp, ip := cache.spec.PaddedShape(), in.spec.PaddedShape()
-	p := &ucProgram{paged: pt != nil, tensorMode: idx != nil, cores: ip[1], cacheDT: cache.spec.DType, inDT: in.spec.DType}
+	p := &ucProgram{op: a.op, paged: pt != nil, tensorMode: idx != nil, cores: ip[1], cacheDT: cache.spec.DType, inDT: in.spec.DType}
 	p.wt = uint32(ip[3] / tt.TileSize)
 	p.numHeads = uint32(cp[1])
 	p.blockSize = uint32(cp[2])
@@ -247,12 +317,12 @@ func (d *Device) buildUpdateCache(o tt.PagedUpdateCache, cache, in, idx, pt *buf
 	} else {
 		p.st = uint32(cp[2] / tt.TileSize)
 	}
-	if !o.ShareCache {
+	if !a.share {
 		p.cacheBatchTiles = uint32(cache.numPages / cp[0])
 	}
 	p.cacheBlocks = uint32(cp[0])
 	p.interm = tt.BF16
-	if o.FP32DestAcc {
+	if a.fp32 {
 		p.interm = tt.FP32
 	}
 	p.wbytes = uint32(ip[3] * p.interm.Size())
@@ -262,23 +332,29 @@ func (d *Device) buildUpdateCache(o tt.PagedUpdateCache, cache, in, idx, pt *buf
 	tile := func(dt tt.DType) uint64 { return uint64(tt.TileSize * tt.TileSize * dt.Size()) }
 	wt := uint64(p.wt)
 	specs := []cbSpec{
-		{indices: []int{0}, size: 2 * wt * tile(p.cacheDT)},                // cache tiles
-		{indices: []int{1}, global: true},                                  // input shard
-		{indices: []int{24, 25}, size: 2 * wt * tile(p.interm)},            // untilized interm
-		{indices: []int{26}, size: 2 * wt * tile(p.interm)},                // untilized cache
-		{indices: []int{16}, size: uint64(p.cores) * wt * tile(p.cacheDT)}, // output
+		{indices: []int{0}, size: 2 * wt * tile(p.cacheDT)}, // cache tiles
+		{indices: []int{1}, global: true},                   // input shard
 	}
+	if a.fused {
+		specs = append(specs, cbSpec{indices: []int{2}, global: true}) // input2 shard
+	}
+	specs = append(specs,
+		cbSpec{indices: []int{24, 25}, size: 2 * wt * tile(p.interm)},            // untilized interm
+		cbSpec{indices: []int{26}, size: 2 * wt * tile(p.interm)},                // untilized cache
+		cbSpec{indices: []int{16}, size: uint64(p.cores) * wt * tile(p.cacheDT)}, // output
+	)
+	out := len(specs) - 1
 	if p.tensorMode {
-		specs = append(specs, cbSpec{indices: []int{2}, size: tile(tt.INT32)}) // one Int32 tile
+		specs = append(specs, cbSpec{indices: []int{2}, size: tile(tt.INT32)}) // one Int32 tile (fused: c_3)
 	}
 	if p.paged {
-		specs = append(specs, cbSpec{indices: []int{3}, size: p.ptStick}) // one stick, created last
+		specs = append(specs, cbSpec{indices: []int{3}, size: p.ptStick}) // one stick, created last (fused: c_4)
 	}
 	cbs, end := d.placeCBs(specs)
 	p.end = end
-	p.c0, p.c16 = cbs[0], cbs[4]
+	p.c0, p.c16 = cbs[0], cbs[out]
 	if p.tensorMode {
-		p.c2 = cbs[5]
+		p.c2 = cbs[out+1]
 	}
 	if p.paged {
 		p.c3 = cbs[len(cbs)-1]
@@ -286,168 +362,208 @@ func (d *Device) buildUpdateCache(o tt.PagedUpdateCache, cache, in, idx, pt *buf
 	return p
 }
 
-func ucKey(o tt.PagedUpdateCache, cache, in, idx, pt *buffer) string {
-	var b strings.Builder
-	b.WriteString(opUpdateCache)
-	b.WriteString("|cache=" + cache.spec.String())
-	b.WriteString("|input=" + in.spec.String())
-	if idx != nil {
-		b.WriteString("|idx=" + idx.spec.String())
+// ucKey appends the program hash (§1.1) to the device's key buffer: op
+// attributes and tensor specs, never addresses, contents or the list values
+// (the list length is keyed so a wrong-length list cannot index past it).
+func (d *Device) ucKey(a *ucArgs) []byte {
+	k := append(d.kb[:0], a.op...)
+	for i := 0; i < a.pairs(); i++ {
+		k = append(append(k, "|cache="...), a.caches[i].key...)
+		k = append(append(k, "|input="...), a.inputs[i].key...)
+	}
+	if a.idx != nil {
+		k = append(append(k, "|idx="...), a.idx.key...)
 	} else {
-		// The list values are excluded from the hash; its length is implied
-		// by the input spec when valid. Keyed here so a wrong-length list
-		// cannot index past it.
-		fmt.Fprintf(&b, "|list=%d", len(o.UpdateIdxsList))
+		k = strconv.AppendInt(append(k, "|list="...), int64(len(a.list)), 10)
 	}
-	if pt != nil {
-		b.WriteString("|pt=" + pt.spec.String())
+	if a.pt != nil {
+		k = append(append(k, "|pt="...), a.pt.key...)
 	}
-	fmt.Fprintf(&b, "|share=%t|fp32=%t", o.ShareCache, o.FP32DestAcc)
-	return b.String()
+	k = strconv.AppendBool(append(k, "|share="...), a.share)
+	k = strconv.AppendBool(append(k, "|fp32="...), a.fp32)
+	d.kb = k
+	return k
 }
 
-func (d *Device) pagedUpdateCache(o tt.PagedUpdateCache) error {
-	cache, err := d.operand(o.Cache)
-	if err != nil {
-		return err
-	}
-	in, err := d.operand(o.Input)
-	if err != nil {
-		return err
-	}
-	var idx, pt *buffer
-	if o.UpdateIdxs != nil {
-		if idx, err = d.operand(*o.UpdateIdxs); err != nil {
+func (d *Device) resolveUC(a *ucArgs, caches, inputs []tt.Tensor, idx, pt *tt.Tensor) error {
+	var err error
+	for i := range caches {
+		if a.caches[i], err = d.operand(a.op, caches[i]); err != nil {
+			return err
+		}
+		if a.inputs[i], err = d.operand(a.op, inputs[i]); err != nil {
 			return err
 		}
 	}
-	if o.PageTable != nil {
-		if pt, err = d.operand(*o.PageTable); err != nil {
+	if idx != nil {
+		if a.idx, err = d.operand(a.op, *idx); err != nil {
 			return err
 		}
 	}
-	key := ucKey(o, cache, in, idx, pt)
-	pr, err := d.lookup(opUpdateCache, key,
-		func() error { return validateUpdateCache(o, cache, in, idx, pt) },
-		func() (program, error) { return d.buildUpdateCache(o, cache, in, idx, pt), nil })
+	if pt != nil {
+		if a.pt, err = d.operand(a.op, *pt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Device) pagedUpdateCache(o *tt.PagedUpdateCache) error {
+	a := &ucArgs{op: opUpdateCache, list: o.UpdateIdxsList, share: o.ShareCache, batchOffset: o.BatchOffset, fp32: o.FP32DestAcc}
+	if err := d.resolveUC(a, []tt.Tensor{o.Cache}, []tt.Tensor{o.Input}, o.UpdateIdxs, o.PageTable); err != nil {
+		return err
+	}
+	return d.runUpdateCache(a)
+}
+
+// pagedFusedUpdateCache is paged_fused_update_cache (§1.5): Input1 into
+// Cache1 on Input1's cores, Input2 into Cache2 on Input2's cores, one
+// program, the same index tensor and page table, the same unchecked
+// page-table indexing as paged_update_cache.
+func (d *Device) pagedFusedUpdateCache(o *tt.PagedFusedUpdateCache) error {
+	a := &ucArgs{op: opFusedUpdateCache, fused: true, list: o.UpdateIdxsList, share: o.ShareCache, batchOffset: o.BatchOffset, fp32: o.FP32DestAcc}
+	if err := d.resolveUC(a, []tt.Tensor{o.Cache1, o.Cache2}, []tt.Tensor{o.Input1, o.Input2}, o.UpdateIdxs, o.PageTable); err != nil {
+		return err
+	}
+	return d.runUpdateCache(a)
+}
+
+func (d *Device) runUpdateCache(a *ucArgs) error {
+	pr, err := d.lookup(a.op, d.ucKey(a),
+		func() error { return validateUpdateCache(a) },
+		func() (program, error) { return d.buildUpdateCache(a), nil })
 	if err != nil {
 		return err
 	}
 	p := pr.(*ucProgram)
 	// override_runtime_arguments: addresses and list-mode offsets only.
-	l := &ucLaunch{p: p, cacheAddr: cache.addr, inputAddr: in.addr, cacheID: cache.id}
-	if idx != nil {
-		l.idxAddr, l.idxID = idx.addr, idx.id
+	l := &ucLaunch{p: p}
+	for i := 0; i < a.pairs(); i++ {
+		l.parts = append(l.parts, ucPart{cacheAddr: a.caches[i].addr, inputAddr: a.inputs[i].addr,
+			firstCore: a.inputs[i].spec.Memory.Shard.FirstCore, cacheID: a.caches[i].id})
 	}
-	if pt != nil {
-		l.ptAddr, l.ptID = pt.addr, pt.id
+	if a.idx != nil {
+		l.idxAddr, l.idxID = a.idx.addr, a.idx.id
+	}
+	if a.pt != nil {
+		l.ptAddr, l.ptID = a.pt.addr, a.pt.id
 	}
 	if !p.tensorMode {
 		l.startID = make([]uint32, p.cores)
 		l.offsetB = make([]uint32, p.cores)
 		l.listPos = make([]uint32, p.cores)
 		for i := 0; i < p.cores; i++ {
-			u := uint32(o.UpdateIdxsList[i])
+			u := uint32(a.list[i])
 			l.listPos[i] = u
 			l.startID[i] = uint32(i)*p.cacheBatchTiles + (u/tt.TileSize)*p.wt
 			l.offsetB[i] = (u % tt.TileSize) * p.wbytes
 		}
 	}
-	return d.enqueue(opUpdateCache, p, l)
+	return d.enqueue(a.op, p, l)
 }
+
 
 // ---- device side: reader §1.3, compute + writer §1.4 ----
 
 func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 
-// exec runs the cores in order 0..B-1: the kernels chain cores with a
-// semaphore (wait_to_start / send_signal), so core i+1 reads the cache after
-// core i wrote it.
+// exec runs each part's cores in order 0..B-1: the kernels chain cores with
+// a semaphore (wait_to_start / send_signal), so core i+1 reads the cache
+// after core i wrote it. Core i of a part is worker core firstCore+i: its L1
+// holds the CBs; i is my_batch_idx, the row of the index and page table.
 func (l *ucLaunch) exec(d *Device) error {
 	p := l.p
 	nb := uint32(d.arch.nbanks)
 	tileB := uint32(tt.TileSize * tt.TileSize * p.cacheDT.Size())
 	tileAligned := uint32(alignUp(uint64(tileB), d.arch.dramAlign))
 	inTileB := uint32(tt.TileSize * tt.TileSize * p.inDT.Size())
-	tiles := make([]byte, p.wt*tileB)
-	inRow := make([]byte, p.wt*inTileB)
+	s := getScratch()
+	defer putScratch(s)
+	tiles := s.bytesN(0, int(p.wt*tileB))
+	inRow := s.bytesN(1, int(p.wt*inTileB))
+	stick := s.bytesN(2, int(p.idxStick))
 	var word [4]byte
-	for core := 0; core < p.cores; core++ {
-		var cacheID, row, pos, virt, phys uint32
-		skip := false
-		if p.tensorMode {
-			// Page 0 of the index tensor into c_2, then index_ptr[my_batch_idx].
-			stick := make([]byte, p.idxStick)
-			if err := d.dramIO(opUpdateCache, core, 0, l.idxAddr, stick, false); err != nil {
-				return err
+	for part, pa := range l.parts {
+		for user := 0; user < p.cores; user++ {
+			core := pa.firstCore + user
+			if core >= len(d.l1) {
+				return &Fault{Op: p.op, Core: core, Space: "L1", Addr: pa.inputAddr, Len: len(inRow)}
 			}
-			if err := d.l1IO(opUpdateCache, core, p.c2.addr, stick, true); err != nil {
-				return err
-			}
-			d.checkWritten(core, 0, l.idxAddr, uint64(4*core), 4, l.idxID, "update index of user "+itoa(core))
-			if err := d.l1IO(opUpdateCache, core, p.c2.addr+uint64(4*core), word[:], false); err != nil {
-				return err
-			}
-			raw := le32(word[:])
-			pos = raw
-			if raw == 0xFFFFFFFF {
-				skip = true
-			} else if p.paged {
-				var err error
-				virt = raw / p.blockSize
-				if phys, err = d.readPageTableEntry(l, core, virt); err != nil {
+			var cacheID, row, pos, virt, phys uint32
+			skip := false
+			if p.tensorMode {
+				// Page 0 of the index tensor into c_2, then index_ptr[my_batch_idx].
+				if err := d.dramIO(p.op, core, 0, l.idxAddr, stick, false); err != nil {
 					return err
 				}
-				cacheID = phys*p.numHeads*p.st*p.wt + ((raw%p.blockSize)/tt.TileSize)*p.wt
-				row = raw % tt.TileSize
+				if err := d.l1IO(p.op, core, p.c2.addr, stick, true); err != nil {
+					return err
+				}
+				d.checkWritten(p.op, core, user, 0, l.idxAddr, uint64(4*user), 4, l.idxID, "update index of user "+itoa(user))
+				if err := d.l1IO(p.op, core, p.c2.addr+uint64(4*user), word[:], false); err != nil {
+					return err
+				}
+				raw := le32(word[:])
+				pos = raw
+				if raw == 0xFFFFFFFF {
+					skip = true
+				} else if p.paged {
+					var err error
+					virt = raw / p.blockSize
+					if phys, err = d.readPageTableEntry(l, pa, core, user, virt, s); err != nil {
+						return err
+					}
+					cacheID = phys*p.numHeads*p.st*p.wt + ((raw%p.blockSize)/tt.TileSize)*p.wt
+					row = raw % tt.TileSize
+				} else {
+					phys = uint32(user)
+					cacheID = uint32(user)*p.cacheBatchTiles + (raw/tt.TileSize)*p.wt
+					row = raw % tt.TileSize
+				}
 			} else {
-				phys = uint32(core)
-				cacheID = uint32(core)*p.cacheBatchTiles + (raw/tt.TileSize)*p.wt
-				row = raw % tt.TileSize
+				cacheID = l.startID[user]
+				row = l.offsetB[user] / p.wbytes
+				phys = uint32(user)
+				pos = l.listPos[user]
 			}
-		} else {
-			cacheID = l.startID[core]
-			row = l.offsetB[core] / p.wbytes
-			phys = uint32(core)
-			pos = l.listPos[core]
-		}
-		if skip {
-			continue
-		}
-		if d.opt.LogKV {
-			d.kvlog = append(d.kvlog, KVWrite{Op: opUpdateCache, CacheAddr: l.cacheAddr, User: core, Pos: pos,
-				Virtual: virt, Physical: phys, Row: pos % max(p.blockSize, 1), FirstTile: cacheID})
-		}
-		// The input shard on this core: Wt tiles, row h = head h.
-		if err := d.l1IO(opUpdateCache, core, l.inputAddr, inRow, false); err != nil {
-			return err
-		}
-		for h := uint32(0); h < p.numHeads; h++ {
-			for w := uint32(0); w < p.wt; w++ {
-				id := cacheID + w
-				addr := uint32(l.cacheAddr) + (id/nb)*tileAligned
-				if err := d.dramIO(opUpdateCache, core, int(id%nb), uint64(addr), tiles[w*tileB:(w+1)*tileB], false); err != nil {
-					return err
-				}
+			if skip {
+				continue
 			}
-			// Reader pushes into c_0 (ring of 2*Wt tiles: head h in half h%2).
-			if err := d.l1IO(opUpdateCache, core, p.c0.addr+uint64(h%2)*uint64(len(tiles)), tiles, true); err != nil {
+			if d.opt.LogKV {
+				d.kvlog = append(d.kvlog, KVWrite{Op: p.op, Part: part, CacheAddr: pa.cacheAddr, Cache: pa.cacheID, User: user, Core: core, Pos: pos,
+					Virtual: virt, Physical: phys, Row: pos % max(p.blockSize, 1), FirstTile: cacheID, Trace: d.replaying})
+			}
+			// The input shard on this core: Wt tiles, row h = head h.
+			if err := d.l1IO(p.op, core, pa.inputAddr, inRow, false); err != nil {
 				return err
 			}
-			p.replaceRow(tiles, inRow, h, row)
-			// Compute packs the re-tilized tiles into c_16 (ring of B*Wt tiles).
-			slot := (uint64(h) * uint64(p.wt)) % (uint64(p.cores) * uint64(p.wt))
-			if err := d.l1IO(opUpdateCache, core, p.c16.addr+slot*uint64(tileB), tiles, true); err != nil {
-				return err
-			}
-			for w := uint32(0); w < p.wt; w++ {
-				id := cacheID + w
-				addr := uint32(l.cacheAddr) + (id/nb)*tileAligned
-				if err := d.dramIO(opUpdateCache, core, int(id%nb), uint64(addr), tiles[w*tileB:(w+1)*tileB], true); err != nil {
+			for h := uint32(0); h < p.numHeads; h++ {
+				for w := uint32(0); w < p.wt; w++ {
+					id := cacheID + w
+					addr := uint32(pa.cacheAddr) + (id/nb)*tileAligned
+					if err := d.dramIO(p.op, core, int(id%nb), uint64(addr), tiles[w*tileB:(w+1)*tileB], false); err != nil {
+						return err
+					}
+				}
+				// Reader pushes into c_0 (ring of 2*Wt tiles: head h in half h%2).
+				if err := d.l1IO(p.op, core, p.c0.addr+uint64(h%2)*uint64(len(tiles)), tiles, true); err != nil {
 					return err
 				}
+				p.replaceRow(tiles, inRow, h, row)
+				// Compute packs the re-tilized tiles into c_16 (ring of B*Wt tiles).
+				slot := (uint64(h) * uint64(p.wt)) % (uint64(p.cores) * uint64(p.wt))
+				if err := d.l1IO(p.op, core, p.c16.addr+slot*uint64(tileB), tiles, true); err != nil {
+					return err
+				}
+				for w := uint32(0); w < p.wt; w++ {
+					id := cacheID + w
+					addr := uint32(pa.cacheAddr) + (id/nb)*tileAligned
+					if err := d.dramIO(p.op, core, int(id%nb), uint64(addr), tiles[w*tileB:(w+1)*tileB], true); err != nil {
+						return err
+					}
+				}
+				cacheID += p.wt * p.st
 			}
-			cacheID += p.wt * p.st
 		}
 	}
 	return nil
@@ -456,45 +572,45 @@ func (l *ucLaunch) exec(d *Device) error {
 // readPageTableEntry is the reader's page-table step (§1.3 step 4): page
 // my_batch_idx of the page table, page_table_stick_size bytes, into c_3; then
 // a uint32 load from L1 at c_3 + 4*virt with no bound check.
-func (d *Device) readPageTableEntry(l *ucLaunch, core int, virt uint32) (uint32, error) {
+func (d *Device) readPageTableEntry(l *ucLaunch, pa ucPart, core, user int, virt uint32, s *scratch) (uint32, error) {
 	p := l.p
 	nb := uint32(d.arch.nbanks)
-	stick := make([]byte, p.ptStick)
+	stick := s.bytesN(3, int(p.ptStick))
 	slot := uint32(alignUp(p.ptStick, d.arch.dramAlign))
-	bank, addr := int(uint32(core)%nb), uint64(uint32(l.ptAddr)+(uint32(core)/nb)*slot)
-	if err := d.dramIO(opUpdateCache, core, bank, addr, stick, false); err != nil {
+	bank, addr := int(uint32(user)%nb), uint64(uint32(l.ptAddr)+(uint32(user)/nb)*slot)
+	if err := d.dramIO(p.op, core, bank, addr, stick, false); err != nil {
 		return 0, err
 	}
-	if err := d.l1IO(opUpdateCache, core, p.c3.addr, stick, true); err != nil {
+	if err := d.l1IO(p.op, core, p.c3.addr, stick, true); err != nil {
 		return 0, err
 	}
 	ea := uint64(uint32(p.c3.addr) + 4*virt) // 32-bit pointer arithmetic
 	if d.opt.Strict && virt >= p.ptWidth {
-		d.find(Finding{Class: PTReadPastRow, Op: opUpdateCache, Core: core, User: core, Index: int64(virt), Tensor: l.ptID, Addr: ea,
+		d.find(Finding{Class: PTReadPastRow, Op: p.op, Core: core, User: user, Index: int64(virt), Tensor: l.ptID, Addr: ea,
 			Detail: fmt.Sprintf("page_table[%d][%d] read but the row has %d entries; the kernel loaded L1 %#x, past the %d B page-table CB at %#x (stale L1, not the host's table)",
-				core, virt, p.ptWidth, ea, p.ptStick, p.c3.addr)})
+				user, virt, p.ptWidth, ea, p.ptStick, p.c3.addr)})
 	}
 	var word [4]byte
-	if err := d.l1IO(opUpdateCache, core, ea, word[:], false); err != nil {
+	if err := d.l1IO(p.op, core, ea, word[:], false); err != nil {
 		return 0, err
 	}
 	if d.opt.Strict {
 		if at, bad := d.l1[core].unwritten(ea, 4); bad {
-			d.find(Finding{Class: ReadUnwritten, Op: opUpdateCache, Core: core, User: core, Index: int64(virt), Tensor: l.ptID, Addr: at,
+			d.find(Finding{Class: ReadUnwritten, Op: p.op, Core: core, User: user, Index: int64(virt), Tensor: l.ptID, Addr: at,
 				Detail: "page-table entry loaded from L1 bytes never written (poison)"})
 		} else if virt < p.ptWidth {
-			d.checkWritten(core, bank, addr, uint64(4*virt), 4, l.ptID, fmt.Sprintf("page_table[%d][%d]", core, virt))
+			d.checkWritten(p.op, core, user, bank, addr, uint64(4*virt), 4, l.ptID, fmt.Sprintf("page_table[%d][%d]", user, virt))
 		}
 	}
 	phys := le32(word[:])
 	if d.opt.Strict {
 		switch {
 		case phys == 0xFFFFFFFF:
-			d.find(Finding{Class: MinusOneNotSkipped, Op: opUpdateCache, Core: core, User: core, Index: int64(virt), Tensor: l.ptID, Addr: ea,
-				Detail: fmt.Sprintf("page_table[%d][%d] = -1 is used as block id 0xffffffff (paged_update_cache skips only a -1 update index)", core, virt)})
+			d.find(Finding{Class: MinusOneNotSkipped, Op: p.op, Core: core, User: user, Index: int64(virt), Tensor: l.ptID, Addr: ea,
+				Detail: fmt.Sprintf("page_table[%d][%d] = -1 is used as block id 0xffffffff (%s skips only a -1 update index)", user, virt, p.op)})
 		case phys >= p.cacheBlocks:
-			d.find(Finding{Class: PTEntryOutsideCache, Op: opUpdateCache, Core: core, User: core, Index: int64(virt), Tensor: l.ptID, Addr: ea,
-				Detail: fmt.Sprintf("page_table[%d][%d] = %d is not a block of the cache t%d (%d blocks)", core, virt, phys, l.cacheID, p.cacheBlocks)})
+			d.find(Finding{Class: PTEntryOutsideCache, Op: p.op, Core: core, User: user, Index: int64(virt), Tensor: l.ptID, Addr: ea,
+				Detail: fmt.Sprintf("page_table[%d][%d] = %d is not a block of the cache t%d (%d blocks)", user, virt, phys, pa.cacheID, p.cacheBlocks)})
 		}
 	}
 	return phys, nil
@@ -502,7 +618,7 @@ func (d *Device) readPageTableEntry(l *ucLaunch, core int, virt uint32) (uint32,
 
 // checkWritten reports (strict) a DRAM read of never-written bytes at byte
 // off of the page slot at (bank, addr).
-func (d *Device) checkWritten(core, bank int, addr, off, n uint64, id tt.TensorID, what string) {
+func (d *Device) checkWritten(op string, core, user, bank int, addr, off, n uint64, id tt.TensorID, what string) {
 	if !d.opt.Strict {
 		return
 	}
@@ -511,10 +627,11 @@ func (d *Device) checkWritten(core, bank int, addr, off, n uint64, id tt.TensorI
 		return
 	}
 	if at, bad := m.unwritten(o+off, n); bad {
-		d.find(Finding{Class: ReadUnwritten, Op: opUpdateCache, Core: core, User: core, Index: int64(off / 4), Tensor: id, Addr: addr + (at - o),
+		d.find(Finding{Class: ReadUnwritten, Op: op, Core: core, User: user, Index: int64(off / 4), Tensor: id, Addr: addr + (at - o),
 			Detail: what + " read from DRAM bytes never written (poison)"})
 	}
 }
+
 
 // replaceRow is §1.4: row r of the Wt cache tiles takes head h's input row;
 // every element goes through the intermediate format (unpack/pack round trip).

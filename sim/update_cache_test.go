@@ -37,6 +37,21 @@ func newUCFix(t *testing.T, o Options, B, H, BS, D, blocks, W int) *ucFix {
 	return f
 }
 
+// prog is the cached program of f.op().
+func (f *ucFix) prog() *ucProgram {
+	f.t.Helper()
+	o := f.op()
+	a := &ucArgs{op: opUpdateCache}
+	if err := f.d.resolveUC(a, []tt.Tensor{o.Cache}, []tt.Tensor{o.Input}, o.UpdateIdxs, o.PageTable); err != nil {
+		f.t.Fatal(err)
+	}
+	p, ok := f.d.progs[string(f.d.ucKey(a))].(*ucProgram)
+	if !ok {
+		f.t.Fatal("program not cached")
+	}
+	return p
+}
+
 func (f *ucFix) write(x tt.Tensor, h tt.HostTensor) {
 	f.t.Helper()
 	if err := f.d.WriteHost(x, h); err != nil {
@@ -211,7 +226,7 @@ func TestUpdateCacheNarrowTable(t *testing.T) {
 		}
 		// An earlier program left block id 3 (user 0's core) and 1 (user 1's
 		// core) in the L1 word just past the page-table CB.
-		p := f.d.progs[ucKey(f.op(), f.d.bufs[f.cache.ID], f.d.bufs[f.in.ID], f.d.bufs[f.idx.ID], f.d.bufs[f.pt.ID])].(*ucProgram)
+		p := f.prog()
 		past := p.c3.addr + 4
 		f.d.l1[0].write(past, []byte{3, 0, 0, 0})
 		f.d.l1[1].write(past, []byte{1, 0, 0, 0})

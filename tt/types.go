@@ -117,13 +117,19 @@ func (m MemoryLayout) String() string {
 
 // ShardSpec describes a height-sharded tensor: shard i (rows
 // i*Shape[0] .. (i+1)*Shape[0]-1 of the tensor's 2-D view) lives on worker
-// core i, cores taken in row-major order of the worker grid (ROW_MAJOR shard
-// orientation, the only one paged_update_cache accepts, §1.1).
+// core FirstCore+i, cores taken in row-major order of the worker grid
+// (ROW_MAJOR shard orientation, the only one paged_update_cache accepts,
+// §1.1). The grid is the contiguous core range FirstCore ..
+// FirstCore+NumCores-1; paged_fused_update_cache puts its two inputs on two
+// such grids (§1.5).
 type ShardSpec struct {
 	// NumCores is the number of cores of the shard grid.
 	NumCores int
 	// Shape is the shard shape [height, width] in elements.
 	Shape [2]int
+	// FirstCore is the index of the grid's first worker core (row-major);
+	// zero, the default, is core (0,0).
+	FirstCore int
 }
 
 // MemoryConfig is ttnn's MemoryConfig. It is comparable with ==.
@@ -146,15 +152,28 @@ func L1HeightSharded(numCores int, shardShape [2]int) MemoryConfig {
 	return MemoryConfig{Layout: HeightSharded, Buffer: L1, Shard: ShardSpec{NumCores: numCores, Shape: shardShape}}
 }
 
+// L1HeightShardedAt is L1HeightSharded on the cores firstCore ..
+// firstCore+numCores-1.
+func L1HeightShardedAt(firstCore, numCores int, shardShape [2]int) MemoryConfig {
+	m := L1HeightSharded(numCores, shardShape)
+	m.Shard.FirstCore = firstCore
+	return m
+}
+
 // Sharded reports whether the config is sharded.
 func (m MemoryConfig) Sharded() bool { return m.Layout == HeightSharded }
 
-// String renders the config, e.g. "DRAM_INTERLEAVED" or
-// "L1_HEIGHT_SHARDED(cores=8,shard=[32,128])".
+// String renders the config, e.g. "DRAM_INTERLEAVED",
+// "L1_HEIGHT_SHARDED(cores=8,shard=[32,128])" or, for a grid not starting at
+// core 0, "L1_HEIGHT_SHARDED(cores=8,shard=[32,128],first=8)".
 func (m MemoryConfig) String() string {
 	s := m.Buffer.String() + "_" + m.Layout.String()
 	if m.Sharded() {
-		s += fmt.Sprintf("(cores=%d,shard=[%d,%d])", m.Shard.NumCores, m.Shard.Shape[0], m.Shard.Shape[1])
+		s += fmt.Sprintf("(cores=%d,shard=[%d,%d]", m.Shard.NumCores, m.Shard.Shape[0], m.Shard.Shape[1])
+		if m.Shard.FirstCore != 0 {
+			s += fmt.Sprintf(",first=%d", m.Shard.FirstCore)
+		}
+		s += ")"
 	}
 	return s
 }
@@ -264,7 +283,7 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("tt: only L1 tensors can be height-sharded")
 		}
 		sh := m.Shard
-		if sh.NumCores <= 0 || sh.Shape[0] <= 0 || sh.Shape[1] <= 0 {
+		if sh.NumCores <= 0 || sh.Shape[0] <= 0 || sh.Shape[1] <= 0 || sh.FirstCore < 0 {
 			return fmt.Errorf("tt: bad shard spec %+v", sh)
 		}
 		if sh.Shape[1] != s.Width() {

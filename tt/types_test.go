@@ -50,9 +50,10 @@ func TestSpecValidate(t *testing.T) {
 		{[]int{0, 4}, BF16, RowMajor, DRAMInterleaved},
 		{[]int{4, 4}, 0, RowMajor, DRAMInterleaved},
 		{[]int{4, 4}, BF16, 0, DRAMInterleaved},
-		{[]int{1, 8, 32, 128}, BF16, Tile, MemoryConfig{Layout: HeightSharded, Buffer: DRAM, Shard: ShardSpec{8, [2]int{32, 128}}}},
+		{[]int{1, 8, 32, 128}, BF16, Tile, MemoryConfig{Layout: HeightSharded, Buffer: DRAM, Shard: ShardSpec{NumCores: 8, Shape: [2]int{32, 128}}}},
 		{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightSharded(8, [2]int{32, 64})},
 		{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightSharded(7, [2]int{32, 128})},
+		{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightShardedAt(-1, 8, [2]int{32, 128})},
 		{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightSharded(16, [2]int{16, 128})},
 	}
 	for _, s := range bad {
@@ -66,6 +67,14 @@ func TestSpecStringEqual(t *testing.T) {
 	a := Spec{[]int{1, 8, 32, 128}, BF16, Tile, L1HeightSharded(8, [2]int{32, 128})}
 	if got, want := a.String(), "[1,8,32,128] BFLOAT16 TILE L1_HEIGHT_SHARDED(cores=8,shard=[32,128])"; got != want {
 		t.Errorf("got %q want %q", got, want)
+	}
+	c := a
+	c.Memory = L1HeightShardedAt(8, 8, [2]int{32, 128})
+	if got, want := c.String(), "[1,8,32,128] BFLOAT16 TILE L1_HEIGHT_SHARDED(cores=8,shard=[32,128],first=8)"; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+	if err := c.Validate(); err != nil || a.Equal(c) {
+		t.Errorf("first core: validate %v, equal %v", err, a.Equal(c))
 	}
 	b := a
 	b.Shape = []int{1, 8, 32, 128}
