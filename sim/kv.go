@@ -13,11 +13,11 @@ type KVWrite struct {
 	Trace     tt.TraceID  // the trace being replayed, 0 when eager
 	User      int         // batch row (my_batch_idx)
 	Core      int         // worker core: the input grid's first core + User
-	Pos       uint32 // the update index
-	Virtual   uint32 // pos / block_size (paged) or 0
-	Physical  uint32 // page_table[user][Virtual] as read (paged), or the user (non-paged)
-	Row       uint32 // row inside the block: pos % block_size
-	FirstTile uint32 // tile id of head 0's first tile (uint32 arithmetic)
+	Pos       uint32      // the update index
+	Virtual   uint32      // pos / block_size (paged) or 0
+	Physical  uint32      // page_table[user][Virtual] as read (paged), or the user (non-paged)
+	Row       uint32      // row inside the block: pos % block_size
+	FirstTile uint32      // tile id of head 0's first tile (uint32 arithmetic)
 }
 
 // KVLog returns the recorded KV writes (Options.LogKV), in execution order.

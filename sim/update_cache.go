@@ -297,7 +297,7 @@ type ucLaunch struct {
 	parts []ucPart // paged_update_cache: one; fused: K (cores1) then V (cores2)
 	// Reader args [2] index addr, [4] page table addr; list mode: per core
 	// cache_start_id (reader/writer [1]) and tile_update_offset_B (writer [2]).
-	idxAddr, ptAddr          uint64
+	idxAddr, ptAddr           uint64
 	startID, offsetB, listPos []uint32
 	// Tensor ids, for findings only (the kernels never use them).
 	ptID, idxID tt.TensorID
@@ -461,7 +461,6 @@ func (d *Device) runUpdateCache(a *ucArgs) error {
 	}
 	return d.enqueue(a.op, p, l)
 }
-
 
 // ---- device side: reader §1.3, compute + writer §1.4 ----
 
@@ -631,7 +630,6 @@ func (d *Device) checkWritten(op string, core, user, bank int, addr, off, n uint
 			Detail: what + " read from DRAM bytes never written (poison)"})
 	}
 }
-
 
 // replaceRow is §1.4: row r of the Wt cache tiles takes head h's input row;
 // every element goes through the intermediate format (unpack/pack round trip).
