@@ -48,8 +48,16 @@ type Options struct {
 	// BestFit selects the older allocator's BEST policy for DRAM (§6.4);
 	// default is FIRST for both buffer types.
 	BestFit bool
-	// LogKV records every KV-cache row write (see KVWrite).
+	// LogKV records every KV-cache row write (see KVWrite), eager and
+	// replayed.
 	LogKV bool
+	// LogOps records an OpEvent for every op run eagerly, recorded during
+	// capture, or replayed (see OpLog).
+	LogOps bool
+	// OnOp, when set, is called with the same OpEvent after every op: after
+	// it executed (Eager, Replay) or was recorded (Capture). It may call
+	// Peek; it must not call other Device methods.
+	OnOp func(OpEvent)
 }
 
 // arch parameters (§6.1, §6.2).
@@ -66,6 +74,9 @@ func paramsOf(a Arch) archParams {
 	}
 	return archParams{nbanks: 12, dramAlign: 32, l1Align: 16, banksPerChan: 2}
 }
+
+// Device implements the whole contract: every op of package tt runs.
+var _ tt.Device = (*Device)(nil)
 
 // Device is the simulated tt-metal device. It is not safe for concurrent use.
 type Device struct {
@@ -86,6 +97,8 @@ type Device struct {
 	misses   int
 	findings []Finding
 	kvlog    []KVWrite
+	oplog    []OpEvent
+	opSeq    int
 
 	capturing   bool
 	recorded    []launch

@@ -28,6 +28,10 @@
 // their CBs, page_table[idx/block_size] is an unchecked 32-bit L1 load, all
 // index math wraps mod 2^32, only an index of exactly 0xFFFFFFFF skips, and
 // cores run in order 0..B-1 as the kernels' semaphore chain orders them.
+// paged_fused_update_cache (§1.5) is the same kernel run for two (cache,
+// input) pairs in one program, each on its input's shard grid (the grids
+// must not overlap; tt.ShardSpec.FirstCore places the second), with the
+// same CB layout, index tensor, page table and missing bound check.
 // Accesses outside device memory return a *Fault.
 //
 // Trace (§5): capture records launches with the addresses of the moment,
@@ -40,9 +44,14 @@
 // / CB, page-table entry outside the cache, a -1 entry used as a block id,
 // reads of never-written memory, host I/O or program-cache miss during
 // capture, a replay touching a freed address, an allocation overlapping a
-// live trace's freed operands. Options.LogKV records every KV row write.
+// live trace's freed operands.
 //
-// Device implements the method set of tt.Device; Run returns an error for any
-// op not built yet, so the package does not yet claim to satisfy the
-// contract.
+// Observability: Options.LogKV records every KV row write of the paged
+// update ops, eager or replayed (KVLog); Options.LogOps keeps an OpEvent per
+// op (name, regime eager/capture/replay, key arguments, the tensors and
+// addresses touched; OpLog), and Options.OnOp receives the same events as
+// they happen. Peek reads a tensor's current bytes for tests without being a
+// host transfer (it works during capture and reports nothing).
+//
+// Device implements tt.Device: every op of package tt runs.
 package sim

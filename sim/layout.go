@@ -64,11 +64,16 @@ func (d *Device) writePages(b *buffer, data []byte) {
 
 // readPages untilizes the buffer's pages into logical bytes. In strict mode
 // the first never-written byte of a page holding logical data is a Finding.
-func (d *Device) readPages(b *buffer, op string) []byte {
+func (d *Device) readPages(b *buffer, op string) []byte { return d.readPagesFor(b, op, true) }
+
+// readPagesQuiet is readPages with no findings (Peek).
+func (d *Device) readPagesQuiet(b *buffer) []byte { return d.readPagesFor(b, "peek", false) }
+
+func (d *Device) readPagesFor(b *buffer, op string, report bool) []byte {
 	e := b.spec.DType.Size()
 	data := make([]byte, b.spec.Volume()*e)
 	page := make([]byte, b.pageSize)
-	reported := false
+	reported := !report
 	for p := 0; p < b.numPages; p++ {
 		loc := d.pageLoc(b, p)
 		m, a := d.memAt(loc)

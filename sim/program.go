@@ -106,16 +106,32 @@ func (d *Device) enqueue(op string, p program, l launch) error {
 	return l.exec(d)
 }
 
-// Run implements tt.Device.Run for the ops built so far. During capture the
+// Run implements tt.Device.Run. During capture the
 // launches an op enqueues are recorded with the op's operands (their ids and
 // addresses at capture time), which strict mode checks on every replay.
 func (d *Device) Run(op tt.Op) error {
 	start := len(d.recorded)
 	err := d.dispatch(op)
-	if d.capturing && err == nil && len(d.recorded) > start {
-		d.footprints = append(d.footprints, d.footprintOf(op, start))
+	if err != nil {
+		if d.capturing {
+			d.recorded = d.recorded[:start] // a failed op records nothing
+		}
+		return err
 	}
-	return err
+	if d.capturing {
+		if len(d.recorded) > start {
+			fp := d.footprintOf(op, start)
+			d.footprints = append(d.footprints, fp)
+			if d.observing() {
+				d.emit(OpEvent{Op: fp.op, Regime: Capture, Trace: d.traceID, Args: fp.args, Touched: fp.touches()})
+			}
+		}
+		return nil
+	}
+	if d.observing() {
+		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(op)})
+	}
+	return nil
 }
 
 // dispatch runs one op.

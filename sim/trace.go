@@ -25,6 +25,7 @@ type trace struct {
 // footprint is the operands one recorded op touched, as allocated at capture.
 type footprint struct {
 	op   string
+	args string // opArgs, for op events on replay
 	refs []operandRef
 	// first..last are the indexes of the op's launches in the trace.
 	first, last int
@@ -35,6 +36,16 @@ type operandRef struct {
 	bt      tt.BufferType
 	addr    uint64
 	perBank uint64 // bytes reserved in each bank
+	write   bool
+}
+
+// touches is the footprint as op-event touches (the capture-time operands).
+func (fp *footprint) touches() []Touch {
+	out := make([]Touch, len(fp.refs))
+	for i, r := range fp.refs {
+		out[i] = Touch{Tensor: r.id, Write: r.write, Buffer: r.bt, Addr: r.addr, Bytes: r.perBank}
+	}
+	return out
 }
 
 // Trace finding classes.
@@ -56,15 +67,9 @@ const (
 const traceBytesPerLaunch = 1024
 
 func (d *Device) footprintOf(op tt.Op, start int) footprint {
-	fp := footprint{op: op.Name(), first: start, last: len(d.recorded) - 1}
-	seen := map[tt.TensorID]bool{}
-	for _, t := range append(op.Inputs(), op.Outputs()...) {
-		b, ok := d.bufs[t.ID]
-		if !ok || seen[t.ID] {
-			continue
-		}
-		seen[t.ID] = true
-		fp.refs = append(fp.refs, operandRef{id: b.id, bt: b.bt, addr: b.addr, perBank: d.allocatorOf(b.bt).allocSize(b.perBank)})
+	fp := footprint{op: op.Name(), args: opArgs(op), first: start, last: len(d.recorded) - 1}
+	for _, t := range d.touches(op) {
+		fp.refs = append(fp.refs, operandRef{id: t.Tensor, bt: t.Buffer, addr: t.Addr, perBank: t.Bytes, write: t.Write})
 	}
 	return fp
 }
@@ -151,9 +156,17 @@ func (d *Device) Execute(id tt.TraceID) error {
 	if d.opt.Strict {
 		d.checkReplay(id, t)
 	}
-	for _, l := range t.launches {
-		if err := l.exec(d); err != nil {
-			return err
+	d.replaying = id
+	defer func() { d.replaying = 0 }()
+	for i := range t.footprints {
+		fp := &t.footprints[i]
+		for _, l := range t.launches[fp.first : fp.last+1] {
+			if err := l.exec(d); err != nil {
+				return err
+			}
+		}
+		if d.observing() {
+			d.emit(OpEvent{Op: fp.op, Regime: Replay, Trace: id, Args: fp.args, Touched: fp.touches()})
 		}
 	}
 	return nil
