@@ -20,6 +20,7 @@ type miniEngine struct {
 	cfg    qwen3.Config
 	B, W   int
 	bs     int
+	fused  bool // K and V updates in one paged_fused_update_cache (V on cores B..2B-1)
 	embed  tt.Tensor
 	cosT   tt.Tensor
 	sinT   tt.Tensor
@@ -114,8 +115,15 @@ func (e *miniEngine) ops() []tt.Op {
 			tt.RMSNorm{Input: e.k, Weight: L.kn, Output: e.k2, Epsilon: eps},
 			tt.RotaryEmbedding{Input: e.q2, Cos: e.cos, Sin: e.sin, Output: e.q3},
 			tt.RotaryEmbedding{Input: e.k2, Cos: e.cos, Sin: e.sin, Output: e.k3},
-			tt.PagedUpdateCache{Cache: L.kc, Input: e.k3, UpdateIdxs: &idx, PageTable: &pt},
-			tt.PagedUpdateCache{Cache: L.vc, Input: e.v, UpdateIdxs: &idx, PageTable: &pt},
+		)
+		if e.fused {
+			ops = append(ops, tt.PagedFusedUpdateCache{Cache1: L.kc, Input1: e.k3, Cache2: L.vc, Input2: e.v, UpdateIdxs: &idx, PageTable: &pt})
+		} else {
+			ops = append(ops,
+				tt.PagedUpdateCache{Cache: L.kc, Input: e.k3, UpdateIdxs: &idx, PageTable: &pt},
+				tt.PagedUpdateCache{Cache: L.vc, Input: e.v, UpdateIdxs: &idx, PageTable: &pt})
+		}
+		ops = append(ops,
 			tt.PagedSDPADecode{Q: e.q3, K: L.kc, V: L.vc, PageTable: e.pt, CurPos: e.pos, Output: e.attn},
 			tt.ConcatHeads{Input: e.attn, Output: e.cat, NumHeads: c.NumAttentionHeads},
 			tt.Linear{Input: e.cat, Weight: L.wo, Output: e.o, TransposeB: true},
@@ -159,10 +167,26 @@ func (e *miniEngine) step(t testing.TB, toks []uint32, pos []int32, table []int3
 	}
 }
 
+// useFused makes the engine update K and V with one
+// paged_fused_update_cache (§1.5), V's input sharded on cores B..2B-1.
+func (e *miniEngine) useFused(t testing.TB) {
+	c := e.cfg
+	e.v = cAlloc(t, e.d, tt.Spec{Shape: []int{1, e.B, c.NumKeyValueHeads, c.HeadDim}, DType: tt.BF16, Layout: tt.Tile,
+		Memory: tt.L1HeightShardedAt(e.B, e.B, [2]int{32, c.HeadDim})})
+	e.fused = true
+}
+
 // Engine-on-sim equals ref.Decoder bit for bit: 4 slots that join at
 // different steps (inactive slots carry -1), positions crossing block
-// boundaries, permuted block tables, greedy tokens fed back.
+// boundaries, permuted block tables, greedy tokens fed back; with separate
+// K/V updates and with paged_fused_update_cache.
 func TestMiniEngineMatchesRefDecoder(t *testing.T) {
+	for _, fused := range []bool{false, true} {
+		testMiniEngineMatchesRef(t, fused)
+	}
+}
+
+func testMiniEngineMatchesRef(t *testing.T, fused bool) {
 	cfg, err := qwen3.Preset("tiny")
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +202,9 @@ func TestMiniEngineMatchesRefDecoder(t *testing.T) {
 	}
 	defer rd.Close()
 	e := newMiniEngine(t, w, B, W, bs, blocks, Options{Strict: true})
+	if fused {
+		e.useFused(t)
+	}
 	r := rand.New(rand.NewPCG(1, 1))
 	perm := r.Perm(blocks)
 	table := make([]int32, B*W)
