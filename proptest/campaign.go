@@ -1,0 +1,165 @@
+package proptest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// Options configure a campaign.
+type Options struct {
+	// Seed is the campaign seed (DefaultSeed when 0 is meant, pass it
+	// explicitly); case i runs with CaseSeed(Seed, i).
+	Seed uint64
+	// Cases is the number of cases (schedules).
+	Cases int
+	// Factory builds the SUT (SimFactory for the engine on sim).
+	Factory Factory
+	// Base fixes the device name and strictness of every scenario.
+	Base Base
+	// Workers run cases in parallel (0: GOMAXPROCS). Results do not depend
+	// on it.
+	Workers int
+	// MaxShrinks and ShrinkRuns bound shrinking (see CaseOptions).
+	MaxShrinks, ShrinkRuns int
+	// Progress, when set, is called after each case completes (from the
+	// goroutine of the caller of Campaign), with the number done and
+	// failed so far.
+	Progress func(done, failed, total int)
+}
+
+// Campaign runs o.Cases cases and returns their results in case order.
+// Cases run in parallel; each is deterministic in its seed alone, so the
+// results (and any report made from them) do not depend on Workers or
+// GOMAXPROCS.
+func Campaign(o Options) []CaseResult {
+	workers := o.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = max(1, min(workers, o.Cases))
+	res := make([]CaseResult, o.Cases)
+	co := CaseOptions{Base: o.Base, Factory: o.Factory, MaxShrinks: o.MaxShrinks, ShrinkRuns: o.ShrinkRuns}
+	jobs := make(chan int)
+	done := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r := RunCase(CaseSeed(o.Seed, i), co)
+				r.Index = i
+				res[i] = r
+				done <- i
+			}
+		}()
+	}
+	go func() {
+		for i := 0; i < o.Cases; i++ {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		close(done)
+	}()
+	n, failed := 0, 0
+	for i := range done {
+		n++
+		if !res[i].Passed {
+			failed++
+		}
+		if o.Progress != nil {
+			o.Progress(n, failed, o.Cases)
+		}
+	}
+	return res
+}
+
+// Summary counts passed and failed cases.
+func Summary(rs []CaseResult) (passed, failed int) {
+	for _, r := range rs {
+		if r.Passed {
+			passed++
+		} else {
+			failed++
+		}
+	}
+	return
+}
+
+// ReplayCommand is the command line that replays case r alone.
+func (r CaseResult) ReplayCommand() string {
+	return fmt.Sprintf("offcard check --seed %d --cases 1", r.Seed)
+}
+
+// Report is a failing case's report for a person: the seed and how to
+// replay it, the first failing step and property, the strict finding, and
+// the shrunk schedule as a script. A passing case reports nothing.
+func (r CaseResult) Report() string {
+	if r.Passed {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "FAIL case %d, seed %d\n", r.Index, r.Seed)
+	fmt.Fprintf(&b, "  replay: %s\n", r.ReplayCommand())
+	if r.Error != "" {
+		fmt.Fprintf(&b, "  error: %s\n", r.Error)
+		return b.String()
+	}
+	f := r.Failure
+	fmt.Fprintf(&b, "  property: %s\n", f.Property)
+	if len(f.Also) > 0 {
+		fmt.Fprintf(&b, "  also failed at that step: %s\n", strings.Join(f.Also, ", "))
+	}
+	fmt.Fprintf(&b, "  first failing step: %s\n", f.Where())
+	fmt.Fprintf(&b, "  detail: %s\n", f.Detail)
+	if f.Finding != "" {
+		fmt.Fprintf(&b, "  strict finding: %s\n", f.Finding)
+	}
+	if o := r.OriginalFailure; o != nil {
+		fmt.Fprintf(&b, "  original: %d commands, %s at %s\n", r.OriginalLen, o.Property, o.Where())
+	}
+	fmt.Fprintf(&b, "  shrunk schedule (%d commands, %d shrink steps, %d runs):\n", len(r.Script.Commands), r.Shrinks, r.Runs)
+	for _, line := range strings.Split(strings.TrimRight(r.Script.String(), "\n"), "\n") {
+		b.WriteString("    " + line + "\n")
+	}
+	return b.String()
+}
+
+// RegressionScript is a failing case's shrunk script with comments that
+// say where it came from and what it caught.
+func (r CaseResult) RegressionScript() Script {
+	s := *r.Script
+	s.Comments = []string{
+		fmt.Sprintf("found by: %s (case %d)", r.ReplayCommand(), r.Index),
+		fmt.Sprintf("caught: %s at %s", r.Failure.Property, r.Failure.Where()),
+		"detail: " + oneLine(r.Failure.Detail),
+	}
+	if r.Failure.Finding != "" {
+		s.Comments = append(s.Comments, "strict finding: "+oneLine(r.Failure.Finding))
+	}
+	return s
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Save writes a failing case's shrunk script into dir as
+// <property>-<seed>.script (dir is created if needed) and returns the
+// path. Scripts saved under testdata/regressions run in TestRegressions.
+func (r CaseResult) Save(dir string) (string, error) {
+	if r.Script == nil {
+		return "", fmt.Errorf("case %d has no failing script", r.Index)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.script", r.Failure.Property, r.Seed))
+	if err := os.WriteFile(path, []byte(r.RegressionScript().String()), 0o644); err != nil {
+		return "", err
+	}
+	return path, nil
+}

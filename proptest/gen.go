@@ -1,0 +1,288 @@
+package proptest
+
+import (
+	"math/rand"
+
+	"github.com/leanovate/gopter"
+
+	"github.com/offcard/offcard/kvpage"
+	"github.com/offcard/offcard/qwen3"
+)
+
+// Base is what a campaign fixes for every scenario; the generator draws the
+// rest.
+type Base struct {
+	// Device is the SUT's device name written into scenarios ("sim").
+	Device string
+	// Faithful turns the simulator's sanitizer off (default: strict).
+	Faithful bool
+}
+
+// pick returns an index drawn with the given weights.
+func pick(rng *rand.Rand, weights ...int) int {
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	x := rng.Intn(total)
+	for i, w := range weights {
+		if x < w {
+			return i
+		}
+		x -= w
+	}
+	return len(weights) - 1
+}
+
+// GenScenario generates a scenario:
+//   - model tiny, Synth seed 1..3;
+//   - arch wormhole or blackhole, strict unless b.Faithful;
+//   - block size 32 (3/4) or 64;
+//   - capacity 1..8, small ones likelier;
+//   - width fixed:256 (with 256 blocks), fixed:N "just enough" (N = 1..3
+//     blocks: the schedule's sequences are kept within N blocks and driven
+//     to fill them) or dynamic;
+//   - blocks (the cache and the host pool) 6, 12, 24 or 64 unless fixed:256;
+//   - mode eager (3/10) or captured, recapture_every 0 (2/5) or 1..16;
+//   - the engine's own read-back check (verify) one time in four.
+func GenScenario(b Base) gopter.Gen {
+	return func(p *gopter.GenParameters) *gopter.GenResult {
+		return gopter.NewGenResult(drawScenario(p.Rng, b), gopter.NoShrinker)
+	}
+}
+
+func drawScenario(rng *rand.Rand, b Base) Scenario {
+	dev := b.Device
+	if dev == "" {
+		dev = "sim"
+	}
+	sc := Scenario{Model: "tiny", ModelSeed: uint64(1 + rng.Intn(3)), Device: dev, Strict: !b.Faithful}
+	sc.Arch = []string{"wormhole", "blackhole"}[rng.Intn(2)]
+	sc.BlockSize = []int{32, 64}[pick(rng, 3, 1)]
+	sc.Capacity = 1 + pick(rng, 4, 4, 3, 3, 1, 1, 1, 1)
+	sc.NumBlocks = []int{6, 12, 24, 64}[pick(rng, 2, 3, 2, 1)]
+	switch pick(rng, 1, 2, 2) {
+	case 0:
+		sc.Width, sc.NumBlocks = kvpage.Fixed(256), 256
+	case 1:
+		sc.Width = kvpage.Fixed(min(1+rng.Intn(3), sc.NumBlocks))
+	default:
+		sc.Width = kvpage.Dynamic()
+	}
+	if rng.Intn(10) < 3 {
+		sc.Mode = qwen3.ModeEager
+	} else {
+		sc.Mode = qwen3.ModeCaptured
+		if rng.Intn(5) >= 2 {
+			sc.RecaptureEvery = 1 + rng.Intn(16)
+		}
+	}
+	sc.Verify = rng.Intn(4) == 0
+	return sc
+}
+
+// workBudget bounds the device steps (prompt positions + decode batches) a
+// generated schedule asks for, to keep one case fast; past it the generator
+// only finishes and re-captures. Shrinking never raises the work.
+const workBudget = 200
+
+// GenCommand generates a command valid in m (its precondition holds).
+func genCommand(m model) gopter.Gen {
+	return func(p *gopter.GenParameters) *gopter.GenResult {
+		return gopter.NewGenResult(drawCommand(p.Rng, m), shrinkCmd)
+	}
+}
+
+func drawCommand(rng *rand.Rand, m model) Cmd {
+	over := m.work >= workBudget
+	var admit, dec *Cmd
+	if !over {
+		if c, ok := drawAdmit(rng, m); ok {
+			admit = &c
+		}
+		if c, ok := drawDecode(rng, m); ok {
+			dec = &c
+		}
+	}
+	live := m.nLive()
+	wA, wD, wF, wR := 0, 0, 0, 1
+	if admit != nil {
+		wA = 3
+		if live == 0 {
+			wA = 12
+		}
+	}
+	if dec != nil {
+		wD = 6
+	}
+	if live > 0 {
+		wF = 1
+		if over {
+			wF = 3
+		}
+	}
+	if m.sc.Mode == qwen3.ModeCaptured {
+		wR = 2
+	}
+	switch pick(rng, wA, wD, wF, wR) {
+	case 0:
+		return *admit
+	case 1:
+		return *dec
+	case 2:
+		var ls []int
+		for q, l := range m.live {
+			if l {
+				ls = append(ls, q)
+			}
+		}
+		return Cmd{Kind: Finish, Seq: ls[rng.Intn(len(ls))]}
+	}
+	return Cmd{Kind: Recapture}
+}
+
+// drawAdmit draws an admit, its prompt length biased to k·bs-1, k·bs and
+// k·bs+1 (k = 1, 2).
+func drawAdmit(rng *rand.Rand, m model) (Cmd, bool) {
+	if m.freeSlot() < 0 {
+		return Cmd{}, false
+	}
+	bs := m.sc.BlockSize
+	free := m.sc.NumBlocks - m.blocksInUse()
+	limit := min(m.maxLen, free*bs, workBudget-m.work+bs)
+	if limit < 1 {
+		return Cmd{}, false
+	}
+	var n int
+	if rng.Intn(10) < 7 {
+		k := 1 + pick(rng, 3, 1)
+		n = k*bs - 1 + rng.Intn(3)
+	} else {
+		n = 1 + rng.Intn(bs/2)
+	}
+	if n > limit {
+		n = limit - rng.Intn(min(limit, 2))
+	}
+	seq := -1
+	if q := m.admits % MaxSeqs; rng.Intn(2) == 0 && !m.live[q] {
+		seq = q
+	} else {
+		for q, l := range m.live {
+			if !l {
+				seq = q
+				break
+			}
+		}
+	}
+	c := Cmd{Kind: Admit, Seq: seq, Prompt: n, Salt: m.admits}
+	return c, m.check(c) == nil
+}
+
+// drawDecode draws a decode of every live sequence (4/5) or a subset, for a
+// few steps or exactly as many as take one of them across its next block
+// boundary (to position k·bs-1, k·bs or k·bs+1).
+func drawDecode(rng *rand.Rand, m model) (Cmd, bool) {
+	live := m.nLive()
+	if live == 0 {
+		return Cmd{}, false
+	}
+	c := Cmd{Kind: Decode}
+	if live > 1 && rng.Intn(5) == 0 {
+		for q, l := range m.live {
+			if l && rng.Intn(2) == 0 {
+				c.Seqs = append(c.Seqs, q)
+			}
+		}
+		if len(c.Seqs) == 0 || len(c.Seqs) == live {
+			c.Seqs = nil
+		}
+	}
+	b := m.batch(c)
+	// The most steps the pool, the length limits and the budget allow.
+	most := min(MaxDecodeSteps, workBudget-m.work)
+	for _, q := range b {
+		most = min(most, m.maxLen-m.length[q])
+	}
+	for most > 0 {
+		c.Steps = most
+		if m.check(c) == nil {
+			break
+		}
+		most--
+	}
+	if most < 1 {
+		return Cmd{}, false
+	}
+	bs := m.sc.BlockSize
+	if rng.Intn(5) < 2 {
+		q := b[rng.Intn(len(b))]
+		// The next decode position is length[q]; reach the boundary
+		// position k·bs (then -1, +0 or +1 around it).
+		edge := (m.length[q]/bs + 1) * bs
+		c.Steps = edge - m.length[q] + rng.Intn(3)
+	} else {
+		c.Steps = 1 + pick(rng, 4, 3, 2, 2, 1, 1, 1, 1)
+		if rng.Intn(8) == 0 {
+			c.Steps += rng.Intn(bs)
+		}
+	}
+	c.Steps = max(1, min(c.Steps, most))
+	return c, true
+}
+
+// shrinkCmd proposes smaller versions of one command: a shorter prompt
+// (1, half, and shorter by 64, 32 or 1 positions, which keeps its row in the
+// block), salt 0, fewer decode steps, a decode batch with one sequence
+// fewer. Each candidate is re-checked against the preconditions.
+func shrinkCmd(v interface{}) gopter.Shrink {
+	c := v.(Cmd)
+	var cands []Cmd
+	add := func(d Cmd) {
+		for _, e := range cands {
+			if e.String() == d.String() {
+				return
+			}
+		}
+		if d.String() != c.String() {
+			cands = append(cands, d)
+		}
+	}
+	switch c.Kind {
+	case Admit:
+		for _, n := range []int{1, c.Prompt / 2, c.Prompt - 64, c.Prompt - 32, c.Prompt - 1} {
+			if n >= 1 && n < c.Prompt {
+				d := c
+				d.Prompt = n
+				add(d)
+			}
+		}
+		if c.Salt != 0 {
+			d := c
+			d.Salt = 0
+			add(d)
+		}
+	case Decode:
+		for _, n := range []int{1, c.Steps / 2, c.Steps - 64, c.Steps - 32, c.Steps - 1} {
+			if n >= 1 && n < c.Steps {
+				d := c
+				d.Steps = n
+				add(d)
+			}
+		}
+		if len(c.Seqs) > 1 {
+			for i := range c.Seqs {
+				d := c
+				d.Seqs = append(append([]int{}, c.Seqs[:i]...), c.Seqs[i+1:]...)
+				add(d)
+			}
+		}
+	}
+	i := 0
+	return func() (interface{}, bool) {
+		if i >= len(cands) {
+			return nil, false
+		}
+		i++
+		return cands[i-1], true
+	}
+}

@@ -1,0 +1,247 @@
+package proptest
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+
+	"github.com/leanovate/gopter"
+	"github.com/leanovate/gopter/commands"
+
+	"github.com/offcard/offcard/qwen3"
+)
+
+// The gopter state machine. Its State is the model (the host's truth: live
+// sequences, lengths, slots, hence block counts); its SystemUnderTest is a
+// caseRun, which drives ref, the host's kvpage tables and the SUT together
+// and checks every property after every Decoder call. Commands are Cmd
+// values: Run plays one on the caseRun, NextState applies it to the model,
+// PreCondition checks every argument against the model (so shrinking never
+// produces an invalid schedule), PostCondition fails with the runner's
+// Failure.
+
+// Run implements commands.Command.
+func (c Cmd) Run(sut commands.SystemUnderTest) commands.Result {
+	return sut.(*caseRun).run(c)
+}
+
+// NextState implements commands.Command.
+func (c Cmd) NextState(st commands.State) commands.State {
+	return st.(model).apply(c)
+}
+
+// PreCondition implements commands.Command.
+func (c Cmd) PreCondition(st commands.State) bool {
+	m := st.(model)
+	return m.check(c) == nil
+}
+
+// PostCondition implements commands.Command.
+func (c Cmd) PostCondition(_ commands.State, res commands.Result) *gopter.PropResult {
+	if f, ok := res.(*Failure); ok && f != nil {
+		return &gopter.PropResult{Status: gopter.PropFalse, Labels: []string{f.String()}}
+	}
+	return &gopter.PropResult{Status: gopter.PropTrue}
+}
+
+var _ commands.Command = Cmd{}
+
+// caseRun is one execution of a schedule (gopter runs the original and
+// every shrink candidate on a fresh one).
+type caseRun struct {
+	rec  *recorder
+	r    *runner
+	err  error // the SUT could not be built
+	sc   Scenario
+	cmds []Cmd
+}
+
+func (cr *caseRun) run(c Cmd) *Failure {
+	cr.cmds = append(cr.cmds, c)
+	var f *Failure
+	switch {
+	case cr.err != nil:
+		if len(cr.cmds) > 1 {
+			return nil
+		}
+		f = &Failure{Property: PropSetup, Command: 1, Cmd: c.String(), Seq: -1, Pos: -1, Detail: cr.err.Error()}
+	case cr.r == nil:
+		return nil
+	default:
+		f = cr.r.exec(c)
+	}
+	if f != nil {
+		cr.rec.failed(cr.sc, cr.cmds, f)
+	}
+	return f
+}
+
+// recorder keeps, for one case, the first failing run (the original
+// schedule) and the last (gopter adopts every failing shrink candidate, so
+// the last failing run is the shrunk schedule). It also bounds the runs a
+// shrink may take: past the budget every run passes, which ends shrinking
+// deterministically.
+type recorder struct {
+	factory  Factory
+	budget   int
+	runs     int
+	first    *Script
+	firstF   *Failure
+	last     *Script
+	lastF    *Failure
+	fails    int
+	stats    RunStats  // the first run's
+	scenario *Scenario // the case's
+}
+
+func (rec *recorder) failed(sc Scenario, cmds []Cmd, f *Failure) {
+	s := &Script{Scenario: sc, Commands: slices.Clone(cmds)}
+	if rec.first == nil {
+		rec.first, rec.firstF = s, f
+	}
+	rec.last, rec.lastF = s, f
+	rec.fails++
+}
+
+// machine is the commands.Commands of one case.
+func (rec *recorder) machine(b Base) commands.Commands {
+	return &commands.ProtoCommands{
+		NewSystemUnderTestFunc: func(st commands.State) commands.SystemUnderTest {
+			m := st.(model)
+			cr := &caseRun{rec: rec, sc: *m.sc}
+			rec.runs++
+			if rec.scenario == nil {
+				sc := *m.sc
+				rec.scenario = &sc
+			}
+			if rec.runs > rec.budget {
+				return cr // past the budget: nothing runs, everything passes
+			}
+			cr.r, cr.err = newRunner(*m.sc, rec.factory)
+			return cr
+		},
+		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) {
+			cr := sut.(*caseRun)
+			if cr.r == nil {
+				return
+			}
+			if rec.runs == 1 {
+				rec.stats = cr.r.stats()
+			}
+			if err := cr.r.close(); err != nil && cr.r.fail == nil {
+				// A close error is the SUT's problem, but not a property;
+				// it surfaces when the run failed anyway.
+				_ = err
+			}
+		},
+		InitialStateGen: GenScenario(b).Map(func(sc Scenario) model {
+			cfg, err := qwen3.Preset(sc.Model)
+			if err != nil {
+				panic(err)
+			}
+			s := sc
+			return newModel(&s, sc.MaxLen(cfg))
+		}),
+		GenCommandFunc: func(st commands.State) gopter.Gen {
+			return genCommand(st.(model))
+		},
+	}
+}
+
+// CaseResult is the outcome of one case of a campaign.
+type CaseResult struct {
+	Index int    `json:"index"`
+	Seed  uint64 `json:"seed"`
+	// Scenario is the case's scenario (the script's header lines).
+	Scenario string `json:"scenario"`
+	Passed   bool   `json:"passed"`
+	// Commands and DeviceSteps are the original schedule's size (of the
+	// run up to its failure, for a failing case).
+	Commands    int `json:"commands"`
+	DeviceSteps int `json:"device_steps"`
+	// For a failing case: the failure of the shrunk schedule, the shrunk
+	// script, the original failure, and the shrinking effort.
+	Failure         *Failure `json:"failure,omitempty"`
+	Script          *Script  `json:"-"`
+	ScriptText      string   `json:"script,omitempty"`
+	OriginalFailure *Failure `json:"original_failure,omitempty"`
+	OriginalLen     int      `json:"original_commands,omitempty"`
+	Shrinks         int      `json:"shrinks,omitempty"`
+	Runs            int      `json:"runs,omitempty"`
+	// Error is set when the case could not be generated or run at all.
+	Error string `json:"error,omitempty"`
+}
+
+// CaseOptions tune one case.
+type CaseOptions struct {
+	Base    Base
+	Factory Factory
+	// MaxShrinks bounds the shrink steps gopter adopts (default 200);
+	// ShrinkRuns bounds the schedule runs of one case, the original
+	// included (default 600).
+	MaxShrinks int
+	ShrinkRuns int
+}
+
+// DefaultSeed is the campaign seed when none is given: fixed, so a
+// campaign's output is the same on every run.
+const DefaultSeed uint64 = 1
+
+// CaseSeed is the seed of case i of the campaign with seed s. Case 0's seed
+// is s itself, so case i replays alone as the one-case campaign with seed
+// CaseSeed(s, i); the others are SplitMix64 mixes of (s, i).
+func CaseSeed(s uint64, i int) uint64 {
+	if i == 0 {
+		return s
+	}
+	return splitmix64(s ^ splitmix64(uint64(i)))
+}
+
+// caseLen is the number of commands of the case with seed s: 3..16.
+func caseLen(rng *rand.Rand) int { return 3 + rng.Intn(14) }
+
+// RunCase generates the case with seed s (its scenario and schedule,
+// gopter-generated), runs it on a SUT from o.Factory, and on failure
+// shrinks it with gopter's shrinker.
+func RunCase(s uint64, o CaseOptions) CaseResult {
+	if o.MaxShrinks == 0 {
+		o.MaxShrinks = 200
+	}
+	if o.ShrinkRuns == 0 {
+		o.ShrinkRuns = 600
+	}
+	res := CaseResult{Seed: s}
+	rng := rand.New(rand.NewSource(int64(s)))
+	n := caseLen(rng)
+	rec := &recorder{factory: o.Factory, budget: o.ShrinkRuns}
+	prop := commands.Prop(rec.machine(o.Base))
+	gp := &gopter.GenParameters{MinSize: 0, MaxSize: n, MaxShrinkCount: o.MaxShrinks, Rng: rng}
+	pr := prop(gp)
+	res.Runs = rec.runs
+	if len(pr.Args) > 0 {
+		res.Shrinks = pr.Args[0].Shrinks
+	}
+	switch {
+	case pr.Status == gopter.PropTrue && rec.first == nil:
+		res.Passed = true
+		res.Commands = n
+		res.DeviceSteps = rec.stats.DeviceSteps
+	case rec.first != nil:
+		res.Commands = len(rec.first.Commands)
+		res.DeviceSteps = rec.stats.DeviceSteps
+		res.OriginalLen = len(rec.first.Commands)
+		res.OriginalFailure = rec.firstF
+		res.Failure = rec.lastF
+		sh := *rec.last
+		res.Script = &sh
+		res.ScriptText = sh.String()
+	case pr.Error != nil:
+		res.Error = pr.Error.Error()
+	default:
+		res.Error = fmt.Sprintf("gopter status %v without a recorded failure", pr.Status)
+	}
+	if rec.scenario != nil {
+		res.Scenario = rec.scenario.String()
+	}
+	return res
+}

@@ -1,0 +1,464 @@
+package proptest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/offcard/offcard/kvpage"
+	"github.com/offcard/offcard/qwen3"
+)
+
+// Scenario is everything a schedule runs on: the model, the device and the
+// engine's options. Its String form is the three header lines of a script.
+type Scenario struct {
+	// Model is a qwen3 preset name ("tiny") and ModelSeed the Synth seed.
+	Model     string
+	ModelSeed uint64
+	// Device is "sim" (or, later, "tt"); Arch is "wormhole" or "blackhole";
+	// Strict turns the simulator's sanitizer on.
+	Device string
+	Arch   string
+	Strict bool
+	// The engine: block size, number of KV blocks (of the device cache and
+	// of the host pool), page-table width policy, slots, mode,
+	// recapture_every and the engine's own read-back check.
+	BlockSize      int
+	NumBlocks      int
+	Width          kvpage.WidthPolicy
+	Capacity       int
+	Mode           qwen3.EngineMode
+	RecaptureEvery int
+	Verify         bool
+}
+
+// EngineOptions are the qwen3.EngineOptions the scenario describes.
+func (sc Scenario) EngineOptions() qwen3.EngineOptions {
+	return qwen3.EngineOptions{
+		Capacity: sc.Capacity, BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks,
+		Width: sc.Width, Mode: sc.Mode, RecaptureEvery: sc.RecaptureEvery, Verify: sc.Verify,
+	}
+}
+
+// MaxLen is the longest a sequence may grow: the cache's positions, the
+// model's max_position_embeddings, and a fixed page-table width's reach.
+func (sc Scenario) MaxLen(cfg qwen3.Config) int {
+	n := sc.NumBlocks * sc.BlockSize
+	if cfg.MaxPositionEmbeddings > 0 {
+		n = min(n, cfg.MaxPositionEmbeddings)
+	}
+	if fw, ok := sc.Width.FixedWidth(); ok {
+		n = min(n, fw*sc.BlockSize)
+	}
+	return n
+}
+
+// Validate checks the scenario's own values (not whether a device exists).
+func (sc Scenario) Validate() error {
+	switch {
+	case sc.Model == "":
+		return errors.New("no model")
+	case sc.Device == "":
+		return errors.New("no device")
+	case sc.Arch != "wormhole" && sc.Arch != "blackhole":
+		return fmt.Errorf("arch %q: want wormhole or blackhole", sc.Arch)
+	case sc.BlockSize < 32 || sc.BlockSize%32 != 0:
+		return fmt.Errorf("block size %d: want a positive multiple of 32", sc.BlockSize)
+	case sc.NumBlocks < 1:
+		return fmt.Errorf("blocks %d: want at least 1", sc.NumBlocks)
+	case sc.Capacity < 1 || sc.Capacity > MaxCapacity:
+		return fmt.Errorf("capacity %d: want 1..%d", sc.Capacity, MaxCapacity)
+	case sc.RecaptureEvery < 0:
+		return fmt.Errorf("recapture %d: want >= 0", sc.RecaptureEvery)
+	case sc.Mode == qwen3.ModeEager && sc.RecaptureEvery != 0:
+		return errors.New("recapture needs mode=captured")
+	}
+	if fw, ok := sc.Width.FixedWidth(); ok && fw > sc.NumBlocks {
+		return fmt.Errorf("width fixed:%d exceeds the %d blocks", fw, sc.NumBlocks)
+	}
+	if _, err := qwen3.Preset(sc.Model); err != nil {
+		return err
+	}
+	return nil
+}
+
+// String is the scenario's three script header lines.
+func (sc Scenario) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "model %s seed=%d\n", sc.Model, sc.ModelSeed)
+	fmt.Fprintf(&b, "device %s arch=%s", sc.Device, sc.Arch)
+	if sc.Strict {
+		b.WriteString(" strict")
+	}
+	fmt.Fprintf(&b, "\nengine block=%d blocks=%d width=%v capacity=%d mode=%v",
+		sc.BlockSize, sc.NumBlocks, sc.Width, sc.Capacity, sc.Mode)
+	if sc.RecaptureEvery > 0 {
+		fmt.Fprintf(&b, " recapture=%d", sc.RecaptureEvery)
+	}
+	if sc.Verify {
+		b.WriteString(" verify")
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// Limits of the generated and parsed schedules.
+const (
+	// MaxCapacity is the largest number of slots.
+	MaxCapacity = 8
+	// MaxSeqs bounds sequence ids: 0 <= seq < MaxSeqs.
+	MaxSeqs = 16
+	// MaxDecodeSteps bounds one decode command.
+	MaxDecodeSteps = 256
+)
+
+// CmdKind is a schedule command.
+type CmdKind uint8
+
+// Commands of a schedule.
+const (
+	// Admit prefills a new sequence: Seq, a prompt of Prompt tokens drawn
+	// from (Seq, Salt, position).
+	Admit CmdKind = iota + 1
+	// Decode runs Steps greedy decode steps of the live sequences (or of
+	// Seqs, when given), each fed its own last token.
+	Decode
+	// Finish ends sequence Seq and returns its blocks to the pool.
+	Finish
+	// Recapture forces a cold restart of the engine's regime (Engine.Reset):
+	// the next captured step records a new trace.
+	Recapture
+)
+
+// Cmd is one schedule command. Its String form is one script line.
+type Cmd struct {
+	Kind   CmdKind
+	Seq    int   // Admit, Finish
+	Prompt int   // Admit: prompt length
+	Salt   int   // Admit: varies the prompt's tokens
+	Steps  int   // Decode
+	Seqs   []int // Decode: the batch (sorted, distinct); nil = every live sequence
+}
+
+// String is the command's script line.
+func (c Cmd) String() string {
+	switch c.Kind {
+	case Admit:
+		s := fmt.Sprintf("admit seq=%d prompt=%d", c.Seq, c.Prompt)
+		if c.Salt != 0 {
+			s += fmt.Sprintf(" salt=%d", c.Salt)
+		}
+		return s
+	case Decode:
+		s := fmt.Sprintf("decode steps=%d", c.Steps)
+		if c.Seqs != nil {
+			parts := make([]string, len(c.Seqs))
+			for i, q := range c.Seqs {
+				parts[i] = strconv.Itoa(q)
+			}
+			s += " seqs=" + strings.Join(parts, ",")
+		}
+		return s
+	case Finish:
+		return fmt.Sprintf("finish seq=%d", c.Seq)
+	case Recapture:
+		return "recapture"
+	}
+	return fmt.Sprintf("Cmd(%d)", c.Kind)
+}
+
+// Script is a scenario and its schedule: the unit a failure shrinks to, a
+// regression file holds and RunScript replays.
+type Script struct {
+	Scenario Scenario
+	Commands []Cmd
+	// Comments are the script's leading comment lines (without "# "),
+	// written back by String.
+	Comments []string
+}
+
+// String is the script text (see the package documentation).
+func (s Script) String() string {
+	var b strings.Builder
+	for _, c := range s.Comments {
+		b.WriteString("# " + c + "\n")
+	}
+	b.WriteString(s.Scenario.String())
+	for _, c := range s.Commands {
+		b.WriteString(c.String() + "\n")
+	}
+	return b.String()
+}
+
+// ReadScriptFile parses the script at path.
+func ReadScriptFile(path string) (Script, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Script{}, err
+	}
+	defer f.Close()
+	s, err := ParseScript(f)
+	if err != nil {
+		return Script{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ParseScript reads a script: comment lines (#) and blank lines anywhere,
+// the header lines model, device and engine (in any order, each once,
+// before the first command), then one command per line. Every command's
+// arguments are checked for form here; whether the schedule is valid
+// (a slot free, the sequence live, blocks enough) is checked when it runs.
+func ParseScript(r io.Reader) (Script, error) {
+	var s Script
+	sc := &s.Scenario
+	seen := map[string]bool{}
+	sc.Device, sc.Arch = "sim", "wormhole"
+	sc.Width = kvpage.Dynamic()
+	sc.BlockSize, sc.NumBlocks, sc.Capacity = 32, 64, 1
+	in := bufio.NewScanner(r)
+	lineNo := 0
+	leading := true
+	for in.Scan() {
+		lineNo++
+		line := strings.TrimSpace(in.Text())
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			if leading {
+				s.Comments = append(s.Comments, strings.TrimSpace(strings.TrimPrefix(line, "#")))
+			}
+			continue
+		}
+		leading = false
+		f := strings.Fields(line)
+		verb, args, err := parseArgs(f)
+		if err != nil {
+			return s, fmt.Errorf("line %d: %w", lineNo, err)
+		}
+		fail := func(err error) (Script, error) { return s, fmt.Errorf("line %d: %s: %w", lineNo, verb, err) }
+		switch verb {
+		case "model", "device", "engine":
+			if seen[verb] {
+				return fail(errors.New("given twice"))
+			}
+			if len(s.Commands) > 0 {
+				return fail(errors.New("header line after the first command"))
+			}
+			seen[verb] = true
+		}
+		switch verb {
+		case "model":
+			if err := args.positional(&sc.Model); err != nil {
+				return fail(err)
+			}
+			v, err := args.uint("seed", 0)
+			if err != nil {
+				return fail(err)
+			}
+			sc.ModelSeed = v
+		case "device":
+			if err := args.positional(&sc.Device); err != nil {
+				return fail(err)
+			}
+			if v, ok := args.take("arch"); ok {
+				sc.Arch = v
+			}
+			sc.Strict = args.flag("strict")
+		case "engine":
+			var err error
+			if sc.BlockSize, err = args.int("block", 32); err != nil {
+				return fail(err)
+			}
+			if sc.NumBlocks, err = args.int("blocks", 64); err != nil {
+				return fail(err)
+			}
+			if sc.Capacity, err = args.int("capacity", 1); err != nil {
+				return fail(err)
+			}
+			if sc.RecaptureEvery, err = args.int("recapture", 0); err != nil {
+				return fail(err)
+			}
+			if v, ok := args.take("width"); ok {
+				if sc.Width, err = kvpage.ParseWidthPolicy(v); err != nil {
+					return fail(err)
+				}
+			}
+			if v, ok := args.take("mode"); ok {
+				if sc.Mode, err = qwen3.ParseEngineMode(v); err != nil {
+					return fail(err)
+				}
+			}
+			sc.Verify = args.flag("verify")
+		case "admit":
+			c := Cmd{Kind: Admit}
+			if c.Seq, err = args.need("seq"); err == nil {
+				if c.Prompt, err = args.need("prompt"); err == nil {
+					c.Salt, err = args.int("salt", 0)
+				}
+			}
+			if err != nil {
+				return fail(err)
+			}
+			if c.Seq < 0 || c.Seq >= MaxSeqs || c.Prompt < 1 || c.Salt < 0 {
+				return fail(fmt.Errorf("want 0 <= seq < %d, prompt >= 1, salt >= 0", MaxSeqs))
+			}
+			s.Commands = append(s.Commands, c)
+		case "decode":
+			c := Cmd{Kind: Decode}
+			if c.Steps, err = args.need("steps"); err != nil {
+				return fail(err)
+			}
+			if c.Steps < 1 || c.Steps > MaxDecodeSteps {
+				return fail(fmt.Errorf("steps %d: want 1..%d", c.Steps, MaxDecodeSteps))
+			}
+			if v, ok := args.take("seqs"); ok {
+				c.Seqs = []int{}
+				for _, p := range strings.Split(v, ",") {
+					q, err := strconv.Atoi(p)
+					if err != nil || q < 0 || q >= MaxSeqs {
+						return fail(fmt.Errorf("seqs %q: want ids 0..%d separated by commas", v, MaxSeqs-1))
+					}
+					c.Seqs = append(c.Seqs, q)
+				}
+				if !slices.IsSorted(c.Seqs) || len(slices.Compact(slices.Clone(c.Seqs))) != len(c.Seqs) {
+					return fail(fmt.Errorf("seqs %q: want increasing, distinct ids", v))
+				}
+			}
+			s.Commands = append(s.Commands, c)
+		case "finish":
+			c := Cmd{Kind: Finish}
+			if c.Seq, err = args.need("seq"); err != nil {
+				return fail(err)
+			}
+			if c.Seq < 0 || c.Seq >= MaxSeqs {
+				return fail(fmt.Errorf("seq %d: want 0..%d", c.Seq, MaxSeqs-1))
+			}
+			s.Commands = append(s.Commands, c)
+		case "recapture":
+			s.Commands = append(s.Commands, Cmd{Kind: Recapture})
+		default:
+			return s, fmt.Errorf("line %d: unknown command %q", lineNo, verb)
+		}
+		if err := args.done(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := in.Err(); err != nil {
+		return s, err
+	}
+	for _, h := range []string{"model", "device", "engine"} {
+		if !seen[h] {
+			return s, fmt.Errorf("no %q line", h)
+		}
+	}
+	if err := sc.Validate(); err != nil {
+		return s, fmt.Errorf("scenario: %w", err)
+	}
+	return s, nil
+}
+
+// scriptArgs are one line's arguments: positional words, key=value pairs
+// and bare flags.
+type scriptArgs struct {
+	pos  []string
+	kv   map[string]string
+	used map[string]bool
+}
+
+func parseArgs(f []string) (string, *scriptArgs, error) {
+	a := &scriptArgs{kv: map[string]string{}, used: map[string]bool{}}
+	for _, w := range f[1:] {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok {
+			if len(a.kv) == 0 && !isFlagWord(w) {
+				a.pos = append(a.pos, w)
+				continue
+			}
+			k, v = w, ""
+		}
+		if _, dup := a.kv[k]; dup {
+			return "", nil, fmt.Errorf("%s: %s given twice", f[0], k)
+		}
+		a.kv[k] = v
+	}
+	return f[0], a, nil
+}
+
+func isFlagWord(w string) bool { return w == "strict" || w == "verify" }
+
+func (a *scriptArgs) positional(dst *string) error {
+	if len(a.pos) != 1 {
+		return fmt.Errorf("want one name, got %q", a.pos)
+	}
+	*dst = a.pos[0]
+	a.pos = nil
+	return nil
+}
+
+func (a *scriptArgs) take(k string) (string, bool) {
+	v, ok := a.kv[k]
+	if ok {
+		a.used[k] = true
+	}
+	return v, ok
+}
+
+func (a *scriptArgs) flag(k string) bool {
+	v, ok := a.take(k)
+	return ok && v == ""
+}
+
+func (a *scriptArgs) int(k string, def int) (int, error) {
+	v, ok := a.take(k)
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want an integer", k, v)
+	}
+	return n, nil
+}
+
+func (a *scriptArgs) uint(k string, def uint64) (uint64, error) {
+	v, ok := a.take(k)
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want an unsigned integer", k, v)
+	}
+	return n, nil
+}
+
+func (a *scriptArgs) need(k string) (int, error) {
+	if _, ok := a.kv[k]; !ok {
+		return 0, fmt.Errorf("missing %s=", k)
+	}
+	return a.int(k, 0)
+}
+
+func (a *scriptArgs) done() error {
+	if len(a.pos) > 0 {
+		return fmt.Errorf("unexpected %q", a.pos[0])
+	}
+	keys := make([]string, 0, len(a.kv))
+	for k := range a.kv {
+		if !a.used[k] {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		slices.Sort(keys)
+		return fmt.Errorf("unknown argument %q", keys[0])
+	}
+	return nil
+}

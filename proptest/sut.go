@@ -1,0 +1,284 @@
+package proptest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/sim"
+	"github.com/offcard/offcard/tt"
+)
+
+// SUT is a system under test: a qwen3.Decoder plus whatever it can tell
+// about the device. Only Decoder and Close are required; the runner checks
+// every property whose observation the SUT offers (the optional interfaces
+// below) and skips the others.
+type SUT interface {
+	// Decoder is the implementation driven with the schedule.
+	Decoder() qwen3.Decoder
+	// Close releases the SUT.
+	Close() error
+}
+
+// A Factory builds a fresh SUT for a scenario (the engine on sim today;
+// the engine on the card later). The runner calls it once per schedule
+// run, shrinking included.
+type Factory func(sc Scenario) (SUT, error)
+
+// Resetter is a SUT whose engine can be forced back to a cold regime, so
+// the next captured step records a new trace (the Recapture command).
+// Without it Recapture does nothing.
+type Resetter interface {
+	Reset() error
+}
+
+// KVWrite is one cache-row write as the device performed it: the cache
+// (layer, K or V), the batch row (slot) that wrote, the position the device
+// used (its cur_pos), and the block and row it wrote to.
+type KVWrite struct {
+	Layer int // -1: a buffer that is no KV cache of the engine
+	Value bool
+	Slot  int
+	Pos   int64
+	Block int64
+	Row   int64
+}
+
+func (w KVWrite) String() string {
+	kv := "K"
+	if w.Value {
+		kv = "V"
+	}
+	return fmt.Sprintf("layer %d %s slot %d pos %d -> block %d row %d", w.Layer, kv, w.Slot, w.Pos, w.Block, w.Row)
+}
+
+// KVObserver is a SUT that logs its KV-cache writes. TakeKVWrites returns
+// the writes since the previous call, in order.
+type KVObserver interface {
+	TakeKVWrites() ([]KVWrite, error)
+}
+
+// PosObserver is a SUT that can read its device cur_pos back ([Capacity],
+// one entry per slot). It is read after every Decoder call.
+type PosObserver interface {
+	DeviceCurPos() ([]int32, error)
+}
+
+// OpPos is the device cur_pos an op that reads it (paged_update_cache,
+// paged SDPA decode) saw, one entry per slot.
+type OpPos struct {
+	Op     string
+	Regime string // eager or replay
+	CurPos []int32
+}
+
+// OpPosObserver is a SUT that records cur_pos at every op that reads it.
+// TakeOpPos returns the records since the previous call, in device order.
+type OpPosObserver interface {
+	TakeOpPos() ([]OpPos, error)
+}
+
+// FindingObserver is a SUT with a sanitizer. TakeFindings returns the
+// hazards seen since the previous call, one readable line each.
+type FindingObserver interface {
+	TakeFindings() []string
+}
+
+// StepInfo is what the engine's last step did.
+type StepInfo struct {
+	Regime string // cold, warm, capture, replay
+	Width  int    // page-table width
+}
+
+// StepObserver is a SUT that reports its last step's regime and width.
+type StepObserver interface {
+	LastStep() StepInfo
+}
+
+// KVReader is a SUT whose whole KV cache can be read back, in ref's layout
+// (per layer, [block][kvHead][row][headDim]).
+type KVReader interface {
+	ReadKV(layer int) (k, v []bf16.BF16, err error)
+}
+
+// The model weights are synthesised once per (preset, seed) and shared,
+// read-only, by every run.
+var (
+	weightsMu    sync.Mutex
+	weightsCache = map[string]*qwen3.Weights{}
+)
+
+// ModelWeights returns the scenario's (cached) synthetic weights.
+func ModelWeights(sc Scenario) (*qwen3.Weights, error) {
+	key := fmt.Sprintf("%s/%d", sc.Model, sc.ModelSeed)
+	weightsMu.Lock()
+	defer weightsMu.Unlock()
+	if w, ok := weightsCache[key]; ok {
+		return w, nil
+	}
+	cfg, err := qwen3.Preset(sc.Model)
+	if err != nil {
+		return nil, err
+	}
+	w, err := qwen3.Synth(cfg, sc.ModelSeed)
+	if err != nil {
+		return nil, err
+	}
+	weightsCache[key] = w
+	return w, nil
+}
+
+// SimSUT is qwen3.Engine on the simulator, with every observation: the
+// KV write log, cur_pos read-back, strict findings, the step's regime and
+// width, and the caches.
+type SimSUT struct {
+	Dev *sim.Device
+	Eng *qwen3.Engine
+
+	caches  map[uint64]cacheID // cache buffer address -> (layer, K/V)
+	layers  int
+	curPos  tt.Tensor
+	opPos   []OpPos
+	peekErr error
+}
+
+type cacheID struct {
+	layer int
+	value bool
+}
+
+// SimFactory builds qwen3.Engine on a fresh sim.Device (KV log on, strict
+// as the scenario says).
+func SimFactory(sc Scenario) (SUT, error) {
+	if sc.Device != "sim" {
+		return nil, fmt.Errorf("device %q: this factory builds sim only", sc.Device)
+	}
+	w, err := ModelWeights(sc)
+	if err != nil {
+		return nil, err
+	}
+	arch := sim.Wormhole
+	if sc.Arch == "blackhole" {
+		arch = sim.Blackhole
+	}
+	s := &SimSUT{caches: map[uint64]cacheID{}, layers: w.Config.NumHiddenLayers}
+	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, LogKV: true, OnOp: s.onOp})
+	if err != nil {
+		return nil, err
+	}
+	eng, err := qwen3.NewEngine(dev, w, sc.EngineOptions())
+	if err != nil {
+		return nil, err
+	}
+	s.Dev, s.Eng = dev, eng
+	_, s.curPos, _ = eng.Inputs()
+	for l := 0; l < s.layers; l++ {
+		k, v := eng.KVCache(l)
+		ka, err1 := dev.Address(k)
+		va, err2 := dev.Address(v)
+		if err := errors.Join(err1, err2); err != nil {
+			eng.Close()
+			return nil, err
+		}
+		s.caches[ka] = cacheID{l, false}
+		s.caches[va] = cacheID{l, true}
+	}
+	// Init-time findings (none expected) are reported with the first call.
+	return s, nil
+}
+
+// Decoder implements SUT.
+func (s *SimSUT) Decoder() qwen3.Decoder { return s.Eng }
+
+// Close implements SUT.
+func (s *SimSUT) Close() error { return s.Eng.Close() }
+
+// Reset implements Resetter.
+func (s *SimSUT) Reset() error { return s.Eng.Reset() }
+
+// TakeKVWrites implements KVObserver from the simulator's KV log.
+func (s *SimSUT) TakeKVWrites() ([]KVWrite, error) {
+	log := s.Dev.KVLog()
+	s.Dev.ResetKVLog()
+	out := make([]KVWrite, len(log))
+	for i, w := range log {
+		id, ok := s.caches[w.CacheAddr]
+		if !ok {
+			id.layer = -1
+		}
+		out[i] = KVWrite{Layer: id.layer, Value: id.value, Slot: w.User,
+			Pos: int64(int32(w.Pos)), Block: int64(w.Physical), Row: int64(w.Row)}
+	}
+	return out, nil
+}
+
+// onOp records cur_pos at every executed op that reads it.
+func (s *SimSUT) onOp(e sim.OpEvent) {
+	if s.Eng == nil || e.Regime == sim.Capture {
+		return
+	}
+	switch e.Op {
+	case "paged_update_cache", "paged_fused_update_cache", "paged_scaled_dot_product_attention_decode":
+	default:
+		return
+	}
+	h, err := s.Dev.Peek(s.curPos)
+	if err != nil {
+		s.peekErr = err
+		return
+	}
+	s.opPos = append(s.opPos, OpPos{Op: e.Op, Regime: e.Regime.String(), CurPos: h.Int32s()})
+}
+
+// TakeOpPos implements OpPosObserver.
+func (s *SimSUT) TakeOpPos() ([]OpPos, error) {
+	p, err := s.opPos, s.peekErr
+	s.opPos, s.peekErr = nil, nil
+	return p, err
+}
+
+// DeviceCurPos implements PosObserver.
+func (s *SimSUT) DeviceCurPos() ([]int32, error) {
+	_, cp, _ := s.Eng.Inputs()
+	h, err := s.Dev.ReadHost(cp)
+	if err != nil {
+		return nil, err
+	}
+	return h.Int32s(), nil
+}
+
+// TakeFindings implements FindingObserver.
+func (s *SimSUT) TakeFindings() []string {
+	f := s.Dev.Findings()
+	if len(f) == 0 {
+		return nil
+	}
+	s.Dev.ClearFindings()
+	out := make([]string, len(f))
+	for i, x := range f {
+		out[i] = x.String()
+	}
+	return out
+}
+
+// LastStep implements StepObserver.
+func (s *SimSUT) LastStep() StepInfo {
+	st := s.Eng.LastStep()
+	return StepInfo{Regime: st.Regime.String(), Width: st.Width}
+}
+
+// ReadKV implements KVReader.
+func (s *SimSUT) ReadKV(layer int) (k, v []bf16.BF16, err error) {
+	kt, vt := s.Eng.KVCache(layer)
+	kh, err := s.Dev.ReadHost(kt)
+	if err != nil {
+		return nil, nil, err
+	}
+	vh, err := s.Dev.ReadHost(vt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kh.BF16s(), vh.BF16s(), nil
+}
