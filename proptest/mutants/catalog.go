@@ -1,0 +1,200 @@
+package mutants
+
+// The catalog. Every edit's Old text is copied from the current source and
+// must occur there exactly once (TestAnchorsApply checks it on every
+// `go test ./...`). Edits of one mutant are applied in order, each to the
+// result of the previous one.
+
+const (
+	engineStep = "qwen3/engine_step.go"
+	simPlusOne = "sim/plusone.go"
+)
+
+// Catalog is the mutant catalog, in the order the runner reports it: the
+// design's ten first, then the additions.
+var Catalog = []Mutant{
+	{
+		Name: "pt-one-column",
+		Idea: "the page table is [C,1] (the width policy ignored, each row truncated to its first block) and, once written, never refreshed (seed bug 1)",
+		Seed: true,
+		Expect: "red at the first step whose position is past the first block " +
+			"(the KV-update reader indexes the row's stick past its one column)",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "w, err := kvpage.Width(e.opt.Width, longest)",
+				New: "w, err := 1, error(nil) // mutant: [C,1]"},
+			{File: engineStep,
+				Old: "kvpage.PadRow(row, r.blocks, PagePad)",
+				New: "kvpage.PadRow(row, r.blocks[:min(len(r.blocks), len(row))], PagePad)"},
+			{File: engineStep,
+				Old: "if e.ptHost == nil || !slices.Equal(table, e.ptHost) {",
+				New: "if e.ptHost == nil { // mutant: no steady-state refresh"},
+		},
+	},
+	{
+		Name: "warm-pos-global",
+		Idea: "cold, warm and capture steps skip the cur_pos/rope re-seed once any capture ever happened " +
+			"(a counter Reset never clears), and eager steps run no plus_one, as the seed's did (seed bug 2)",
+		Seed: true,
+		Expect: "red at the capture that follows the cold eager step of a re-capture " +
+			"(it reads cur_pos one position behind)",
+		Notes: "This engine's eager steps end with plus_one (the seed's ran none), so the skipped re-seed alone " +
+			"is harmless on one sequence (see warm-pos-global-pure); the seed's eager semantics are restored " +
+			"with the second and third edits so the mutant is the seed's bug.",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "if st.Regime != RegimeReplay || posDiffers {",
+				New: "if (st.Regime != RegimeReplay && e.stats.Captures == 0) || (st.Regime == RegimeReplay && posDiffers) { // mutant"},
+			{File: engineStep,
+				Old: "\tcase RegimeCold, RegimeWarm:\n\t\tif err := e.forward(); err != nil {",
+				New: "\tcase RegimeCold, RegimeWarm:\n\t\tseedEagerNoPlusOne = true // mutant\n\t\terr := e.forward()\n\t\tseedEagerNoPlusOne = false\n\t\tif err != nil {"},
+			{File: engineStep,
+				Old: "\t\ttt.PlusOne{Input: a.ropeIdx},\n\t)\n",
+				New: "\t\ttt.PlusOne{Input: a.ropeIdx},\n\t)\n\tif seedEagerNoPlusOne { // mutant\n\t\tops = ops[:len(ops)-2]\n\t}\n"},
+			{File: engineStep,
+				Old: "// ErrEngineClosed is returned by an Engine used after Close.\n",
+				New: "// seedEagerNoPlusOne: mutant warm-pos-global (eager steps run no plus_one).\nvar seedEagerNoPlusOne bool\n\n// ErrEngineClosed is returned by an Engine used after Close.\n"},
+		},
+	},
+	{
+		Name: "free-not-retire",
+		Idea: "on a width change while the live trace addresses the page table, the old table is freed (before its successor is allocated) instead of retired",
+		Expect: "strict: the successor lands on the freed table that the live trace still addresses " +
+			"(allocation-overlaps-live-trace) at the first block-boundary growth of a captured run",
+		Notes: "Freeing after the successor's allocation (the literal swap of retire for free) is an equivalent mutant " +
+			"in this engine: the trace is released in the same step, before any replay or allocation, so nothing can " +
+			"land on the freed table. The seed's hazard needs the freed address handed out while the trace lives.",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "func (e *Engine) setWidth(w int) error {\n\tt, err := e.dev.Allocate(e.ptSpec(w))\n",
+				New: "func (e *Engine) setWidth(w int) error {\n" +
+					"\tif old := e.pt; old != nil && e.trace != nil && e.trace.pt == old.ID { // mutant: free, not retire\n" +
+					"\t\tif err := e.dev.Free(*old); err != nil {\n\t\t\treturn err\n\t\t}\n" +
+					"\t\te.pt = nil\n\t\te.stats.PageTableReallocs++\n\t}\n" +
+					"\tt, err := e.dev.Allocate(e.ptSpec(w))\n"},
+		},
+	},
+	{
+		Name: "width-grow-only",
+		Idea: "the page table is reallocated only when the width grows (>) instead of on any change (!=); a shrink copies the narrower table into the wider tensor",
+		Expect: "red (the engine fails: Host tensor has different shape) at the first step after the longest sequence " +
+			"finishes under the dynamic width policy while a shorter one lives",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\tif e.pt == nil || w != e.ptW {\n\t\tif err := e.setWidth(w); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n",
+				New: "\tif e.pt == nil || w > e.ptW { // mutant: grow only\n\t\tif err := e.setWidth(w); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t} else {\n\t\te.ptW = w\n\t}\n"},
+		},
+	},
+	{
+		Name:   "plus-one-no-skip",
+		Idea:   "plus_one on cur_pos without skip_negative_entries: an inactive slot's -1 becomes 0",
+		Expect: "red at the first replay with an inactive slot: it writes KV through its pad entry into block 0, row 0",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "tt.PlusOne{Input: a.curPos, SkipNegativeEntries: true},",
+				New: "tt.PlusOne{Input: a.curPos, SkipNegativeEntries: false}, // mutant"},
+		},
+	},
+	{
+		Name: "stale-tail",
+		Idea: "a reused page-table row keeps its old tail: only each active row's used prefix is rewritten, inactive rows are not cleared",
+		Expect: "a table entry past a row's blocks still names a block of a finished sequence " +
+			"(seen only by a property that compares the device table with the host's)",
+		Notes: "Possibly equivalent in this engine: with KChunkSize = BlockSize neither the KV update nor SDPA ever " +
+			"dereferences an entry past the current block, and a width change starts from a fresh table.",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\ttable := make([]int32, C*e.ptW)\n",
+				New: "\ttable := make([]int32, C*e.ptW)\n\tif len(e.ptHost) == len(table) { // mutant: rows reused\n\t\tcopy(table, e.ptHost)\n\t}\n"},
+			{File: engineStep,
+				Old: "\t\t\tfor i := range row {\n\t\t\t\trow[i] = PagePad\n\t\t\t}\n\t\t\tcontinue\n",
+				New: "\t\t\tcontinue // mutant: inactive row not cleared\n"},
+			{File: engineStep,
+				Old: "kvpage.PadRow(row, r.blocks, PagePad)",
+				New: "kvpage.PadRow(row[:len(r.blocks)], r.blocks, PagePad)"},
+		},
+	},
+	{
+		Name:   "reseed-off-by-one",
+		Idea:   "the re-seed writes cur_pos = seq_len (the next position) instead of seq_len - 1",
+		Expect: "red at the first step: KV is written one row late and attention reads a row never written",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "pos[s], rope[s], toks[s] = int32(r.pos), int32(r.pos), uint32(r.tok)",
+				New: "pos[s], rope[s], toks[s] = int32(r.pos+1), int32(r.pos), uint32(r.tok) // mutant"},
+		},
+	},
+	{
+		Name:   "rope-not-advanced",
+		Idea:   "the graph has no plus_one on the rope index, so a replay rotates q and k at the captured position",
+		Expect: "red at the first replay step",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\t\ttt.PlusOne{Input: a.ropeIdx},\n",
+				New: "\t\t// mutant: rope index not advanced\n"},
+		},
+	},
+	{
+		Name: "refresh-never",
+		Idea: "page-table contents are never re-copied after the first capture (only a new tensor is written)",
+		Expect: "red at the first step that needs a new table entry without a width change " +
+			"(a fixed width past a block boundary, or a sequence admitted next to a live one)",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "if e.ptHost == nil || !slices.Equal(table, e.ptHost) {",
+				New: "if e.ptHost == nil || (e.stats.Captures == 0 && !slices.Equal(table, e.ptHost)) { // mutant"},
+		},
+	},
+	{
+		Name: "alloc-after-capture",
+		Idea: "after capture the engine frees the silu·mul activation the trace recorded and allocates a scratch tensor in its place, used from then on",
+		Expect: "strict: the scratch lands on the trace's freed operand (allocation-overlaps-live-trace) at the capture step; " +
+			"every replay then touches a freed address (trace-replay-stale-address)",
+		Notes: "The scratch gets the same address (first fit, immediate reuse), so faithful runs stay bit-exact: " +
+			"only the sanitizer sees it, as on the card only a hang or a later owner would.",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active}\n",
+				New: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active}\n" +
+					"\told := e.a.gu // mutant: a scratch allocated after capture\n" +
+					"\tif err := e.dev.Free(old); err != nil {\n\t\treturn err\n\t}\n" +
+					"\tscratch, err := e.dev.Allocate(dramTile(1, 1, e.opt.Capacity, e.cfg.IntermediateSize))\n" +
+					"\tif err != nil {\n\t\treturn err\n\t}\n" +
+					"\te.a.gu = scratch\n" +
+					"\tfor i, t := range e.tensor {\n\t\tif t.ID == old.ID {\n\t\t\te.tensor[i] = scratch\n\t\t}\n\t}\n"},
+		},
+	},
+
+	// Additions.
+	{
+		Name:   "warm-pos-global-pure",
+		Idea:   "only the skipped re-seed of warm-pos-global (eager steps keep their plus_one)",
+		Expect: "red at the first non-replay step after a capture whose positions the device does not hold: the prefill of a sequence admitted after a capture",
+		Notes:  "Survives schedules of one sequence: this engine's eager steps advance cur_pos themselves.",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "if st.Regime != RegimeReplay || posDiffers {",
+				New: "if (st.Regime != RegimeReplay && e.stats.Captures == 0) || (st.Regime == RegimeReplay && posDiffers) { // mutant"},
+		},
+	},
+	{
+		Name:   "trace-kept-on-width-change",
+		Idea:   "a page-table width change does not force a re-capture: the trace keeps replaying with the retired table",
+		Expect: "red at the first step past a block boundary under the dynamic width (strict: page-table read past the row)",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "if e.trace != nil && (e.trace.pt != e.pt.ID || !slices.Equal(e.trace.active, active) ||",
+				New: "if e.trace != nil && (!slices.Equal(e.trace.active, active) || // mutant"},
+		},
+	},
+	{
+		Name:   "sim-plus-one-no-skip",
+		Idea:   "the simulator's plus_one ignores skip_negative_entries for -1 (a simulator bug, not the engine's)",
+		Expect: "red at the first replay with an inactive slot (as plus-one-no-skip)",
+		Edits: []Edit{
+			{File: simPlusOne,
+				Old: "if l.flag && (v < 0 || v == math.MaxInt32) {",
+				New: "if l.flag && v == math.MaxInt32 { // mutant"},
+		},
+	},
+}
