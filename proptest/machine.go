@@ -233,6 +233,14 @@ func RunCase(s uint64, o CaseOptions) CaseResult {
 		res.OriginalFailure = rec.firstF
 		res.Failure = rec.lastF
 		sh := *rec.last
+		// Adjacent decodes of the same batch are one decode: merge them
+		// when the merged script fails the same way (it makes the same
+		// Decoder calls, so it does unless the SUT is not deterministic).
+		if m, ok := mergeDecodes(sh); ok {
+			if f, _, err := RunScript(m, o.Factory); err == nil && f != nil && f.Property == res.Failure.Property {
+				sh, res.Failure = m, f
+			}
+		}
 		res.Script = &sh
 		res.ScriptText = sh.String()
 	case pr.Error != nil:
@@ -244,4 +252,22 @@ func RunCase(s uint64, o CaseOptions) CaseResult {
 		res.Scenario = rec.scenario.String()
 	}
 	return res
+}
+
+// mergeDecodes joins adjacent decode commands of the same batch.
+func mergeDecodes(s Script) (Script, bool) {
+	var out []Cmd
+	merged := false
+	for _, c := range s.Commands {
+		if n := len(out); n > 0 && c.Kind == Decode && out[n-1].Kind == Decode &&
+			slices.Equal(c.Seqs, out[n-1].Seqs) && (c.Seqs == nil) == (out[n-1].Seqs == nil) &&
+			out[n-1].Steps+c.Steps <= MaxDecodeSteps {
+			out[n-1].Steps += c.Steps
+			merged = true
+			continue
+		}
+		out = append(out, c)
+	}
+	s.Commands = out
+	return s, merged
 }

@@ -236,7 +236,8 @@ type call struct {
 type problem struct {
 	prop     string
 	seq, pos int
-	offset   int // device steps into the call (prefill position)
+	offset   int  // device steps into the call (prefill position)
+	located  bool // offset (and seq, pos) are known
 	detail   string
 }
 
@@ -355,7 +356,7 @@ func (r *runner) findings(ps *[]problem) string {
 func (r *runner) check(k call) *Failure {
 	var ps []problem
 	if k.err != nil {
-		ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: k.err.Error()})
+		ps = append(ps, problem{prop: errProp(k.err), seq: -1, pos: -1, detail: k.err.Error()})
 	}
 	finding := r.findings(&ps)
 	bs := r.sc.BlockSize
@@ -408,7 +409,7 @@ func (r *runner) check(k call) *Failure {
 						break
 					}
 				}
-				ps = append(ps, problem{prop: PropCurPos, seq: seq, pos: pos, offset: len(k.act[0].pos) - 1,
+				ps = append(ps, problem{prop: PropCurPos, seq: seq, pos: pos, located: true, offset: len(k.act[0].pos) - 1,
 					detail: fmt.Sprintf("after the step the device cur_pos is %v, the host expects %v (seq_len per active slot, -1 for the others)", dev, want)})
 			}
 		}
@@ -427,6 +428,17 @@ func (r *runner) check(k call) *Failure {
 		r.checkOutputs(&ps, k, bs)
 	}
 	return r.failure(k, ps, finding, si)
+}
+
+// errProp is the property a SUT error stands for: the engine's own
+// read-back check (EngineOptions.Verify) failing on cur_pos or the rope
+// index is property 3; anything else is a refused call.
+func errProp(err error) string {
+	m := err.Error()
+	if strings.Contains(m, "verify: device cur_pos") || strings.Contains(m, "verify: device rope index") {
+		return PropCurPos
+	}
+	return PropSUTError
 }
 
 func (r *runner) checkRegime(ps *[]problem, si StepInfo) {
@@ -485,7 +497,7 @@ func (r *runner) checkOpPos(ps *[]problem, k call, obs []OpPos, slotSeq map[int]
 				break
 			}
 		}
-		*ps = append(*ps, problem{prop: PropCurPos, seq: seq, pos: pos, offset: j,
+		*ps = append(*ps, problem{prop: PropCurPos, seq: seq, pos: pos, located: true, offset: j,
 			detail: fmt.Sprintf("%s (%s) ran with device cur_pos %v, the host expects %v (seq_len-1 per active slot, -1 for the others)", o.Op, o.Regime, o.CurPos, cur)})
 		return
 	}
@@ -524,23 +536,23 @@ func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[in
 					wantB, wantR := int64(a.blocks[p/bs]), int64(p%bs)
 					exp := KVWrite{Layer: l, Value: value, Slot: a.slot, Pos: int64(p), Block: wantB, Row: wantR}
 					if i >= len(got) {
-						note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: p, offset: i,
+						note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: p, located: true, offset: i,
 							detail: fmt.Sprintf("seq %d: missing KV write (%v)", a.seq, exp)})
 						break
 					}
 					g := got[i]
 					if g.Pos != int64(p) {
-						note(&curPos, problem{prop: PropCurPos, seq: a.seq, pos: p, offset: i,
+						note(&curPos, problem{prop: PropCurPos, seq: a.seq, pos: p, located: true, offset: i,
 							detail: fmt.Sprintf("seq %d: paged_update_cache (layer %d %s, slot %d) ran with device cur_pos %d, host seq_len-1 is %d", a.seq, l, kvName(value), a.slot, g.Pos, p)})
 						continue
 					}
 					if g.Block != wantB || g.Row != wantR {
-						note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: p, offset: i,
+						note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: p, located: true, offset: i,
 							detail: fmt.Sprintf("seq %d pos %d: KV written to block %d row %d, the host table says block %d row %d (table %v, layer %d %s)", a.seq, p, g.Block, g.Row, wantB, wantR, a.blocks[:p/bs+1], l, kvName(value))})
 					}
 				}
 				if len(got) > len(a.pos) {
-					note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: int(got[len(a.pos)].Pos), offset: len(a.pos) - 1,
+					note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: int(got[len(a.pos)].Pos), located: true, offset: len(a.pos) - 1,
 						detail: fmt.Sprintf("seq %d: %d extra KV writes, first %v", a.seq, len(got)-len(a.pos), got[len(a.pos)])})
 				}
 			}
@@ -591,7 +603,7 @@ func (r *runner) checkOutputs(ps *[]problem, k call, bs int) {
 		if !k.decode {
 			off = i
 		}
-		*ps = append(*ps, problem{prop: PropLogits, seq: int(w.Seq), pos: w.Pos, offset: off,
+		*ps = append(*ps, problem{prop: PropLogits, seq: int(w.Seq), pos: w.Pos, located: true, offset: off,
 			detail: fmt.Sprintf("seq %d pos %d (block %d, row %d): %s", w.Seq, w.Pos, w.Pos/bs, w.Pos%bs, d)})
 		return
 	}
@@ -673,8 +685,18 @@ func (r *runner) failure(k call, ps []problem, finding string, si StepInfo) *Fai
 	rank := func(p string) int { return slices.Index(propRank, p) }
 	slices.SortStableFunc(ps, func(a, b problem) int { return rank(a.prop) - rank(b.prop) })
 	p := ps[0]
+	// A finding or an error has no position: place it at the earliest
+	// located problem of the same call, if any.
+	loc := p
+	if !loc.located {
+		for _, q := range ps[1:] {
+			if q.located && (!loc.located || q.offset < loc.offset) {
+				loc = q
+			}
+		}
+	}
 	f := &Failure{Property: p.prop, Command: r.cmds, Cmd: k.c.String(), SubStep: k.subStep,
-		DeviceStep: r.steps + p.offset, Seq: p.seq, Pos: p.pos, Regime: si.Regime, Width: si.Width,
+		DeviceStep: r.steps + loc.offset, Seq: loc.seq, Pos: loc.pos, Regime: si.Regime, Width: si.Width,
 		Detail: p.detail, Finding: finding}
 	if f.Seq < 0 && len(k.act) == 1 {
 		f.Seq = k.act[0].seq
