@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 
 	"github.com/offcard/offcard/bf16"
@@ -117,20 +116,26 @@ type opLaunch struct {
 func (l *opLaunch) exec(d *Device) error {
 	s := getScratch()
 	defer putScratch(s)
-	x := &opIO{d: d, op: l.op}
+	x := &s.io
+	*x = opIO{d: d, op: l.op}
 	return l.run(l, x, s)
 }
 
-func (d *Device) launchOp(name, attrs string, ts []*tt.Tensor, validate func(bs []*buffer) error, l opLaunch) error {
-	bs, err := d.operands(name, ts...)
-	if err != nil {
-		return err
+func (d *Device) launchOp(name string, attrs attrKey, ts []*tt.Tensor, validate func(bs []*buffer) error, l opLaunch) error {
+	bs := d.opBufs[:0]
+	for _, t := range ts {
+		if t == nil {
+			bs = append(bs, nil)
+			continue
+		}
+		b, err := d.operandOf(name, *t)
+		if err != nil {
+			return err
+		}
+		bs = append(bs, b)
 	}
-	return d.runSimple(name, attrs, bs, func() error { return validate(bs) }, func() launch {
-		l.op = name
-		l.bufs = snapshots(bs)
-		return &l
-	})
+	d.opBufs = bs[:0]
+	return d.runSimple(name, attrs, bs, func() error { return validate(bs) }, &l)
 }
 
 // ---- embedding ----
@@ -142,7 +147,7 @@ func (d *Device) launchOp(name, attrs string, ts []*tt.Tensor, validate func(bs 
 // the device), like the card.
 func (d *Device) embedding(o tt.Embedding) error {
 	const name = "embedding"
-	return d.launchOp(name, "", []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
 		in, w, out := bs[0], bs[1], bs[2]
 		if in.spec.DType != tt.UINT32 && in.spec.DType != tt.INT32 {
 			return opErr(name, "Input tensor must be UINT32 or INT32, got %v", in.spec.DType)
@@ -220,7 +225,7 @@ func readAllWords(x *opIO, s *scratch, b *buffer) ([]uint32, error) {
 // any shape of that volume). Each logical row: ref.RMSNorm.
 func (d *Device) rmsNorm(o tt.RMSNorm) error {
 	const name = "rms_norm"
-	return d.launchOp(name, fmt.Sprintf("eps=%08x", math.Float32bits(o.Epsilon)), []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{uint64(math.Float32bits(o.Epsilon))}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
 		in, w, out := bs[0], bs[1], bs[2]
 		for _, c := range []struct {
 			what string
@@ -269,7 +274,7 @@ func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {
 // ref.MatVec bit for bit; with a bias, R(Dot + bias[n]). Any layouts.
 func (d *Device) linear(o tt.Linear) error {
 	const name = "linear"
-	return d.launchOp(name, fmt.Sprintf("tb=%t", o.TransposeB), []*tt.Tensor{&o.Input, &o.Weight, &o.Output, o.Bias}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{b2u(o.TransposeB)}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output, o.Bias}, func(bs []*buffer) error {
 		in, w, out, bias := bs[0], bs[1], bs[2], bs[3]
 		for _, c := range []struct {
 			what string
@@ -385,7 +390,7 @@ func transpose(dst, raw []bf16.BF16, g geom, k, n int) {
 // Logical rows past the real heads are written as zero.
 func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode) error {
 	const name = "nlp_create_qkv_heads_decode"
-	return d.launchOp(name, fmt.Sprintf("h=%d,kv=%d", o.NumHeads, o.NumKVHeads), []*tt.Tensor{&o.Input, &o.Q, &o.K, &o.V}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{uint64(o.NumHeads), uint64(o.NumKVHeads)}, []*tt.Tensor{&o.Input, &o.Q, &o.K, &o.V}, func(bs []*buffer) error {
 		in := bs[0]
 		if o.NumHeads <= 0 || o.NumKVHeads <= 0 {
 			return opErr(name, "num_heads (%d) and num_kv_heads (%d) must be positive", o.NumHeads, o.NumKVHeads)
@@ -461,7 +466,7 @@ func execCreateHeads(l *opLaunch, x *opIO, s *scratch) error {
 // b*D. Each logical row (b,h): ref.Rope with user b's cos/sin.
 func (d *Device) rotary(o tt.RotaryEmbedding) error {
 	const name = "rotary_embedding_llama"
-	return d.launchOp(name, "", []*tt.Tensor{&o.Input, &o.Cos, &o.Sin, &o.Output}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &o.Cos, &o.Sin, &o.Output}, func(bs []*buffer) error {
 		for i, b := range bs {
 			if err := wantBF16(name, []string{"Input tensor", "Cos", "Sin", "Output tensor"}[i], b); err != nil {
 				return err
@@ -518,7 +523,7 @@ func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 // [1,1,B,NumHeads*D]; Output[b] = Input[b,0] ‖ ... ‖ Input[b,NumHeads-1].
 func (d *Device) concatHeads(o tt.ConcatHeads) error {
 	const name = "nlp_concat_heads_decode"
-	return d.launchOp(name, fmt.Sprintf("h=%d", o.NumHeads), []*tt.Tensor{&o.Input, &o.Output}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{uint64(o.NumHeads)}, []*tt.Tensor{&o.Input, &o.Output}, func(bs []*buffer) error {
 		in, out := bs[0], bs[1]
 		if err := wantBF16(name, "Input tensor", in); err != nil {
 			return err
@@ -567,7 +572,7 @@ func execConcat(l *opLaunch, x *opIO, s *scratch) error {
 // page by page over the raw elements (padding included): ref.Add, or
 // ref.SiluMul(A, B) for mul with a SILU activation on A.
 func (d *Device) eltwise(name string, a, b, out tt.Tensor, silu bool) error {
-	return d.launchOp(name, fmt.Sprintf("silu=%t", silu), []*tt.Tensor{&a, &b, &out}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{b2u(silu)}, []*tt.Tensor{&a, &b, &out}, func(bs []*buffer) error {
 		for i, x := range bs {
 			if err := wantBF16(name, []string{"Input tensor a", "Input tensor b", "Output tensor"}[i], x); err != nil {
 				return err
@@ -627,7 +632,7 @@ func refresh(v []bf16.BF16, pg []byte) []bf16.BF16 {
 // left as they are.
 func (d *Device) argmax(o tt.Argmax) error {
 	const name = "argmax"
-	return d.launchOp(name, "", []*tt.Tensor{&o.Input, &o.Output}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &o.Output}, func(bs []*buffer) error {
 		in, out := bs[0], bs[1]
 		if err := wantBF16(name, "Input tensor", in); err != nil {
 			return err

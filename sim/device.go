@@ -92,7 +92,9 @@ type Device struct {
 	nextID tt.TensorID
 
 	progs    map[string]program
-	kb       []byte // program-cache key scratch
+	kb       []byte    // program-cache key scratch
+	opBufs   []*buffer // operand scratch of the compute ops
+	eager    opLaunch  // the compute launch being run eagerly
 	hits     int
 	misses   int
 	findings []Finding

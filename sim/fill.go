@@ -3,7 +3,6 @@ package sim
 import (
 	"encoding/binary"
 	"fmt"
-	"strconv"
 
 	"github.com/offcard/offcard/tt"
 )
@@ -82,7 +81,7 @@ func (d *Device) fillCache(o tt.PagedFillCache) error {
 		}
 		return nil
 	}
-	key := d.opKey(name, "bidx_tensor="+strconv.FormatBool(bi != nil), cache, in, pt, bi)
+	key := d.opKey(name, attrKey{b2u(bi != nil)}, cache, in, pt, bi)
 	p, err := d.lookup(name, key, validate, func() (program, error) {
 		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
 	})

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/binary"
+	"strconv"
 	"sync"
 
 	"github.com/offcard/offcard/bf16"
@@ -47,10 +48,17 @@ type geom struct {
 
 func geomOf(s tt.Spec) geom {
 	n := len(s.Shape)
-	p := s.PaddedShape()
-	g := geom{outer: 1, h: 1, hp: 1, w: s.Shape[n-1], wp: p[n-1]}
+	pad := func(x int) int {
+		if s.Layout == tt.Tile {
+			return (x + tt.TileSize - 1) / tt.TileSize * tt.TileSize
+		}
+		return x
+	}
+	g := geom{outer: 1, h: 1, hp: 1, w: s.Shape[n-1], wp: s.Shape[n-1]}
 	if n >= 2 {
-		g.h, g.hp = s.Shape[n-2], p[n-2]
+		g.wp = pad(g.w)
+		g.h = s.Shape[n-2]
+		g.hp = pad(g.h)
 		for _, x := range s.Shape[:n-2] {
 			g.outer *= x
 		}
@@ -77,6 +85,7 @@ type scratch struct {
 	phys  []uint32
 	ptRow []byte
 	bytes [4][]byte
+	io    opIO
 }
 
 // bytesN returns byte scratch buffer i with n bytes (contents unspecified).
@@ -186,7 +195,7 @@ func (x *opIO) readPadded(s *scratch, b *buffer, dst []bf16.BF16) error {
 		}
 		return nil
 	}
-	wp := b.spec.Width()
+	wp := geomOf(b.spec).wp
 	wt := wp / tt.TileSize
 	for p := 0; p < b.numPages; p++ {
 		if err := x.pageIO(b, p, pg, false); err != nil {
@@ -216,7 +225,7 @@ func (x *opIO) writePadded(s *scratch, b *buffer, src []bf16.BF16, only func(p i
 		}
 		return nil
 	}
-	wp := b.spec.Width()
+	wp := geomOf(b.spec).wp
 	wt := wp / tt.TileSize
 	for p := 0; p < b.numPages; p++ {
 		if only != nil && !only(p) {
@@ -293,9 +302,11 @@ func (d *Device) operandOf(op string, t tt.Tensor) (*buffer, error) {
 // opKey builds a program-cache key in the device's key buffer: the op
 // name, its attributes and the specs of its tensors (never addresses or
 // contents).
-func (d *Device) opKey(name, attrs string, bs ...*buffer) []byte {
+func (d *Device) opKey(name string, attrs attrKey, bs ...*buffer) []byte {
 	k := append(d.kb[:0], name...)
-	k = append(append(k, '|'), attrs...)
+	for _, a := range attrs {
+		k = strconv.AppendUint(append(k, '|'), a, 16)
+	}
 	for _, b := range bs {
 		k = append(k, '|')
 		if b == nil {
@@ -308,6 +319,17 @@ func (d *Device) opKey(name, attrs string, bs ...*buffer) []byte {
 	return k
 }
 
+// attrKey is an op's attributes as they enter its program-cache key (each
+// op defines the meaning of the two words; the op name tells them apart).
+type attrKey [2]uint64
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // simpleProgram is the compiled program of an op whose kernels the
 // simulator does not model at CB level: it keeps only its CB region end.
 type simpleProgram struct{ end uint64 }
@@ -316,8 +338,10 @@ func (p simpleProgram) cbEnd() uint64 { return p.end }
 
 // runSimple is the common host path of the compute ops: operands must be
 // live, the program cache is consulted (validate on a miss), and the launch
-// is executed or recorded.
-func (d *Device) runSimple(name, attrs string, bufs []*buffer, validate func() error, mk func() launch) error {
+// is executed or recorded. Eagerly the launch runs at once on the live
+// buffers from a device-owned launch value (no allocation); during capture
+// it is recorded with snapshots of the operands (their addresses now).
+func (d *Device) runSimple(name string, attrs attrKey, bufs []*buffer, validate func() error, l *opLaunch) error {
 	key := d.opKey(name, attrs, bufs...)
 	p, err := d.lookup(name, key, validate, func() (program, error) {
 		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
@@ -325,7 +349,21 @@ func (d *Device) runSimple(name, attrs string, bufs []*buffer, validate func() e
 	if err != nil {
 		return err
 	}
-	return d.enqueue(name, p, mk())
+	if err := d.checkCBRegion(name, p.cbEnd()); err != nil {
+		return err
+	}
+	l.op = name
+	if d.capturing {
+		rec := *l
+		rec.bufs = snapshots(bufs)
+		d.recorded = append(d.recorded, &rec)
+		return nil
+	}
+	d.eager = *l
+	d.eager.bufs = bufs
+	err = d.eager.exec(d)
+	d.eager = opLaunch{}
+	return err
 }
 
 func opErr(op, format string, a ...any) error { return tt.Errorf(op, format, a...) }

@@ -14,7 +14,7 @@ import (
 // without it -1 becomes 0 and INT32_MAX wraps.
 func (d *Device) plusOne(o tt.PlusOne) error {
 	const name = "plus_one"
-	return d.launchOp(name, boolAttr("skip", o.SkipNegativeEntries), []*tt.Tensor{&o.Input}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{b2u(o.SkipNegativeEntries)}, []*tt.Tensor{&o.Input}, func(bs []*buffer) error {
 		in := bs[0]
 		if in.spec.DType != tt.INT32 && in.spec.DType != tt.UINT32 {
 			return opErr(name, tt.MsgPlusOneDType)
@@ -27,13 +27,6 @@ func (d *Device) plusOne(o tt.PlusOne) error {
 		}
 		return nil
 	}, opLaunch{flag: o.SkipNegativeEntries, run: execPlusOne})
-}
-
-func boolAttr(k string, v bool) string {
-	if v {
-		return k + "=1"
-	}
-	return k + "=0"
 }
 
 func execPlusOne(l *opLaunch, x *opIO, s *scratch) error {

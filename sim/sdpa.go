@@ -48,7 +48,7 @@ func (d *Device) sdpaDecode(o tt.PagedSDPADecode) error {
 	}
 	q, k, v, pt, cp, out := bs[0], bs[1], bs[2], bs[3], bs[4], bs[5]
 	validate := func() error { return validateSDPA(o, q, k, v, pt, cp, out) }
-	attrs := fmt.Sprintf("scale=%08x,kchunk=%d", math.Float32bits(o.Scale), o.KChunkSize)
+	attrs := attrKey{uint64(math.Float32bits(o.Scale)), uint64(int64(o.KChunkSize))}
 	key := d.opKey(name, attrs, q, k, v, pt, cp, out)
 	pr, err := d.lookup(name, key, validate, func() (program, error) { return d.buildSDPA(o, q, k, pt), nil })
 	if err != nil {
