@@ -355,7 +355,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	for o := 0; o < n; o++ {
 		wo := wf[o*k : (o+1)*k : (o+1)*k]
 		for m := 0; m < rows; m++ {
-			v := dotWide(wo, xf[m*k:(m+1)*k])
+			v := dotFast(wo, xf[m*k:(m+1)*k])
 			if bv != nil {
 				v += bv[o].Float32()
 			}
@@ -739,6 +739,12 @@ func dotWide(a, b []float32) float32 {
 	for l := 0; j < n; j, l = j+1, l+1 {
 		acc[l] += float32(a[j] * b[j])
 	}
+	return reduceLanes(&acc)
+}
+
+// reduceLanes folds the lane accumulators in ref's canonical tree order:
+// for h = 8, 4, 2, 1: acc[l] += acc[l+h] for l < h.
+func reduceLanes(acc *[ref.Lanes]float32) float32 {
 	for h := ref.Lanes / 2; h >= 1; h /= 2 {
 		for l := 0; l < h; l++ {
 			acc[l] += acc[l+h]
