@@ -33,21 +33,25 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "warm-pos-global",
-		Idea: "cold, warm and capture steps skip the cur_pos/rope re-seed once any capture ever happened " +
-			"(a counter Reset never clears), and eager steps run no plus_one, as the seed's did (seed bug 2)",
+		Idea: "once any capture ever happened (a counter Reset never clears), cold, warm and capture steps skip the " +
+			"seed's WarmDecodePos: no cur_pos/rope re-seed and, in eager steps, no plus_one (seed bug 2)",
 		Seed: true,
-		Expect: "red at the capture that follows the cold eager step of a re-capture " +
-			"(it reads cur_pos one position behind)",
-		Notes: "This engine's eager steps end with plus_one (the seed's ran none), so the skipped re-seed alone " +
-			"is harmless on one sequence (see warm-pos-global-pure); the seed's eager semantics are restored " +
-			"with the second and third edits so the mutant is the seed's bug.",
+		Expect: "red at the cold eager step that starts the re-capture after a trace release " +
+			"(a block boundary under the dynamic width): its position update is skipped, so the re-captured trace " +
+			"reads cur_pos one position behind",
+		Notes: "The seed keyed WarmDecodePos (the eager steps' position re-seed and advance) on a process-wide " +
+			"capture counter. This engine's eager steps end with plus_one in the graph, so skipping only the re-seed " +
+			"is harmless on one sequence (warm-pos-global-pure); the eager plus_one is skipped with it, under the " +
+			"same counter, which is the seed's bug. The seed's gate saw wrong logits at the re-capture step (the " +
+			"engine issue's pin: position 33 of its schedule); property 3 reads cur_pos after every step and fires " +
+			"one step earlier, at the cold step whose advance was skipped (position 32).",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "if st.Regime != RegimeReplay || posDiffers {",
 				New: "if (st.Regime != RegimeReplay && e.stats.Captures == 0) || (st.Regime == RegimeReplay && posDiffers) { // mutant"},
 			{File: engineStep,
 				Old: "\tcase RegimeCold, RegimeWarm:\n\t\tif err := e.forward(); err != nil {",
-				New: "\tcase RegimeCold, RegimeWarm:\n\t\tseedEagerNoPlusOne = true // mutant\n\t\terr := e.forward()\n\t\tseedEagerNoPlusOne = false\n\t\tif err != nil {"},
+				New: "\tcase RegimeCold, RegimeWarm:\n\t\tseedEagerNoPlusOne = e.stats.Captures > 0 // mutant\n\t\terr := e.forward()\n\t\tseedEagerNoPlusOne = false\n\t\tif err != nil {"},
 			{File: engineStep,
 				Old: "\t\ttt.PlusOne{Input: a.ropeIdx},\n\t)\n",
 				New: "\t\ttt.PlusOne{Input: a.ropeIdx},\n\t)\n\tif seedEagerNoPlusOne { // mutant\n\t\tops = ops[:len(ops)-2]\n\t}\n"},

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/offcard/offcard/proptest/mutants"
+)
+
+func init() {
+	commands["mutants"] = command{"build each catalog mutant of the engine and check that the property suite kills it", runMutants}
+}
+
+// mutantsWorkDir is where the mutants command looks for the source tree
+// when --repo is not given; tests replace it.
+var mutantsWorkDir = os.Getwd
+
+func runMutants(e *env, args []string) error {
+	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR]")
+	only := fs.String("only", "", "run only these mutants (comma-separated `NAMES`)")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	cases := fs.Int("cases", 0, "`N` cases for each mutant's offcard check (0: check's default)")
+	seed := fs.String("seed", "", "campaign seed `S` for offcard check (default: check's)")
+	repo := fs.String("repo", "", "the offcard source tree `DIR` (default: the module root above the working directory)")
+	keep := fs.String("keep", "", "keep each mutant's overlay, binary and check output under `DIR`/NAME")
+	list := fs.Bool("list", false, "list the catalog (name, idea, expected red) and exit")
+	overlayDir := fs.String("overlay", "", "only write each mutant's overlay under `DIR`/NAME (for go test -overlay) and print their paths")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if *cases < 0 {
+		return bad("--cases %d: want a positive number", *cases)
+	}
+	ms := mutants.Catalog
+	if *only != "" {
+		ms = nil
+		for _, n := range strings.Split(*only, ",") {
+			m, ok := mutants.ByName(strings.TrimSpace(n))
+			if !ok {
+				return bad("--only: no mutant %q (have %s)", n, strings.Join(mutants.Names(), ", "))
+			}
+			ms = append(ms, m)
+		}
+	}
+	if *list {
+		return listMutants(e.stdout, ms, *asJSON)
+	}
+	root := *repo
+	if root == "" {
+		wd, err := mutantsWorkDir()
+		if err != nil {
+			return err
+		}
+		if root, err = mutants.FindModuleRoot(wd); err != nil {
+			return badInput{err}
+		}
+	} else if err := mutants.CheckModuleRoot(root); err != nil {
+		return badInput{err}
+	}
+	// Anchors first: a mutant whose edit no longer applies is an error of
+	// the catalog (exit 2), found before anything is built.
+	if err := mutants.CheckAnchors(root, ms); err != nil {
+		return badInput{err}
+	}
+	if *overlayDir != "" {
+		for _, m := range ms {
+			p, err := m.Overlay(root, filepath.Join(*overlayDir, m.Name))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s\t%s\n", m.Name, p)
+		}
+		return nil
+	}
+	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep}
+	if e.stderrTTY {
+		cfg.Progress = e.stderr
+	}
+	rs, err := mutants.Run(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(mutantsReport(rs)); err != nil {
+			return err
+		}
+	} else if err := mutants.WriteTable(e.stdout, rs); err != nil {
+		return err
+	}
+	c := mutants.Counts(rs)
+	switch {
+	case c[mutants.Error] > 0:
+		var names []string
+		for _, r := range rs {
+			if r.Status == mutants.Error {
+				names = append(names, r.Name+": "+r.Error)
+			}
+		}
+		return errors.New("mutant errors: " + strings.Join(names, "; "))
+	case c[mutants.Survived] > 0:
+		return errFound
+	}
+	return nil
+}
+
+type mutantsJSON struct {
+	Mutants  []mutants.Result `json:"mutants"`
+	Killed   int              `json:"killed"`
+	Survived int              `json:"survived"`
+	Errors   int              `json:"errors"`
+}
+
+func mutantsReport(rs []mutants.Result) mutantsJSON {
+	c := mutants.Counts(rs)
+	return mutantsJSON{Mutants: rs, Killed: c[mutants.Killed], Survived: c[mutants.Survived], Errors: c[mutants.Error]}
+}
+
+func listMutants(w io.Writer, ms []mutants.Mutant, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ms)
+	}
+	for _, m := range ms {
+		fmt.Fprintf(w, "%s\n  idea:   %s\n  expect: %s\n  edits:  %d in %s\n", m.Name, m.Idea, m.Expect, len(m.Edits), strings.Join(m.Files(), ", "))
+	}
+	return nil
+}

@@ -1,0 +1,516 @@
+package mutants
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Status is a mutant's outcome.
+type Status string
+
+// Outcomes.
+const (
+	// Killed: `offcard check` found a failure (exit 1).
+	Killed Status = "killed"
+	// Survived: every case passed (exit 0).
+	Survived Status = "survived"
+	// Error: the mutant could not be applied, built or checked.
+	Error Status = "error"
+)
+
+// Config configures a run of the catalog.
+type Config struct {
+	// Root is the offcard module's root (FindModuleRoot).
+	Root string
+	// Go is the go command (default: "go" on PATH, else GOROOT/bin/go).
+	Go string
+	// Mutants to run (default: the whole Catalog).
+	Mutants []Mutant
+	// Cases and Seed are passed to `offcard check` (0 / "": its defaults).
+	Cases int
+	Seed  string
+	// Progress, when set, receives one line per mutant as it goes.
+	Progress io.Writer
+	// KeepDir, when set, keeps each mutant's overlay, build and check
+	// output under KeepDir/<name> instead of a removed temporary directory.
+	KeepDir string
+}
+
+// Result is one mutant's row of the report. Everything but the durations
+// is deterministic for a given source, seed and case count.
+type Result struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	// Where the check went red (Killed only): the property that fired, the
+	// first failing device step (0-based) and its one-line location, the
+	// strict-mode finding, and the length (commands) of the shrunk script.
+	Property  string `json:"property,omitempty"`
+	Step      int    `json:"step"`
+	Where     string `json:"where,omitempty"`
+	Finding   string `json:"finding,omitempty"`
+	ShrunkLen int    `json:"shrunk_len"`
+	Script    string `json:"script,omitempty"`
+	Replay    string `json:"replay,omitempty"`
+	// Failed and Cases are the check's failed and total case counts.
+	Failed int `json:"failed"`
+	Cases  int `json:"cases"`
+	// Error says why the mutant is an Error.
+	Error string `json:"error,omitempty"`
+	// Durations (not deterministic): the build, and the check's run (its
+	// own time to the first failure when it reports one, else its wall
+	// time).
+	BuildTime time.Duration `json:"build_ns"`
+	TimeToRed time.Duration `json:"time_to_red_ns"`
+	CheckTime time.Duration `json:"check_ns"`
+	// Check is the check's JSON output, verbatim.
+	Check json.RawMessage `json:"check,omitempty"`
+}
+
+// CheckAnchors applies every mutant of ms to the source under root and
+// returns the first error (an *AnchorError names the mutant).
+func CheckAnchors(root string, ms []Mutant) error {
+	for _, m := range ms {
+		if _, err := m.Apply(root); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func goCommand(c Config) string {
+	if c.Go != "" {
+		return c.Go
+	}
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// Run checks every anchor first (an *AnchorError aborts the run before
+// anything is built), then builds and checks each mutant in turn. The
+// error is non-nil only for a run that could not start; a mutant that
+// fails to build or run is a Result with Status Error.
+func Run(ctx context.Context, c Config) ([]Result, error) {
+	if err := CheckModuleRoot(c.Root); err != nil {
+		return nil, err
+	}
+	ms := c.Mutants
+	if ms == nil {
+		ms = Catalog
+	}
+	if err := CheckAnchors(c.Root, ms); err != nil {
+		return nil, err
+	}
+	out := make([]Result, 0, len(ms))
+	for i, m := range ms {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		r := RunOne(ctx, c, m)
+		out = append(out, r)
+		if c.Progress != nil {
+			fmt.Fprintf(c.Progress, "[%d/%d] %s: %s\n", i+1, len(ms), m.Name, r.Summary())
+		}
+	}
+	return out, nil
+}
+
+// Summary is the result in a few words.
+func (r Result) Summary() string {
+	switch r.Status {
+	case Killed:
+		return fmt.Sprintf("killed by %s at step %d (shrunk to %d commands) in %v", r.Property, r.Step, r.ShrunkLen, r.TimeToRed.Round(time.Millisecond))
+	case Survived:
+		return fmt.Sprintf("SURVIVED %d cases", r.Cases)
+	}
+	return "ERROR " + r.Error
+}
+
+// RunOne builds and checks one mutant.
+func RunOne(ctx context.Context, c Config, m Mutant) Result {
+	res := Result{Name: m.Name, Step: -1, ShrunkLen: -1}
+	fail := func(format string, a ...any) Result {
+		res.Status, res.Error = Error, oneLine(fmt.Sprintf(format, a...))
+		return res
+	}
+	dir := ""
+	if c.KeepDir != "" {
+		dir = filepath.Join(c.KeepDir, m.Name)
+		if err := os.RemoveAll(dir); err != nil {
+			return fail("%v", err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fail("%v", err)
+		}
+	} else {
+		d, err := os.MkdirTemp("", "offcard-mutant-"+m.Name+"-")
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	ov, err := m.Overlay(c.Root, dir)
+	if err != nil {
+		return fail("%v", err)
+	}
+	bin := filepath.Join(dir, "offcard")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	t0 := time.Now()
+	build := exec.CommandContext(ctx, goCommand(c), "build", "-overlay", ov, "-o", bin, "./cmd/offcard")
+	build.Dir = c.Root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fail("mutant %s does not build: %v: %s", m.Name, err, lastLines(string(out), 5))
+	}
+	res.BuildTime = time.Since(t0)
+
+	args := []string{"check", "--json"}
+	if c.Cases > 0 {
+		args = append(args, "--cases", strconv.Itoa(c.Cases))
+	}
+	if c.Seed != "" {
+		args = append(args, "--seed", c.Seed)
+	}
+	chk := exec.CommandContext(ctx, bin, args...)
+	chk.Dir = c.Root
+	var stdout, stderr bytes.Buffer
+	chk.Stdout, chk.Stderr = &stdout, &stderr
+	t1 := time.Now()
+	err = chk.Run()
+	res.CheckTime = time.Since(t1)
+	if c.KeepDir != "" {
+		_ = os.WriteFile(filepath.Join(dir, "check.json"), stdout.Bytes(), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "check.stderr"), stderr.Bytes(), 0o644)
+	}
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return fail("run check: %v", err)
+		}
+		code = ee.ExitCode()
+	}
+	if code != 0 && code != 1 {
+		return fail("check exited %d: %s", code, lastLines(stderr.String(), 3))
+	}
+	rep, err := ParseCheck(stdout.Bytes())
+	if err != nil {
+		return fail("check (exit %d): %v", code, err)
+	}
+	res.Check = json.RawMessage(bytes.TrimSpace(stdout.Bytes()))
+	res.Cases, res.Failed = rep.Cases, rep.Failed
+	res.TimeToRed = res.CheckTime
+	if rep.TimeToRed > 0 {
+		res.TimeToRed = rep.TimeToRed
+	}
+	switch {
+	case code == 0 && rep.First == nil:
+		res.Status = Survived
+		res.TimeToRed = 0
+	case code == 1 && rep.First != nil:
+		f := rep.First
+		res.Status = Killed
+		res.Property, res.Step, res.Where, res.Finding = f.Property, f.Step, f.Where, f.Finding
+		res.Script, res.ShrunkLen, res.Replay = f.Script, f.ShrunkLen, f.Replay
+	case code == 1:
+		return fail("check exited 1 without a failing case in its JSON")
+	default:
+		return fail("check exited 0 with a failing case in its JSON")
+	}
+	return res
+}
+
+// CheckReport is what the runner reads from `offcard check --json`.
+type CheckReport struct {
+	Cases, Failed int
+	// TimeToRed is the check's own time to its first failure, when given.
+	TimeToRed time.Duration
+	// First is the first failing case in case order, nil when all passed.
+	First *CheckFailure
+}
+
+// CheckFailure is a failing case as the runner reports it.
+type CheckFailure struct {
+	Seed      string
+	Replay    string
+	Property  string
+	Step      int // the failing device step (0-based), -1 if not given
+	Seq, Pos  int // -1 if not given
+	Regime    string
+	Where     string
+	Finding   string
+	Detail    string
+	Script    string
+	ShrunkLen int // commands in Script, -1 if no script
+}
+
+// ParseCheck reads the JSON that `offcard check --json` prints: an object
+// with the case results under "cases" (each a proptest.CaseResult:
+// "passed", "seed", "failure", "script"), or a bare array of them, plus
+// optional counts ("passed", "failed") and an optional "time_to_red_ns" /
+// "time_to_red_ms". Keys it does not know are ignored.
+func ParseCheck(b []byte) (CheckReport, error) {
+	var rep CheckReport
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return rep, errors.New("check printed no JSON")
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return rep, fmt.Errorf("check's JSON: %w", err)
+	}
+	var cases []any
+	switch t := v.(type) {
+	case []any:
+		cases = t
+	case map[string]any:
+		for _, k := range []string{"cases", "results"} {
+			if a, ok := t[k].([]any); ok {
+				cases = a
+				break
+			}
+		}
+		if n, ok := num(t["time_to_red_ns"]); ok {
+			rep.TimeToRed = time.Duration(n)
+		} else if n, ok := num(t["time_to_red_ms"]); ok {
+			rep.TimeToRed = time.Duration(n) * time.Millisecond
+		}
+		if cases == nil {
+			// A report of one failure at top level.
+			if _, ok := t["failure"]; ok {
+				cases = []any{t}
+			}
+		}
+		p, okp := num(t["passed"])
+		f, okf := num(t["failed"])
+		if okp && okf {
+			rep.Cases, rep.Failed = int(p+f), int(f)
+		}
+		if a, ok := t["failures"].([]any); ok && cases == nil {
+			cases = a
+		}
+	default:
+		return rep, errors.New("check's JSON is neither an object nor an array")
+	}
+	failed := 0
+	for _, c := range cases {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		if p, ok := m["passed"].(bool); ok && p {
+			continue
+		}
+		failed++
+		if rep.First == nil {
+			rep.First = parseFailure(m)
+		}
+	}
+	if rep.Cases == 0 {
+		rep.Cases, rep.Failed = len(cases), failed
+	}
+	return rep, nil
+}
+
+func parseFailure(m map[string]any) *CheckFailure {
+	f := &CheckFailure{Step: -1, Seq: -1, Pos: -1, ShrunkLen: -1}
+	f.Seed = str(m["seed"])
+	f.Replay = str(m["replay"])
+	if f.Replay == "" && f.Seed != "" {
+		f.Replay = "offcard check --seed " + f.Seed + " --cases 1"
+	}
+	if e := str(m["error"]); e != "" {
+		f.Property, f.Detail = "error", e
+	}
+	fm, _ := m["failure"].(map[string]any)
+	if fm != nil {
+		f.Property = str(fm["property"])
+		if n, ok := num(fm["device_step"]); ok {
+			f.Step = int(n)
+		} else if n, ok := num(fm["step"]); ok {
+			f.Step = int(n)
+		}
+		if n, ok := num(fm["seq"]); ok {
+			f.Seq = int(n)
+		}
+		if n, ok := num(fm["pos"]); ok {
+			f.Pos = int(n)
+		}
+		f.Regime = str(fm["regime"])
+		f.Finding = oneLine(str(fm["finding"]))
+		f.Detail = oneLine(str(fm["detail"]))
+		f.Where = str(fm["where"])
+		if f.Where == "" {
+			f.Where = where(fm)
+		}
+	}
+	if s := str(m["script"]); s != "" {
+		f.Script = s
+		f.ShrunkLen = ScriptLen(s)
+	}
+	return f
+}
+
+// where renders a proptest.Failure's location like Failure.Where.
+func where(fm map[string]any) string {
+	var b strings.Builder
+	if n, ok := num(fm["command"]); ok {
+		fmt.Fprintf(&b, "command %d `%s`", n, str(fm["cmd"]))
+	}
+	if n, ok := num(fm["sub_step"]); ok && n > 0 {
+		fmt.Fprintf(&b, ", decode step %d", n)
+	}
+	if n, ok := num(fm["device_step"]); ok {
+		fmt.Fprintf(&b, ", device step %d", n)
+	}
+	if n, ok := num(fm["seq"]); ok && n >= 0 {
+		fmt.Fprintf(&b, ", seq %d", n)
+	}
+	if n, ok := num(fm["pos"]); ok && n >= 0 {
+		fmt.Fprintf(&b, " pos %d", n)
+	}
+	if r := str(fm["regime"]); r != "" {
+		w, _ := num(fm["width"])
+		fmt.Fprintf(&b, " (regime %s, width %d)", r, w)
+	}
+	return strings.TrimPrefix(b.String(), ", ")
+}
+
+// ScriptLen counts a script's commands: the lines that are not blank,
+// comments or the model/device/engine header.
+func ScriptLen(s string) int {
+	n := 0
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		switch f[0] {
+		case "model", "device", "engine":
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+func str(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case json.Number:
+		return t.String()
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func num(v any) (int64, bool) {
+	switch t := v.(type) {
+	case json.Number:
+		n, err := t.Int64()
+		if err != nil {
+			f, err := t.Float64()
+			return int64(f), err == nil
+		}
+		return n, true
+	case float64:
+		return int64(t), true
+	}
+	return 0, false
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, " | ")
+}
+
+// AllKilled reports whether every result is Killed.
+func AllKilled(rs []Result) bool {
+	for _, r := range rs {
+		if r.Status != Killed {
+			return false
+		}
+	}
+	return true
+}
+
+// Counts tallies the results by status.
+func Counts(rs []Result) map[Status]int {
+	c := map[Status]int{}
+	for _, r := range rs {
+		c[r.Status]++
+	}
+	return c
+}
+
+// WriteTable prints the results as an aligned table: mutant, status,
+// first red step, property, time to red, shrunk length, finding. The time
+// column is the only one that varies between runs of the same source and
+// seed.
+func WriteTable(w io.Writer, rs []Result) error {
+	rows := [][]string{{"MUTANT", "STATUS", "STEP", "PROPERTY", "SHRUNK", "TIME", "FINDING"}}
+	for _, r := range rs {
+		step, shrunk, tm, prop, find := "-", "-", "-", "-", "-"
+		if r.Status == Killed {
+			if r.Step >= 0 {
+				step = strconv.Itoa(r.Step)
+			}
+			if r.ShrunkLen >= 0 {
+				shrunk = strconv.Itoa(r.ShrunkLen)
+			}
+			tm = r.TimeToRed.Round(10 * time.Millisecond).String()
+			prop = r.Property
+			if r.Finding != "" {
+				find = r.Finding
+			}
+		}
+		if r.Status == Error {
+			find = r.Error
+		}
+		rows = append(rows, []string{r.Name, string(r.Status), step, prop, shrunk, tm, find})
+	}
+	width := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, c := range row[:len(row)-1] {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		for i, c := range row {
+			if i == len(row)-1 {
+				b.WriteString(c)
+				break
+			}
+			b.WriteString(c + strings.Repeat(" ", width[i]-len(c)+2))
+		}
+		b.WriteString("\n")
+	}
+	c := Counts(rs)
+	fmt.Fprintf(&b, "%d mutants: %d killed, %d survived, %d errors\n", len(rs), c[Killed], c[Survived], c[Error])
+	_, err := io.WriteString(w, b.String())
+	return err
+}
