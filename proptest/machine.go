@@ -92,6 +92,7 @@ type recorder struct {
 	fails    int
 	stats    RunStats  // the first run's
 	scenario *Scenario // the case's
+	schedule []Cmd     // the first run's commands
 }
 
 func (rec *recorder) failed(sc Scenario, cmds []Cmd, f *Failure) {
@@ -122,6 +123,9 @@ func (rec *recorder) machine(b Base) commands.Commands {
 		},
 		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) {
 			cr := sut.(*caseRun)
+			if rec.runs == 1 {
+				rec.schedule = slices.Clone(cr.cmds)
+			}
 			if cr.r == nil {
 				return
 			}
@@ -252,6 +256,20 @@ func RunCase(s uint64, o CaseOptions) CaseResult {
 		res.Scenario = rec.scenario.String()
 	}
 	return res
+}
+
+// GenerateScript returns the script of the case with seed s (as RunCase
+// generates it) without running it.
+func GenerateScript(s uint64, b Base) (Script, bool) {
+	rng := rand.New(rand.NewSource(int64(s)))
+	n := caseLen(rng)
+	rec := &recorder{budget: 0}
+	prop := commands.Prop(rec.machine(b))
+	pr := prop(&gopter.GenParameters{MaxSize: n, MaxShrinkCount: 0, Rng: rng})
+	if pr.Status != gopter.PropTrue || rec.scenario == nil {
+		return Script{}, false
+	}
+	return Script{Scenario: *rec.scenario, Commands: rec.schedule}, true
 }
 
 // mergeDecodes joins adjacent decode commands of the same batch.

@@ -552,7 +552,7 @@ func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[in
 					}
 				}
 				if len(got) > len(a.pos) {
-					note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: int(got[len(a.pos)].Pos), located: true, offset: len(a.pos) - 1,
+					note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: a.pos[len(a.pos)-1], located: true, offset: len(a.pos) - 1,
 						detail: fmt.Sprintf("seq %d: %d extra KV writes, first %v", a.seq, len(got)-len(a.pos), got[len(a.pos)])})
 				}
 			}

@@ -1,0 +1,358 @@
+package proptest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/offcard/offcard/qwen3"
+)
+
+// campaignParams reads PROPTEST_SEED / PROPTEST_CASES (to replay a case:
+// PROPTEST_SEED=D PROPTEST_CASES=1 go test -run TestCampaign ./proptest).
+func campaignParams(t testing.TB) (uint64, int) {
+	seed, cases := DefaultSeed, 200
+	if v := os.Getenv("PROPTEST_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("PROPTEST_SEED: %v", err)
+		}
+		seed = s
+	}
+	if v := os.Getenv("PROPTEST_CASES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("PROPTEST_CASES: %v", err)
+		}
+		cases = n
+	}
+	if testing.Short() && os.Getenv("PROPTEST_CASES") == "" {
+		cases = 40
+	}
+	return seed, cases
+}
+
+// TestCampaign runs the default campaign (200 schedules) on the engine on
+// sim. With PROPTEST_SAVE=1 failing cases' shrunk scripts are written to
+// testdata/regressions.
+func TestCampaign(t *testing.T) {
+	seed, cases := campaignParams(t)
+	start := time.Now()
+	rs := Campaign(Options{Seed: seed, Cases: cases, Factory: SimFactory})
+	steps := 0
+	for _, r := range rs {
+		steps += r.DeviceSteps
+		if r.Passed {
+			continue
+		}
+		t.Error(r.Report())
+		if os.Getenv("PROPTEST_SAVE") != "" && r.Script != nil {
+			p, err := r.Save(filepath.Join("testdata", "regressions"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("saved %s", p)
+		}
+	}
+	p, f := Summary(rs)
+	el := time.Since(start)
+	t.Logf("seed %d: %d passed, %d failed; %d device steps in %v (%.1f schedules/s, %.0f steps/s)",
+		seed, p, f, steps, el.Round(time.Millisecond), float64(cases)/el.Seconds(), float64(steps)/el.Seconds())
+}
+
+// TestRegressions replays every saved script; each must pass on the real
+// engine.
+func TestRegressions(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "regressions", "*.script"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("want at least two regression scripts, found %d", len(files))
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".script"), func(t *testing.T) {
+			t.Parallel()
+			s, err := ReadScriptFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fail, st, err := RunScript(s, SimFactory)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fail != nil {
+				t.Fatalf("%v\nscript:\n%s", fail, s)
+			}
+			if st.Commands != len(s.Commands) {
+				t.Fatalf("ran %d of %d commands", st.Commands, len(s.Commands))
+			}
+		})
+	}
+}
+
+func TestScriptRoundTrip(t *testing.T) {
+	text := `# a comment
+model tiny seed=3
+device sim arch=blackhole strict
+engine block=64 blocks=12 width=fixed:2 capacity=3 mode=captured recapture=5 verify
+admit seq=2 prompt=63 salt=4
+decode steps=3
+decode steps=2 seqs=2
+# interleaved comments are dropped
+finish seq=2
+recapture
+`
+	s, err := ParseScript(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(text, "# interleaved comments are dropped\n", "", 1)
+	if got := s.String(); got != want {
+		t.Fatalf("round trip:\n%s\nwant:\n%s", got, want)
+	}
+	for _, bad := range []string{
+		"model tiny seed=1\ndevice sim arch=wormhole\n",                                              // no engine
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine block=30\n",                             // block size
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine width=fixed:9 blocks=8\n",               // width > blocks
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine mode=eager recapture=2\n",               // recapture in eager
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nadmit seq=0\n",                         // no prompt
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\ndecode steps=1 seqs=2,1\n",             // unsorted
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nfinish seq=0 now\n",                    // stray word
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nadmit seq=0 prompt=1\nengine block=32", // header late
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\njump\n",                                // unknown
+	} {
+		if _, err := ParseScript(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+}
+
+// An invalid schedule is an error of the script, never a failure.
+func TestRunScriptRejectsInvalid(t *testing.T) {
+	head := "model tiny seed=1\ndevice sim arch=wormhole strict\nengine block=32 blocks=4 width=dynamic capacity=1 mode=eager\n"
+	for _, body := range []string{
+		"decode steps=1\n", // nothing live
+		"admit seq=0 prompt=1\nadmit seq=1 prompt=1\n",                               // no free slot
+		"admit seq=0 prompt=129\n",                                                   // past the cache
+		"finish seq=0\n",                                                             // not live
+		"admit seq=0 prompt=100\ndecode steps=40\n",                                  // past the cache
+		"admit seq=0 prompt=1\ndecode steps=1 seqs=0,1\n",                            // seq 1 not live
+		"admit seq=0 prompt=5\nfinish seq=0\nfinish seq=0\n",                         // twice
+		"admit seq=0 prompt=5\nadmit seq=0 prompt=5\n",                               // live already
+		"admit seq=0 prompt=5\ndecode steps=1 seqs=0\nrecapture\ndecode steps=300\n", // too many steps
+	} {
+		s, err := ParseScript(strings.NewReader(head + body))
+		if err != nil {
+			continue // rejected by the parser: fine too
+		}
+		fail, _, err := RunScript(s, SimFactory)
+		if err == nil {
+			t.Errorf("accepted %q (failure %v)", body, fail)
+		}
+	}
+}
+
+func TestCaseSeed(t *testing.T) {
+	for _, s := range []uint64{0, 1, 42, math.MaxUint64} {
+		if CaseSeed(s, 0) != s {
+			t.Fatalf("CaseSeed(%d, 0) = %d", s, CaseSeed(s, 0))
+		}
+		seen := map[uint64]bool{}
+		for i := 0; i < 1000; i++ {
+			seen[CaseSeed(s, i)] = true
+		}
+		if len(seen) != 1000 {
+			t.Fatalf("seed %d: %d distinct case seeds of 1000", s, len(seen))
+		}
+	}
+}
+
+// The default seed is pinned: the documented command line depends on it.
+func TestDefaultSeed(t *testing.T) {
+	if DefaultSeed != 1 {
+		t.Fatalf("DefaultSeed = %d; the docs and `offcard check` say 1", DefaultSeed)
+	}
+}
+
+// Generated schedules hit the boundary regions the generator promises.
+func TestGeneratorCoverage(t *testing.T) {
+	prompts := map[string]int{}
+	kinds := map[CmdKind]int{}
+	modes := map[string]int{}
+	for i := 0; i < 300; i++ {
+		s, ok := GenerateScript(CaseSeed(DefaultSeed, i), Base{})
+		if !ok {
+			t.Fatalf("case %d: no script", i)
+		}
+		modes[s.Scenario.Mode.String()+"/"+s.Scenario.Width.String()[:5]]++
+		for _, c := range s.Commands {
+			kinds[c.Kind]++
+			if c.Kind == Admit {
+				switch c.Prompt % s.Scenario.BlockSize {
+				case s.Scenario.BlockSize - 1:
+					prompts["k*bs-1"]++
+				case 0:
+					prompts["k*bs"]++
+				case 1:
+					prompts["k*bs+1"]++
+				}
+			}
+		}
+	}
+	t.Logf("prompts %v, commands %v, scenarios %v", prompts, kinds, modes)
+	for _, k := range []string{"k*bs-1", "k*bs", "k*bs+1"} {
+		if prompts[k] < 20 {
+			t.Errorf("only %d prompts at %s", prompts[k], k)
+		}
+	}
+	for _, k := range []CmdKind{Admit, Decode, Finish, Recapture} {
+		if kinds[k] < 50 {
+			t.Errorf("only %d %v commands", kinds[k], k)
+		}
+	}
+}
+
+// Same seed, same results, whatever the number of workers.
+func TestCampaignDeterministic(t *testing.T) {
+	n := 16
+	if testing.Short() {
+		n = 6
+	}
+	enc := func(rs []CaseResult) string {
+		b, err := json.Marshal(rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	a := enc(Campaign(Options{Seed: 7, Cases: n, Factory: SimFactory, Workers: 1}))
+	b := enc(Campaign(Options{Seed: 7, Cases: n, Factory: SimFactory, Workers: 3}))
+	if a != b {
+		t.Fatalf("workers 1 and 3 differ:\n%s\n%s", a, b)
+	}
+}
+
+// corruptSUT plants a bug in front of a correct SUT: a logit of every
+// output at a position that starts a block (other than 0) is changed. The
+// suite must find it, shrink it to a short script across a boundary, and
+// replay it alone from its seed and from its saved script.
+type corruptSUT struct {
+	SUT
+	bs int
+}
+
+type corruptDecoder struct {
+	qwen3.Decoder
+	bs int
+}
+
+func (c corruptSUT) Decoder() qwen3.Decoder { return corruptDecoder{c.SUT.Decoder(), c.bs} }
+
+func (d corruptDecoder) fix(o []qwen3.Output) []qwen3.Output {
+	for i := range o {
+		if o[i].Pos > 0 && o[i].Pos%d.bs == 0 {
+			o[i].Logits[7] += 1
+		}
+	}
+	return o
+}
+
+func (d corruptDecoder) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	o, err := d.Decoder.Prefill(p)
+	return d.fix(o), err
+}
+
+func (d corruptDecoder) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
+	o, err := d.Decoder.Decode(b)
+	return d.fix(o), err
+}
+
+func corruptFactory(sc Scenario) (SUT, error) {
+	s, err := SimFactory(sc)
+	if err != nil {
+		return nil, err
+	}
+	return corruptSUT{s, sc.BlockSize}, nil
+}
+
+func TestPlantedBugIsFoundShrunkAndReplayed(t *testing.T) {
+	rs := Campaign(Options{Seed: 3, Cases: 6, Factory: corruptFactory})
+	var bad *CaseResult
+	for i := range rs {
+		if !rs[i].Passed {
+			bad = &rs[i]
+			break
+		}
+	}
+	if bad == nil {
+		t.Fatal("the planted bug survived 6 cases")
+	}
+	rep := bad.Report()
+	t.Log(rep)
+	f := bad.Failure
+	if f.Property != PropLogits || f.Pos%bad.Script.Scenario.BlockSize != 0 {
+		t.Fatalf("want a logits failure at a block start, got %v", f)
+	}
+	if n := len(bad.Script.Commands); n > 3 {
+		t.Errorf("shrunk to %d commands, want at most 3", n)
+	}
+	for _, want := range []string{"seed " + strconv.FormatUint(bad.Seed, 10), bad.ReplayCommand(), "property: logits", "first failing step: command", "engine block="} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// Alone, from its seed.
+	alone := Campaign(Options{Seed: bad.Seed, Cases: 1, Factory: corruptFactory})[0]
+	alone.Index = bad.Index
+	if alone.Report() != rep {
+		t.Fatalf("replayed alone:\n%s\nin the campaign:\n%s", alone.Report(), rep)
+	}
+	// From its saved script: red on the bug, green on the engine.
+	dir := t.TempDir()
+	path, err := bad.Save(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadScriptFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fail, _, err := RunScript(s, corruptFactory); err != nil || fail == nil || fail.String() != f.String() {
+		t.Fatalf("saved script on the bug: %v, %v; want %v", fail, err, f)
+	}
+	if fail, _, err := RunScript(s, SimFactory); err != nil || fail != nil {
+		t.Fatalf("saved script on the engine: %v, %v", fail, err)
+	}
+}
+
+func TestSetupFailureIsReported(t *testing.T) {
+	r := RunCase(5, CaseOptions{Factory: func(Scenario) (SUT, error) { return nil, fmt.Errorf("no device here") }})
+	if r.Passed || r.Failure == nil || r.Failure.Property != PropSetup || len(r.Script.Commands) != 1 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// BenchmarkCampaign measures schedules/s and simulated device steps/s of
+// the default campaign's first cases.
+func BenchmarkCampaign(b *testing.B) {
+	const cases = 20
+	steps := 0
+	for i := 0; i < b.N; i++ {
+		for _, r := range Campaign(Options{Seed: DefaultSeed, Cases: cases, Factory: SimFactory}) {
+			steps += r.DeviceSteps
+			if !r.Passed {
+				b.Fatal(r.Report())
+			}
+		}
+	}
+	s := b.Elapsed().Seconds()
+	b.ReportMetric(float64(cases*b.N)/s, "schedules/s")
+	b.ReportMetric(float64(steps)/s, "steps/s")
+}
