@@ -65,7 +65,7 @@ func TestAllocatorSequences(t *testing.T) {
 	}
 }
 
-// BEST (older DRAM FreeListOpt): a fitting block of a lower size class wins
+// §6.4 BEST (older DRAM FreeListOpt): a fitting block of a lower size class wins
 // over a lower-address block of a higher class.
 func TestAllocatorBestFit(t *testing.T) {
 	a := newAllocator(0, 1<<20, 32, true, true)
@@ -91,8 +91,9 @@ func TestAllocatorBestFit(t *testing.T) {
 	}
 }
 
-// Device-level: one address across all banks, DRAM bottom-up from the base,
-// L1 top-down, the trace region excluded from the top, immediate reuse, OOM text.
+// §6.3/§6.4/§5.6 device-level: one address across all banks, DRAM bottom-up
+// from the base, L1 top-down, the trace region excluded from the top,
+// immediate reuse, and the OOM text (§6.4) exactly.
 func TestDeviceAllocation(t *testing.T) {
 	d := newDev(t, Options{Arch: Wormhole, DRAMBankSize: 1 << 20, TraceRegionSize: 64 << 10})
 	// [25,1] int32: 25 pages of 4 B on 12 banks -> 3 slots of 32 B per bank.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -257,36 +258,140 @@ func testMiniEngineMatchesRef(t *testing.T, fused bool) {
 }
 
 // BenchmarkTinyDecodeStep times one tiny-model decode step's ops on the
-// simulator: batch 8, positions around 100, 2 layers.
+// simulator: batch 8, positions around 100, 2 layers, faithful and strict.
+// Compare with BenchmarkTinyRefStep (the same step on ref.Decoder).
 func BenchmarkTinyDecodeStep(b *testing.B) {
 	cfg, _ := qwen3.Preset("tiny")
 	w, err := qwen3.Synth(cfg, 7)
 	if err != nil {
 		b.Fatal(err)
 	}
-	const B, W, bs, blocks = 8, 8, 32, 64
-	e := newMiniEngine(b, w, B, W, bs, blocks, Options{})
-	table := make([]int32, B*W)
-	for i := range table {
-		table[i] = int32(i)
+	for _, mode := range []struct {
+		name string
+		o    Options
+	}{{"faithful", Options{}}, {"strict", Options{Strict: true}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			const B, W, bs, blocks = 8, 8, 32, 64
+			e := newMiniEngine(b, w, B, W, bs, blocks, mode.o)
+			table := make([]int32, B*W)
+			for i := range table {
+				table[i] = int32(i)
+			}
+			toks := make([]uint32, B)
+			pos := make([]int32, B)
+			for i := range pos {
+				pos[i] = int32(96 + i)
+			}
+			e.step(b, toks, pos, table)
+			ops := e.ops()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for _, op := range ops {
+					if err := e.d.Run(op); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(len(ops)), "ops/step")
+		})
 	}
-	toks := make([]uint32, B)
-	pos := make([]int32, B)
-	for i := range pos {
-		pos[i] = int32(96 + i)
+}
+
+// BenchmarkTinyRefStep is the same step (tiny model, batch 8, positions
+// around 100) on ref.Decoder, single-threaded (the simulator runs on one
+// goroutine) and with ref's default threads (GOMAXPROCS), for comparison
+// with BenchmarkTinyDecodeStep.
+func BenchmarkTinyRefStep(b *testing.B) {
+	cfg, _ := qwen3.Preset("tiny")
+	w, err := qwen3.Synth(cfg, 7)
+	if err != nil {
+		b.Fatal(err)
 	}
-	e.step(b, toks, pos, table)
-	ops := e.ops()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for _, op := range ops {
-			if err := e.d.Run(op); err != nil {
+	for _, threads := range []int{1, 0} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			const B, W, bs = 8, 8, 32
+			rd, err := ref.New(w, ref.Options{BlockSize: bs, NumBlocks: B * W, Threads: threads})
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
+			defer rd.Close()
+			steps := make([]qwen3.Step, B)
+			for i := range steps {
+				tbl := make([]int32, W)
+				for j := range tbl {
+					tbl[j] = int32(i*W + j)
+				}
+				steps[i] = qwen3.Step{Seq: qwen3.SeqID(i), Token: int32(i), Pos: 96 + i, Blocks: tbl}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := rd.Decode(steps); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
-	b.ReportMetric(float64(len(ops)), "ops/step")
+}
+
+// BenchmarkPagedKVDecode is the simulated throughput of the paged ops of
+// one layer on the tiny shape (batch 8, 2 KV heads, 4 Q heads, head_dim 32,
+// block 32, positions around 100): paged_update_cache for K and V, then
+// paged SDPA decode; faithful and strict. ops/s counts the three ops.
+func BenchmarkPagedKVDecode(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		o    Options
+	}{{"faithful", Options{}}, {"strict", Options{Strict: true}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			const B, HKV, HQ, D, bs, blocks, W = 8, 2, 4, 32, 32, 64, 8
+			d := cDev(b, mode.o)
+			r := rand.New(rand.NewPCG(1, 2))
+			cache := func() tt.Tensor {
+				return cUpload(b, d, cSpec(tt.BF16, tt.Tile, blocks, HKV, bs, D), cRand(r, blocks*HKV*bs*D, false))
+			}
+			kc, vc := cache(), cache()
+			in := func() tt.Tensor {
+				s := tt.Spec{Shape: []int{1, B, HKV, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, D})}
+				return cUpload(b, d, s, cRand(r, B*HKV*D, false))
+			}
+			k, v := in(), in()
+			q := cUpload(b, d, cSpec(tt.BF16, tt.Tile, 1, B, HQ, D), cRand(r, B*HQ*D, false))
+			out := cAlloc(b, d, cSpec(tt.BF16, tt.Tile, 1, B, HQ, D))
+			pos := make([]int32, B)
+			for i := range pos {
+				pos[i] = int32(96 + i)
+			}
+			cp := cUploadI32(b, d, cSpec(tt.INT32, tt.RowMajor, B), pos)
+			tbl := make([]int32, B*W)
+			for i, p := range r.Perm(blocks) {
+				tbl[i] = int32(p)
+			}
+			pt := cUploadI32(b, d, cSpec(tt.INT32, tt.RowMajor, B, W), tbl)
+			ops := []tt.Op{
+				tt.PagedUpdateCache{Cache: kc, Input: k, UpdateIdxs: &cp, PageTable: &pt},
+				tt.PagedUpdateCache{Cache: vc, Input: v, UpdateIdxs: &cp, PageTable: &pt},
+				tt.PagedSDPADecode{Q: q, K: kc, V: vc, PageTable: pt, CurPos: cp, Output: out},
+			}
+			for _, op := range ops {
+				cRun(b, d, op)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for _, op := range ops {
+					if err := d.Run(op); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N*len(ops))/b.Elapsed().Seconds(), "ops/s")
+			if fs := d.Findings(); len(fs) != 0 {
+				b.Fatalf("findings: %v", fs)
+			}
+		})
+	}
 }
 
 // tracedOps is the host-free step: argmax writes the next token into the
