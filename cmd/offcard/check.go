@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+
+	"github.com/offcard/offcard/proptest"
+)
+
+func init() {
+	commands["check"] = command{"run the property campaign: random schedules vs the ref oracle, shrunk failures", runCheck}
+}
+
+// checkReport is the --json document.
+type checkReport struct {
+	Device string                `json:"device"`
+	Seed   uint64                `json:"seed"`
+	Cases  int                   `json:"cases"`
+	Passed int                   `json:"passed"`
+	Failed int                   `json:"failed"`
+	Saved  []string              `json:"saved,omitempty"`
+	Result []proptest.CaseResult `json:"results"`
+}
+
+// checkFactory builds the SUT of --device sim; tests replace it.
+var checkFactory proptest.Factory = proptest.SimFactory
+
+func runCheck(e *env, args []string) error {
+	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--cases N] [--seed S] [--json] [--save DIR]")
+	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
+	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
+	cases := fs.Int("cases", 200, "number of schedules")
+	seed := fs.Uint64("seed", proptest.DefaultSeed, "campaign seed; case i runs with a seed derived from (S, i), case 0 with S itself")
+	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
+	save := fs.String("save", "", "write each failure's shrunk script into `DIR` (e.g. proptest/testdata/regressions)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	switch *device {
+	case "sim":
+		if *lib != "" {
+			return bad("--lib goes with --device tt")
+		}
+	case "tt":
+		if *lib == "" {
+			return bad("--device tt needs --lib PATH")
+		}
+		return bad("--device tt is not available yet: the engine has no card factory (run with --device sim)")
+	default:
+		return bad("--device %q: want sim or tt", *device)
+	}
+	if *cases < 1 {
+		return bad("--cases %d: want at least 1", *cases)
+	}
+	opt := proptest.Options{Seed: *seed, Cases: *cases, Factory: checkFactory, Base: proptest.Base{Device: *device}}
+	if e.stderrTTY {
+		opt.Progress = func(done, failed, total int) {
+			fmt.Fprintf(e.stderr, "\rcheck: %d/%d cases, %d failed", done, total, failed)
+			if done == total {
+				fmt.Fprint(e.stderr, "\r\033[K")
+			}
+		}
+	}
+	rs := proptest.Campaign(opt)
+	passed, failed := proptest.Summary(rs)
+	var saved []string
+	if *save != "" {
+		for _, r := range rs {
+			if r.Passed || r.Script == nil {
+				continue
+			}
+			p, err := r.Save(*save)
+			if err != nil {
+				return fmt.Errorf("save: %w", err)
+			}
+			saved = append(saved, p)
+		}
+	}
+	out := bufio.NewWriter(e.stdout)
+	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved, Result: rs}); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stderr, summary)
+	} else {
+		fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases\n", *device, *seed, *cases)
+		for _, r := range rs {
+			if !r.Passed {
+				fmt.Fprint(out, r.Report())
+			}
+		}
+		for _, p := range saved {
+			fmt.Fprintf(out, "saved %s\n", p)
+		}
+		fmt.Fprintln(out, summary)
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return errFound
+	}
+	return nil
+}
