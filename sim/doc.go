@@ -53,5 +53,12 @@
 // they happen. Peek reads a tensor's current bytes for tests without being a
 // host transfer (it works during capture and reports nothing).
 //
+// Performance: eager launches run on the live buffers without allocating
+// (program-cache keys are built in a reused buffer from per-tensor spec
+// strings), and linear's dot products use an AVX2 lane kernel that performs
+// ref's canonical per-lane multiply-then-add order (no FMA), so results stay
+// bit-equal to ref. BenchmarkTinyDecodeStep / BenchmarkTinyRefStep compare a
+// tiny-model step with ref's; BenchmarkPagedKVDecode measures the paged ops.
+//
 // Device implements tt.Device: every op of package tt runs.
 package sim
