@@ -8,8 +8,8 @@
 // pattern (a bf16/fp32 NaN, a huge int) and is never zeroed; strict mode keeps
 // a per-byte written bitmap. Interleaved pages go to bank page % nbanks at
 // base + (page / nbanks) * aligned page size; height-sharded shard i lives on
-// core Shard.FirstCore+i. A ROW_MAJOR page is one row; a TILE page is one 32x32 tile in 16x16
-// face order (TileElem). Every byte a tensor holds lives only there: host
+// core Shard.FirstCore+i. A ROW_MAJOR page is one row; a TILE page is one
+// 32x32 tile in 16x16 face order (TileElem). Every byte a tensor holds lives only there: host
 // writes tilize into the pages, host reads untilize from them.
 //
 // Allocator (§6.4): one address per buffer across all banks, DRAM bottom-up
