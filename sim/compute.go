@@ -343,19 +343,17 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	}
 	dst := s.buf(5, gout.size())
 	clear(dst)
-	// Widen the weight and the input rows once; dotWide is ref.Dot.
+	// Widen the input rows once; dotRowFast is ref.Dot(weight row, x_m).
 	rows := gi.rows()
-	f := s.floats(n*k + rows*k)
-	wf, xf := f[:n*k], f[n*k:]
-	widen(wf, wt)
+	xf := s.floats(rows * k)
 	for m := 0; m < rows; m++ {
 		a := gi.prow(m) * gi.wp
 		widen(xf[m*k:(m+1)*k], src[a:a+k])
 	}
 	for o := 0; o < n; o++ {
-		wo := wf[o*k : (o+1)*k : (o+1)*k]
+		wo := wt[o*k : (o+1)*k : (o+1)*k]
 		for m := 0; m < rows; m++ {
-			v := dotFast(wo, xf[m*k:(m+1)*k])
+			v := dotRowFast(wo, xf[m*k:(m+1)*k])
 			if bv != nil {
 				v += bv[o].Float32()
 			}
@@ -738,6 +736,26 @@ func dotWide(a, b []float32) float32 {
 	}
 	for l := 0; j < n; j, l = j+1, l+1 {
 		acc[l] += float32(a[j] * b[j])
+	}
+	return reduceLanes(&acc)
+}
+
+// dotRow is ref.Dot(a, b) with b already widened (x[j] == b[j].Float32()):
+// the same lanes and order as dotWide, a widened on the fly.
+func dotRow(a []bf16.BF16, x []float32) float32 {
+	n := len(a)
+	x = x[:n]
+	var acc [ref.Lanes]float32
+	j := 0
+	for ; j+ref.Lanes <= n; j += ref.Lanes {
+		p := a[j : j+ref.Lanes : j+ref.Lanes]
+		q := x[j : j+ref.Lanes : j+ref.Lanes]
+		for l := range ref.Lanes {
+			acc[l] += float32(p[l].Float32() * q[l])
+		}
+	}
+	for l := 0; j < n; j, l = j+1, l+1 {
+		acc[l] += float32(a[j].Float32() * x[j])
 	}
 	return reduceLanes(&acc)
 }

@@ -631,12 +631,14 @@ func TestDotWideMatchesRef(t *testing.T) {
 			if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
 				t.Fatalf("n=%d: dotWide %v (%#x), ref.Dot %v (%#x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
 			}
-			// The assembly path equals the scalar loop bit for bit; NaNs
+			// dotRow and its assembly path equal ref.Dot bit for bit; NaNs
 			// compare as a class, as in ref's own AVX2 test (which NaN
 			// wins an add of two NaNs depends on operand order, which Go
 			// leaves to the compiler for commutative ops).
-			if fast := dotFast(fa, fb); math.Float32bits(fast) != math.Float32bits(got) && !(fast != fast && got != got) {
-				t.Fatalf("n=%d: dotFast %#x, dotWide %#x (AVX2 %v)", n, math.Float32bits(fast), math.Float32bits(got), useAVX2)
+			for _, f := range []func([]bf16.BF16, []float32) float32{dotRow, dotRowFast} {
+				if v := f(a, fb); math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+					t.Fatalf("n=%d: dotRow/dotRowFast %#x, ref.Dot %#x (AVX2 %v)", n, math.Float32bits(v), math.Float32bits(want), useAVX2)
+				}
 			}
 		}
 	}

@@ -3,31 +3,30 @@
 package sim
 
 import (
+	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/ref"
 	"golang.org/x/sys/cpu"
 )
 
-// useAVX2 selects the AVX2 lane kernel for linear's dot products. Tests flip
-// it to compare both paths.
+// useAVX2 selects the AVX2 lane kernel for linear's dot products.
 var useAVX2 = cpu.X86.HasAVX2
 
 //go:noescape
-func dotLanesAVX2(a, b *float32, n int, acc *[ref.Lanes]float32)
+func dotLanesBF16AVX2(a *bf16.BF16, x *float32, n int, acc *[ref.Lanes]float32)
 
-// dotFast is dotWide bit for bit: the 16-aligned prefix in AVX2 (one
-// multiply and one add per element and lane, as the scalar loop), the tail
-// and the lane tree in Go.
-func dotFast(a, b []float32) float32 {
+// dotRowFast is dotRow (ref.Dot of a and the bf16 values x widens) bit for
+// bit, with the 16-aligned prefix in AVX2.
+func dotRowFast(a []bf16.BF16, x []float32) float32 {
 	n := len(a)
-	b = b[:n]
+	x = x[:n]
 	n16 := n &^ (ref.Lanes - 1)
 	if !useAVX2 || n16 == 0 {
-		return dotWide(a, b)
+		return dotRow(a, x)
 	}
 	var acc [ref.Lanes]float32
-	dotLanesAVX2(&a[0], &b[0], n16, &acc)
+	dotLanesBF16AVX2(&a[0], &x[0], n16, &acc)
 	for j, l := n16, 0; j < n; j, l = j+1, l+1 {
-		acc[l] += float32(a[j] * b[j])
+		acc[l] += float32(a[j].Float32() * x[j])
 	}
 	return reduceLanes(&acc)
 }

@@ -2,7 +2,9 @@
 
 package sim
 
+import "github.com/offcard/offcard/bf16"
+
 var useAVX2 = false
 
-// dotFast is dotWide (no assembly on this platform).
-func dotFast(a, b []float32) float32 { return dotWide(a, b) }
+// dotRowFast is dotRow (no assembly on this platform).
+func dotRowFast(a []bf16.BF16, x []float32) float32 { return dotRow(a, x) }
