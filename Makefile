@@ -5,7 +5,7 @@ PKGS    := ./...
 
 -include testdata.mk
 
-.PHONY: all build test bench fuzz lint staticcheck
+.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score
 all: build
 
 build:
@@ -37,3 +37,21 @@ lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
+
+# The mutant catalog (proptest/mutants): each mutant is built with
+# go build -overlay and must be killed by offcard check. MUTANT_ARGS, e.g.
+# "--only pt-one-column --cases 10". Also runs the seed-bug red-step test.
+MUTANT_ARGS ?=
+mutants: build
+	$(GO) test -count=1 -run '^TestSeedMutantsRedSteps$$' ./proptest/mutants
+	$(GO) run ./cmd/offcard mutants $(MUTANT_ARGS)
+
+# gremlins' operator mutation score of kvpage and the engine: reported,
+# not gated. Writes gremlins-*.json in the working directory.
+GREMLINS := $(shell $(GO) env GOPATH)/bin/gremlins
+$(GREMLINS):
+	$(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
+
+mutation-score: $(GREMLINS)
+	-$(GREMLINS) unleash --workers 1 -o gremlins-kvpage.json ./kvpage
+	-$(GREMLINS) unleash --workers 1 --timeout-coefficient 3 -E '^qwen3/(config|load|synth|weights|decoder)' -o gremlins-engine.json ./qwen3

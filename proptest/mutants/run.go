@@ -62,14 +62,18 @@ type Result struct {
 	ShrunkLen int    `json:"shrunk_len"`
 	Script    string `json:"script,omitempty"`
 	Replay    string `json:"replay,omitempty"`
-	// Failed and Cases are the check's failed and total case counts.
+	// Case is the index of the first failing case; Failed and Cases are
+	// the failed and total case counts of the check run that went red
+	// (campaigns run in stages: see RunOne).
+	Case   int `json:"case"`
 	Failed int `json:"failed"`
 	Cases  int `json:"cases"`
 	// Error says why the mutant is an Error.
 	Error string `json:"error,omitempty"`
-	// Durations (not deterministic): the build, and the check's run (its
-	// own time to the first failure when it reports one, else its wall
-	// time).
+	// Durations (not deterministic): the build; the time to red (the
+	// check's own, when it reports one, else the wall time of the check
+	// stage that went red: generating and running its cases, and shrinking
+	// the failures); all check runs together.
 	BuildTime time.Duration `json:"build_ns"`
 	TimeToRed time.Duration `json:"time_to_red_ns"`
 	CheckTime time.Duration `json:"check_ns"`
@@ -138,6 +142,21 @@ func (r Result) Summary() string {
 	return "ERROR " + r.Error
 }
 
+// DefaultCases is the campaign size when Config.Cases is 0 (offcard
+// check's default).
+const DefaultCases = 200
+
+// stages are the campaign sizes tried in turn, up to total.
+func stages(total int) []int {
+	var st []int
+	for _, n := range []int{1, 10} {
+		if n < total {
+			st = append(st, n)
+		}
+	}
+	return append(st, total)
+}
+
 // RunOne builds and checks one mutant.
 func RunOne(ctx context.Context, c Config, m Mutant) Result {
 	res := Result{Name: m.Name, Step: -1, ShrunkLen: -1}
@@ -178,45 +197,61 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 	}
 	res.BuildTime = time.Since(t0)
 
-	args := []string{"check", "--json"}
-	if c.Cases > 0 {
-		args = append(args, "--cases", strconv.Itoa(c.Cases))
+	// The campaign in stages of 1, 10 and Cases cases: the cases of a stage
+	// are a prefix of the next stage's (same seed), so the first failing
+	// case is the full campaign's first failing case, and a mutant killed
+	// by case 0 costs one case (and its shrinking), not Cases of them.
+	total := c.Cases
+	if total <= 0 {
+		total = DefaultCases
 	}
-	if c.Seed != "" {
-		args = append(args, "--seed", c.Seed)
-	}
-	chk := exec.CommandContext(ctx, bin, args...)
-	chk.Dir = c.Root
-	var stdout, stderr bytes.Buffer
-	chk.Stdout, chk.Stderr = &stdout, &stderr
-	t1 := time.Now()
-	err = chk.Run()
-	res.CheckTime = time.Since(t1)
-	if c.KeepDir != "" {
-		_ = os.WriteFile(filepath.Join(dir, "check.json"), stdout.Bytes(), 0o644)
-		_ = os.WriteFile(filepath.Join(dir, "check.stderr"), stderr.Bytes(), 0o644)
-	}
-	code := 0
-	if err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			return fail("run check: %v", err)
+	var (
+		rep  CheckReport
+		code int
+		raw  []byte
+	)
+	for _, n := range stages(total) {
+		args := []string{"check", "--json", "--cases", strconv.Itoa(n)}
+		if c.Seed != "" {
+			args = append(args, "--seed", c.Seed)
 		}
-		code = ee.ExitCode()
+		chk := exec.CommandContext(ctx, bin, args...)
+		chk.Dir = c.Root
+		var stdout, stderr bytes.Buffer
+		chk.Stdout, chk.Stderr = &stdout, &stderr
+		t1 := time.Now()
+		err = chk.Run()
+		elapsed := time.Since(t1)
+		res.CheckTime += elapsed
+		if c.KeepDir != "" {
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("check-%d.json", n)), stdout.Bytes(), 0o644)
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("check-%d.stderr", n)), stderr.Bytes(), 0o644)
+		}
+		code = 0
+		if err != nil {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				return fail("run check: %v", err)
+			}
+			code = ee.ExitCode()
+		}
+		if code != 0 && code != 1 {
+			return fail("check --cases %d exited %d: %s", n, code, lastLines(stderr.String(), 3))
+		}
+		if rep, err = ParseCheck(stdout.Bytes()); err != nil {
+			return fail("check --cases %d (exit %d): %v", n, code, err)
+		}
+		raw = stdout.Bytes()
+		res.TimeToRed = elapsed
+		if rep.TimeToRed > 0 {
+			res.TimeToRed = rep.TimeToRed
+		}
+		if code != 0 || rep.First != nil {
+			break
+		}
 	}
-	if code != 0 && code != 1 {
-		return fail("check exited %d: %s", code, lastLines(stderr.String(), 3))
-	}
-	rep, err := ParseCheck(stdout.Bytes())
-	if err != nil {
-		return fail("check (exit %d): %v", code, err)
-	}
-	res.Check = json.RawMessage(bytes.TrimSpace(stdout.Bytes()))
+	res.Check = json.RawMessage(bytes.TrimSpace(raw))
 	res.Cases, res.Failed = rep.Cases, rep.Failed
-	res.TimeToRed = res.CheckTime
-	if rep.TimeToRed > 0 {
-		res.TimeToRed = rep.TimeToRed
-	}
 	switch {
 	case code == 0 && rep.First == nil:
 		res.Status = Survived
@@ -226,6 +261,7 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 		res.Status = Killed
 		res.Property, res.Step, res.Where, res.Finding = f.Property, f.Step, f.Where, f.Finding
 		res.Script, res.ShrunkLen, res.Replay = f.Script, f.ShrunkLen, f.Replay
+		res.Case = f.Index
 	case code == 1:
 		return fail("check exited 1 without a failing case in its JSON")
 	default:
@@ -245,6 +281,7 @@ type CheckReport struct {
 
 // CheckFailure is a failing case as the runner reports it.
 type CheckFailure struct {
+	Index     int // the case's index in the campaign
 	Seed      string
 	Replay    string
 	Property  string
@@ -320,6 +357,9 @@ func ParseCheck(b []byte) (CheckReport, error) {
 		failed++
 		if rep.First == nil {
 			rep.First = parseFailure(m)
+			if n, ok := num(m["time_to_red_ns"]); ok && rep.TimeToRed == 0 {
+				rep.TimeToRed = time.Duration(n)
+			}
 		}
 	}
 	if rep.Cases == 0 {
@@ -330,6 +370,9 @@ func ParseCheck(b []byte) (CheckReport, error) {
 
 func parseFailure(m map[string]any) *CheckFailure {
 	f := &CheckFailure{Step: -1, Seq: -1, Pos: -1, ShrunkLen: -1}
+	if n, ok := num(m["index"]); ok {
+		f.Index = int(n)
+	}
 	f.Seed = str(m["seed"])
 	f.Replay = str(m["replay"])
 	if f.Replay == "" && f.Seed != "" {
