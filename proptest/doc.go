@@ -41,7 +41,8 @@
 //     call processed, at block table[pos/bs], row pos%bs, and nothing else
 //     (no write for inactive slots, none into another buffer, none by
 //     finish or recapture). kv-cache: after every finish the device's
-//     whole KV cache equals ref's, bit for bit.
+//     whole KV cache equals ref's, bit for bit (caches of at most 64
+//     blocks; larger ones are not read back).
 //  3. cur-pos: at every op that reads cur_pos (paged_update_cache, paged
 //     SDPA decode; observed with sim.Options.OnOp and Device.Peek) the
 //     device's cur_pos is the host's seq_len-1 for the active slots and -1

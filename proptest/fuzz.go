@@ -5,9 +5,12 @@ import (
 	"github.com/offcard/offcard/qwen3"
 )
 
-// fuzzWork bounds the device steps of a decoded script, so one fuzz
-// execution stays fast.
-const fuzzWork = 160
+// fuzzWork bounds the device steps of a decoded script and fuzzCmds its
+// commands, so one fuzz execution stays fast.
+const (
+	fuzzWork = 128
+	fuzzCmds = 24
+)
 
 // ScriptFromBytes decodes bytes into a scenario and a schedule that walks
 // the page table through a sequence of widths (FuzzPageTableWidths). Every
@@ -28,7 +31,7 @@ const fuzzWork = 160
 //	3 recapture (d = 0) or decode one step
 //
 // Commands whose precondition fails are shortened to fit or skipped;
-// decoding stops at a budget of device steps.
+// decoding stops at a budget of device steps and of commands.
 func ScriptFromBytes(data []byte) Script {
 	at := func(i int) byte {
 		if i < len(data) {
@@ -80,7 +83,7 @@ func ScriptFromBytes(data []byte) Script {
 		return true
 	}
 	for _, b := range data[min(4, len(data)):] {
-		if m.work >= fuzzWork {
+		if m.work >= fuzzWork || len(s.Commands) >= fuzzCmds {
 			break
 		}
 		w := min(1+int(b&3), maxW)

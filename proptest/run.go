@@ -329,7 +329,7 @@ func (r *runner) checkQuiet(c Cmd, err error) *Failure {
 			ps = append(ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: fmt.Sprintf("%d KV writes by a command that runs no step, first: %v", len(ws), ws[0])})
 		}
 	}
-	if c.Kind == Finish {
+	if c.Kind == Finish && r.sc.NumBlocks <= auditMaxBlocks {
 		r.auditCache(&ps)
 	}
 	return r.failure(call{c: c}, ps, finding, StepInfo{})
@@ -640,6 +640,11 @@ func diffOutput(got, want qwen3.Output) string {
 	}
 	return b.String()
 }
+
+// auditMaxBlocks: caches of more blocks are not audited (reading 256
+// blocks back after every finish costs more than the rest of a schedule;
+// the KV write log still shows every write landed where the table says).
+const auditMaxBlocks = 64
 
 // auditCache compares the SUT's whole KV cache with ref's.
 func (r *runner) auditCache(ps *[]problem) {
