@@ -104,8 +104,12 @@ var Catalog = []Mutant{
 		Idea: "a reused page-table row keeps its old tail: only each active row's used prefix is rewritten, inactive rows are not cleared",
 		Expect: "a table entry past a row's blocks still names a block of a finished sequence " +
 			"(seen only by a property that compares the device table with the host's)",
-		Notes: "Possibly equivalent in this engine: with KChunkSize = BlockSize neither the KV update nor SDPA ever " +
-			"dereferences an entry past the current block, and a width change starts from a fresh table.",
+		Notes: "Equivalent for the outputs in this engine: with KChunkSize = BlockSize neither the KV update nor SDPA " +
+			"ever dereferences an entry past the current block, and a width change starts from a fresh table. It " +
+			"breaks the engine's documented row contract (columns past the slot's blocks hold PagePad) and leaves " +
+			"block ids of finished sequences in the device table.",
+		KnownSurvivor: "no property compares the device page table with the host's rows (Engine.PageTable, read with " +
+			"sim's Peek, against each slot's blocks padded with PagePad); outputs and KV writes are unaffected",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\ttable := make([]int32, C*e.ptW)\n",

@@ -60,8 +60,12 @@ type Result struct {
 	Where     string `json:"where,omitempty"`
 	Finding   string `json:"finding,omitempty"`
 	ShrunkLen int    `json:"shrunk_len"`
-	Script    string `json:"script,omitempty"`
-	Replay    string `json:"replay,omitempty"`
+	// OriginalLen is the failing schedule's length before shrinking, Runs
+	// the schedule runs the case took (the original and the shrinking).
+	OriginalLen int    `json:"original_len,omitempty"`
+	Runs        int    `json:"runs,omitempty"`
+	Script      string `json:"script,omitempty"`
+	Replay      string `json:"replay,omitempty"`
 	// Case is the index of the first failing case; Failed and Cases are
 	// the failed and total case counts of the check run that went red
 	// (campaigns run in stages: see RunOne).
@@ -261,7 +265,7 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 		res.Status = Killed
 		res.Property, res.Step, res.Where, res.Finding = f.Property, f.Step, f.Where, f.Finding
 		res.Script, res.ShrunkLen, res.Replay = f.Script, f.ShrunkLen, f.Replay
-		res.Case = f.Index
+		res.Case, res.OriginalLen, res.Runs = f.Index, f.OriginalLen, f.Runs
 	case code == 1:
 		return fail("check exited 1 without a failing case in its JSON")
 	default:
@@ -293,6 +297,9 @@ type CheckFailure struct {
 	Detail    string
 	Script    string
 	ShrunkLen int // commands in Script, -1 if no script
+	// OriginalLen and Runs: the unshrunk schedule's length and the
+	// schedule runs of the case (0 when not given).
+	OriginalLen, Runs int
 }
 
 // ParseCheck reads the JSON that `offcard check --json` prints: an object
@@ -372,6 +379,12 @@ func parseFailure(m map[string]any) *CheckFailure {
 	f := &CheckFailure{Step: -1, Seq: -1, Pos: -1, ShrunkLen: -1}
 	if n, ok := num(m["index"]); ok {
 		f.Index = int(n)
+	}
+	if n, ok := num(m["original_commands"]); ok {
+		f.OriginalLen = int(n)
+	}
+	if n, ok := num(m["runs"]); ok {
+		f.Runs = int(n)
 	}
 	f.Seed = str(m["seed"])
 	f.Replay = str(m["replay"])
@@ -554,6 +567,11 @@ func WriteTable(w io.Writer, rs []Result) error {
 	}
 	c := Counts(rs)
 	fmt.Fprintf(&b, "%d mutants: %d killed, %d survived, %d errors\n", len(rs), c[Killed], c[Survived], c[Error])
+	for _, r := range rs {
+		if m, ok := ByName(r.Name); ok && r.Status == Survived && m.KnownSurvivor != "" {
+			fmt.Fprintf(&b, "known survivor %s: %s\n", r.Name, m.KnownSurvivor)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -1,6 +1,7 @@
 package mutants_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -176,5 +177,36 @@ func TestSeedMutantsRedSteps(t *testing.T) {
 				t.Errorf("%s: red at pos %d, not the first position of a block", tc.mutant, f.Pos)
 			}
 		})
+	}
+}
+
+// Every catalog mutant is killed by offcard check (OFFCARD_MUTANT_CASES
+// cases at most, default 200, in stages of 1 and 10), except the marked
+// known survivors. One `go build` of offcard per mutant: about two minutes
+// on 2 cores (see the package doc); skipped with -short.
+func TestCatalogKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds offcard once per mutant; skipped with -short")
+	}
+	root, err := mutants.FindModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, _ := strconv.Atoi(os.Getenv("OFFCARD_MUTANT_CASES"))
+	rs, err := mutants.Run(context.Background(), mutants.Config{Root: root, Cases: cases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		t.Logf("%-28s %s", r.Name, r.Summary())
+		m, _ := mutants.ByName(r.Name)
+		switch {
+		case r.Status == mutants.Survived && m.KnownSurvivor != "":
+			t.Logf("  known survivor: %s", m.KnownSurvivor)
+		case r.Status == mutants.Killed && m.KnownSurvivor != "":
+			t.Errorf("mutant %s is killed now: remove its KnownSurvivor mark", r.Name)
+		case r.Status != mutants.Killed:
+			t.Errorf("mutant %s %s", r.Name, r.Summary())
+		}
 	}
 }
