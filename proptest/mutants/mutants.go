@@ -1,18 +1,3 @@
-// Package mutants is offcard's mutant catalog and its runner.
-//
-// A mutant is a named, one-idea source edit of the engine (or of the
-// simulator), written as (file, exact anchor text, replacement). It is
-// never applied to the tree: Overlay writes the edited files to a temporary
-// directory with a `go build -overlay` JSON file naming them, and the
-// runner builds `offcard` from the module with that overlay and runs
-// `offcard check` on it. There is no switch in production code and no copy
-// of the tree.
-//
-// An anchor that no longer occurs exactly once in its file is an error
-// (AnchorError), never a survivor: the source moved and the mutant must be
-// rewritten. TestAnchorsApply checks every anchor on every `go test ./...`.
-//
-// Run the catalog with `offcard mutants` or `make mutants`; see Run.
 package mutants
 
 import (

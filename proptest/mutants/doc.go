@@ -1,0 +1,66 @@
+// Package mutants is offcard's mutant catalog and its runner.
+//
+// A mutant is a named, one-idea source edit of the engine (or of the
+// simulator), written as (file, exact anchor text, replacement). It is
+// never applied to the tree: Mutant.Overlay writes the edited files to a
+// temporary directory with a `go build -overlay` JSON file naming them; Run
+// builds `offcard` from the module with that overlay and runs
+// `offcard check --json` on it. There is no switch in production code and
+// no copy of the tree.
+//
+// An anchor that no longer occurs exactly once in its file is an error
+// (AnchorError), never a survivor: the source moved and the mutant must be
+// rewritten. TestAnchorsApply checks every anchor on every `go test ./...`,
+// and `offcard mutants` checks them all before building anything (exit 2,
+// naming the mutant).
+//
+// # Running
+//
+//	offcard mutants [--only NAME,...] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR]
+//	offcard mutants --list                 # the catalog: idea, expected red
+//	offcard mutants --only NAME --overlay DIR  # just the overlay, for go test -overlay
+//	make mutants                           # the seed red-step test, then offcard mutants
+//
+// The command finds the module root by walking up from the working
+// directory to the go.mod of github.com/offcard/offcard (or takes --repo).
+// Each mutant's campaign runs in stages of 1, 10 and N cases (default 200,
+// offcard check's default) with the same seed: a stage's cases are a prefix
+// of the next one's, so the first failing case is the full campaign's, and
+// a mutant killed by case 0 costs one case and its shrinking. Exit 0 when
+// every mutant is killed, 1 when one survives, 2 when one cannot be applied,
+// built or checked. The table has one row per mutant: status, first red
+// device step (0-based), property, shrunk length (commands), time to red
+// (the wall time of the stage that went red, shrinking included: the only
+// column that changes between runs) and the strict finding.
+//
+// Tests: TestAnchorsApply (fast); TestSeedMutantsRedSteps replays the
+// seed's gate as a script on pt-one-column and warm-pos-global through
+// `go test -overlay` and pins where they go red (position 32, the first
+// past the block, for the [C,1] table; position 32 in the cold step of the
+// boundary's re-capture for the warm-position skip); TestCatalogKilled
+// runs the whole catalog through Run. Both build per mutant and are
+// skipped with -short.
+//
+// # Measured (2 cores, warm build cache, seed 1, 200 cases)
+//
+// The whole catalog: 56 s (13 builds of ~1 s each; the survivor's 200
+// cases 19 s). A cold build cache adds about a minute to the first build.
+//
+//	mutant                      property  step  shrunk  time to red
+//	pt-one-column               strict    64    2       0.5 s   page-table-read-past-row
+//	warm-pos-global             cur-pos   64    2       0.5 s
+//	free-not-retire             strict    64    2       0.5 s   allocation-overlaps-live-trace
+//	width-grow-only             kv-write  65    3       16 s    (149 shrink runs from 8 commands)
+//	plus-one-no-skip            cur-pos   0     1       0.1 s
+//	stale-tail                  survived (known survivor, see its KnownSurvivor)
+//	reseed-off-by-one           cur-pos   0     1       0.1 s
+//	rope-not-advanced           logits    2     2       0.2 s
+//	refresh-never               kv-write  2     3       3.4 s   (case 2)
+//	alloc-after-capture         strict    1     2       0.1 s   allocation-overlaps-live-trace
+//	warm-pos-global-pure        cur-pos   2     3       1.4 s
+//	trace-kept-on-width-change  strict    64    2       0.5 s   page-table-read-past-row
+//	sim-plus-one-no-skip        cur-pos   0     1       0.1 s
+//
+// Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
+// so step 64 is the first position past the first block.
+package mutants
