@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,10 +83,11 @@ var divergeRE = regexp.MustCompile(`(?:DIVERGE|RED) step=(\d+) seq=(-?\d+) pos=(
 var findingRE = regexp.MustCompile(`FINDING step=(\d+) seq=-?\d+ pos=-?\d+: ([^\n]*)`)
 
 func goTool(t *testing.T) string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is not on PATH: %v", err)
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return p
 }
 
 // runMutant runs the named tests of this package with the mutant applied

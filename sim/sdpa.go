@@ -145,7 +145,7 @@ type sdpaProgram struct {
 	end               uint64
 	cacheTile         uint32 // tile bytes of the caches
 	cacheTileAligned  uint32
-	ptAligned, cpPage uint64
+	ptAligned uint64
 }
 
 func (p *sdpaProgram) cbEnd() uint64 { return p.end }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/tt"
@@ -91,14 +90,6 @@ func (d *Device) operand(op string, t tt.Tensor) (*buffer, error) {
 	return b, nil
 }
 
-func dims(s tt.Spec) string {
-	p := s.PaddedShape()
-	parts := make([]string, len(p))
-	for i, v := range p {
-		parts[i] = strconv.Itoa(v)
-	}
-	return "[" + strings.Join(parts, ", ") + "]"
-}
 
 // validateUpdateCache is validate_on_program_cache_miss (§1.1), in the
 // notes' order, once per (cache, input) pair; the fused op (§1.5) runs the
