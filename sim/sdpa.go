@@ -135,17 +135,17 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 // sdpaProgram holds the compile-time state of a paged SDPA decode program:
 // geometry and the placed page-table CB (§3.2: c_9, one aligned page).
 type sdpaProgram struct {
-	heads, kvh, dh    int
-	bs                uint32 // block size
-	blocks            uint32 // cache blocks (findings only)
-	ptWidth           uint32 // page-table row width (findings only)
-	kchunk            int
-	scale             float32
-	ptCB, ptCBSize    uint64
-	end               uint64
-	cacheTile         uint32 // tile bytes of the caches
-	cacheTileAligned  uint32
-	ptAligned uint64
+	heads, kvh, dh   int
+	bs               uint32 // block size
+	blocks           uint32 // cache blocks (findings only)
+	ptWidth          uint32 // page-table row width (findings only)
+	kchunk           int
+	scale            float32
+	ptCB, ptCBSize   uint64
+	end              uint64
+	cacheTile        uint32 // tile bytes of the caches
+	cacheTileAligned uint32
+	ptAligned        uint64
 }
 
 func (p *sdpaProgram) cbEnd() uint64 { return p.end }

@@ -90,7 +90,6 @@ func (d *Device) operand(op string, t tt.Tensor) (*buffer, error) {
 	return b, nil
 }
 
-
 // validateUpdateCache is validate_on_program_cache_miss (§1.1), in the
 // notes' order, once per (cache, input) pair; the fused op (§1.5) runs the
 // same checks on both pairs, then requires two disjoint one-user-per-core
