@@ -71,6 +71,13 @@ func Dot(a, b []bf16.BF16) float32 {
 	return reduceLanes(&acc)
 }
 
+// DotWidened is Dot(a, b) for a b given already widened to float32
+// (x[j] == b[j].Float32(), exactly): the same lanes and order, bit for bit,
+// through the AVX2 path where there is one. It spares callers that reuse one
+// input across many rows (a matrix-vector product) the per-product widening.
+// len(x) must be at least len(a).
+func DotWidened(a []bf16.BF16, x []float32) float32 { return dotRow(a, x) }
+
 // dotF is Dot with b already widened to float32 (xf[j] == b[j].Float32()).
 // Widening is exact, so dotF(a, xf) == Dot(a, b) bit for bit.
 func dotF(a []bf16.BF16, xf []float32) float32 {

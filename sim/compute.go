@@ -343,7 +343,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	}
 	dst := s.buf(5, gout.size())
 	clear(dst)
-	// Widen the input rows once; dotRowFast is ref.Dot(weight row, x_m).
+	// Widen the input rows once; ref.DotWidened is ref.Dot(weight row, x_m).
 	rows := gi.rows()
 	xf := s.floats(rows * k)
 	for m := 0; m < rows; m++ {
@@ -353,7 +353,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	for o := 0; o < n; o++ {
 		wo := wt[o*k : (o+1)*k : (o+1)*k]
 		for m := 0; m < rows; m++ {
-			v := dotRowFast(wo, xf[m*k:(m+1)*k])
+			v := ref.DotWidened(wo, xf[m*k:(m+1)*k])
 			if bv != nil {
 				v += bv[o].Float32()
 			}
@@ -696,79 +696,6 @@ func argmaxBF16(v []bf16.BF16) uint32 {
 		return 0
 	}
 	return uint32(best)
-}
-
-// dotWide is ref.Dot over already-widened operands (a[j] and b[j] are bf16
-// values widened to float32, exactly): the same 16 lanes, acc[j%16] +=
-// float32(a[j]*b[j]) for j increasing, then the tree acc[l] += acc[l+h] for
-// h = 8, 4, 2, 1. Widening is exact, so dotWide(wide(a), wide(b)) ==
-// ref.Dot(a, b) bit for bit (TestDotWideMatchesRef); it only saves the
-// per-product conversions of the hot linear loop.
-func dotWide(a, b []float32) float32 {
-	n := len(a)
-	b = b[:n]
-	var acc [ref.Lanes]float32
-	j := 0
-	if n >= ref.Lanes {
-		var a0, a1, a2, a3, a4, a5, a6, a7 float32
-		var a8, a9, a10, a11, a12, a13, a14, a15 float32
-		for ; j+ref.Lanes <= n; j += ref.Lanes {
-			x := a[j : j+ref.Lanes : j+ref.Lanes]
-			y := b[j : j+ref.Lanes : j+ref.Lanes]
-			a0 += float32(x[0] * y[0])
-			a1 += float32(x[1] * y[1])
-			a2 += float32(x[2] * y[2])
-			a3 += float32(x[3] * y[3])
-			a4 += float32(x[4] * y[4])
-			a5 += float32(x[5] * y[5])
-			a6 += float32(x[6] * y[6])
-			a7 += float32(x[7] * y[7])
-			a8 += float32(x[8] * y[8])
-			a9 += float32(x[9] * y[9])
-			a10 += float32(x[10] * y[10])
-			a11 += float32(x[11] * y[11])
-			a12 += float32(x[12] * y[12])
-			a13 += float32(x[13] * y[13])
-			a14 += float32(x[14] * y[14])
-			a15 += float32(x[15] * y[15])
-		}
-		acc = [ref.Lanes]float32{a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15}
-	}
-	for l := 0; j < n; j, l = j+1, l+1 {
-		acc[l] += float32(a[j] * b[j])
-	}
-	return reduceLanes(&acc)
-}
-
-// dotRow is ref.Dot(a, b) with b already widened (x[j] == b[j].Float32()):
-// the same lanes and order as dotWide, a widened on the fly.
-func dotRow(a []bf16.BF16, x []float32) float32 {
-	n := len(a)
-	x = x[:n]
-	var acc [ref.Lanes]float32
-	j := 0
-	for ; j+ref.Lanes <= n; j += ref.Lanes {
-		p := a[j : j+ref.Lanes : j+ref.Lanes]
-		q := x[j : j+ref.Lanes : j+ref.Lanes]
-		for l := range ref.Lanes {
-			acc[l] += float32(p[l].Float32() * q[l])
-		}
-	}
-	for l := 0; j < n; j, l = j+1, l+1 {
-		acc[l] += float32(a[j].Float32() * x[j])
-	}
-	return reduceLanes(&acc)
-}
-
-// reduceLanes folds the lane accumulators in ref's canonical tree order:
-// for h = 8, 4, 2, 1: acc[l] += acc[l+h] for l < h.
-func reduceLanes(acc *[ref.Lanes]float32) float32 {
-	for h := ref.Lanes / 2; h >= 1; h /= 2 {
-		for l := 0; l < h; l++ {
-			acc[l] += acc[l+h]
-		}
-	}
-	return acc[0]
 }
 
 // widen converts src into dst (len(dst) >= len(src)).

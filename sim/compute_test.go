@@ -614,36 +614,6 @@ func TestComputeDeterministic(t *testing.T) {
 	}
 }
 
-func TestDotWideMatchesRef(t *testing.T) {
-	r := rand.New(rand.NewPCG(23, 24))
-	for n := 0; n < 300; n++ {
-		for trial := 0; trial < 20; trial++ {
-			a, b := cRand(r, n, trial%2 == 1), cRand(r, n, trial%2 == 1)
-			if trial%5 == 4 { // denormals and signed zeros
-				for i := range a {
-					a[i] = bf16.BF16(r.IntN(4)) | bf16.BF16(r.IntN(2))<<15
-				}
-			}
-			fa, fb := make([]float32, n), make([]float32, n)
-			widen(fa, a)
-			widen(fb, b)
-			got, want := dotWide(fa, fb), ref.Dot(a, b)
-			if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
-				t.Fatalf("n=%d: dotWide %v (%#x), ref.Dot %v (%#x)", n, got, math.Float32bits(got), want, math.Float32bits(want))
-			}
-			// dotRow and its assembly path equal ref.Dot bit for bit; NaNs
-			// compare as a class, as in ref's own AVX2 test (which NaN
-			// wins an add of two NaNs depends on operand order, which Go
-			// leaves to the compiler for commutative ops).
-			for _, f := range []func([]bf16.BF16, []float32) float32{dotRow, dotRowFast} {
-				if v := f(a, fb); math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
-					t.Fatalf("n=%d: dotRow/dotRowFast %#x, ref.Dot %#x (AVX2 %v)", n, math.Float32bits(v), math.Float32bits(want), useAVX2)
-				}
-			}
-		}
-	}
-}
-
 // A [B,1] page table with cur_pos in the 10th block: entries 1..7 come from
 // the DRAM padding of the row's 32 B slot, entries 8.. from L1 past the
 // page-table CB. Strict mode names each; the kernel uses them as they are.
