@@ -18,7 +18,8 @@
 //     and tables, and a SUT built by a Factory, together.
 //   - SUT and Factory: a SUT exposes its qwen3.Decoder and, optionally,
 //     observations (KVObserver, OpPosObserver, PosObserver,
-//     FindingObserver, StepObserver, KVReader, Resetter). SimFactory
+//     PageTableObserver, FindingObserver, StepObserver, KVReader,
+//     Resetter). SimFactory
 //     builds qwen3.Engine on a strict sim.Device with every observation;
 //     a factory for the card will offer what the card can.
 //   - Campaign runs cases in parallel; case i of the campaign with seed S
@@ -54,10 +55,19 @@
 //     captures or replays. The sanitizer's trace hazards (stale address,
 //     allocation overlapping a live trace) are property 5.
 //  5. strict: the simulator in strict mode reports no finding.
+//  6. page-table (with property 2): after every Decoder call the device
+//     page table (Engine.PageTable read with sim's Peek, no host transfer)
+//     is what qwen3.Engine documents for the call's last step: the width
+//     policy's width over the active rows; row s of an active slot holds
+//     Blocks[:Pos/BlockSize+1], then qwen3.PagePad; every other row
+//     (free slots, finished sequences, live sequences not in the step) is
+//     all PagePad. A command that runs no step (finish, recapture) leaves
+//     it as it was. Inside a prefill only the last step's table is seen
+//     (the engine writes the whole prompt's blocks for every prompt step).
 //
 // When several properties fail at one step the failure names the likeliest
-// cause first: setup, panic, strict, cur-pos, kv-write, sut-error, replay,
-// logits, kv-cache; the others are listed as "also".
+// cause first: setup, panic, strict, cur-pos, kv-write, page-table,
+// sut-error, replay, logits, kv-cache; the others are listed as "also".
 //
 // # Script format
 //

@@ -356,3 +356,65 @@ func BenchmarkCampaign(b *testing.B) {
 	b.ReportMetric(float64(cases*b.N)/s, "schedules/s")
 	b.ReportMetric(float64(steps)/s, "steps/s")
 }
+
+// staleRowSUT reports the device page table with a stale block id left in
+// the last column of every row but the first (a stale tail, or an
+// inactive row not cleared).
+type staleRowSUT struct{ *SimSUT }
+
+func (s staleRowSUT) DevicePageTable() ([]int32, int, bool, error) {
+	t, w, ok, err := s.SimSUT.DevicePageTable()
+	if err == nil && ok {
+		for r := 1; r*w < len(t); r++ {
+			t[r*w+w-1] = 5
+		}
+	}
+	return t, w, ok, err
+}
+
+func TestPageTableProperty(t *testing.T) {
+	script := `model tiny seed=1
+device sim arch=wormhole strict
+engine block=32 blocks=8 width=fixed:3 capacity=2 mode=captured recapture=2
+admit seq=0 prompt=33
+decode steps=2
+finish seq=0
+recapture
+admit seq=1 prompt=3
+decode steps=1
+`
+	s, err := ParseScript(strings.NewReader(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _, err := RunScript(s, SimFactory); err != nil || f != nil {
+		t.Fatalf("real engine: %v, %v", f, err)
+	}
+	stale := func(sc Scenario) (SUT, error) {
+		s, err := SimFactory(sc)
+		if err != nil {
+			return nil, err
+		}
+		return staleRowSUT{s.(*SimSUT)}, nil
+	}
+	f, _, err := RunScript(s, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f == nil || f.Property != PropPageTable || f.Command != 1 || f.DeviceStep != 32 ||
+		!strings.Contains(f.Detail, "row 1 is [0 0 5]") || !strings.Contains(f.Detail, "slot 1 is inactive") {
+		t.Fatalf("want a page-table failure at the prefill's last step (row 1 stale), got %v", f)
+	}
+	for _, tc := range []struct {
+		in   []int32
+		want string
+	}{
+		{[]int32{3, 0, 0}, "[3 0 0]"},
+		{[]int32{3, 7, 0, 0, 0, 0, 0}, "[3 7 ...5×0]"},
+		{make([]int32, 256), "[...256×0]"},
+	} {
+		if got := fmtRow(tc.in); got != tc.want {
+			t.Errorf("fmtRow(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -28,6 +28,11 @@ const (
 	// PropKVWrite: a KV write landed elsewhere than table[pos/bs], row
 	// pos%bs, or one is missing or extra (property 2).
 	PropKVWrite = "kv-write"
+	// PropPageTable: the device page table differs from the host's rows
+	// (each active slot's blocks for its position, then qwen3.PagePad;
+	// every other row PagePad; the width the policy gives), or a command
+	// that runs no step changed it.
+	PropPageTable = "page-table"
 	// PropSUTError: the SUT refused a valid call.
 	PropSUTError = "sut-error"
 	// PropReplay: a trace was replayed where it must not be: across a
@@ -41,7 +46,7 @@ const (
 	PropKVCache = "kv-cache"
 )
 
-var propRank = []string{PropSetup, PropPanic, PropStrict, PropCurPos, PropKVWrite, PropSUTError, PropReplay, PropLogits, PropKVCache}
+var propRank = []string{PropSetup, PropPanic, PropStrict, PropCurPos, PropKVWrite, PropPageTable, PropSUTError, PropReplay, PropLogits, PropKVCache}
 
 // Failure is the first failing step of a schedule run.
 type Failure struct {
@@ -119,8 +124,10 @@ type runner struct {
 	tabs [MaxSeqs]*kvpage.Table
 	next [MaxSeqs]int32 // next token to feed (ref's last output)
 
-	steps      int // device steps so far
-	traceWidth int // width of the live trace (captured), -1: none
+	steps      int     // device steps so far
+	traceWidth int     // width of the live trace (captured), -1: none
+	ptWant     []int32 // the device page table after the last step, nil: unknown
+	ptWidth    int
 	cmds       int
 	fail       *Failure
 	off        bool // a runner past the shrink budget: every command passes
@@ -332,6 +339,7 @@ func (r *runner) checkQuiet(c Cmd, err error) *Failure {
 	if c.Kind == Finish && r.sc.NumBlocks <= auditMaxBlocks {
 		r.auditCache(&ps)
 	}
+	r.checkPageTableKept(&ps)
 	return r.failure(call{c: c}, ps, finding, StepInfo{})
 }
 
@@ -414,6 +422,12 @@ func (r *runner) check(k call) *Failure {
 			}
 		}
 	}
+	// The device page table holds the host's rows for the last step.
+	if k.err == nil {
+		r.checkPageTable(&ps, k, slotSeq)
+	} else {
+		r.ptWant = nil
+	}
 	// Property 4: no replay across a width change, after a reset, or in
 	// eager mode.
 	var si StepInfo
@@ -460,6 +474,104 @@ func (r *runner) checkRegime(ps *[]problem, si StepInfo) {
 	default:
 		r.traceWidth = -1
 	}
+}
+
+// checkPageTable compares the device page table after a Decoder call with
+// the rows the engine documents (qwen3.Engine, "Page table"): row s of an
+// active slot of the call's last step holds Blocks[:Pos/BlockSize+1] of
+// that step, then qwen3.PagePad; every other row is all PagePad; the width
+// is the width policy over the active rows' block counts. The table is
+// read after the call, so inside a prefill only its last step's table is
+// seen.
+func (r *runner) checkPageTable(ps *[]problem, k call, slotSeq map[int]int) {
+	po, ok := r.sut.(PageTableObserver)
+	if !ok {
+		return
+	}
+	bs, C := r.sc.BlockSize, r.sc.Capacity
+	longest := 0
+	for _, a := range k.act {
+		longest = max(longest, a.pos[len(a.pos)-1]/bs+1)
+	}
+	w, err := kvpage.Width(r.sc.Width, longest)
+	if err != nil {
+		panic(fmt.Sprintf("width policy: %v", err)) // the preconditions keep every position within the policy
+	}
+	want := make([]int32, C*w)
+	for i := range want {
+		want[i] = qwen3.PagePad
+	}
+	for _, a := range k.act {
+		copy(want[a.slot*w:], a.blocks[:a.pos[len(a.pos)-1]/bs+1])
+	}
+	r.ptWant, r.ptWidth = want, w
+	got, gw, ok, err := po.DevicePageTable()
+	off := len(k.act[0].pos) - 1
+	switch {
+	case err != nil:
+		*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "read page table: " + err.Error()})
+		return
+	case !ok:
+		*ps = append(*ps, problem{prop: PropPageTable, seq: -1, pos: -1, located: true, offset: off,
+			detail: "the engine has no page table after a step"})
+		return
+	case gw != w || len(got) != C*w:
+		*ps = append(*ps, problem{prop: PropPageTable, seq: -1, pos: -1, located: true, offset: off,
+			detail: fmt.Sprintf("the device page table is %d values of width %d, the host expects [%d, %d] (width policy %s, longest active row %d blocks)", len(got), gw, C, w, r.sc.Width, longest)})
+		return
+	}
+	for s := 0; s < C; s++ {
+		g, x := got[s*w:(s+1)*w], want[s*w:(s+1)*w]
+		if slices.Equal(g, x) {
+			continue
+		}
+		seq, pos, what := -1, -1, fmt.Sprintf("slot %d is inactive in the step", s)
+		if q, ok := slotSeq[s]; ok {
+			for _, a := range k.act {
+				if a.slot == s {
+					seq, pos = q, a.pos[len(a.pos)-1]
+				}
+			}
+			what = fmt.Sprintf("slot %d holds seq %d at pos %d (block size %d)", s, seq, pos, bs)
+		}
+		*ps = append(*ps, problem{prop: PropPageTable, seq: seq, pos: pos, located: true, offset: off,
+			detail: fmt.Sprintf("device page-table row %d is %s, the host expects %s: %s (columns past its blocks hold PagePad %d)", s, fmtRow(g), fmtRow(x), what, qwen3.PagePad)})
+		return
+	}
+}
+
+// checkPageTableKept checks that a command that runs no step (finish,
+// recapture) left the device page table as the last step wrote it.
+func (r *runner) checkPageTableKept(ps *[]problem) {
+	po, ok := r.sut.(PageTableObserver)
+	if !ok || r.ptWant == nil {
+		return
+	}
+	got, gw, ok, err := po.DevicePageTable()
+	switch {
+	case err != nil:
+		*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "read page table: " + err.Error()})
+	case !ok || gw != r.ptWidth || !slices.Equal(got, r.ptWant):
+		*ps = append(*ps, problem{prop: PropPageTable, seq: -1, pos: -1,
+			detail: fmt.Sprintf("a command that runs no step changed the device page table: %s (width %d, present %v), the last step left %s (width %d)", fmtRow(got), gw, ok, fmtRow(r.ptWant), r.ptWidth)})
+	}
+}
+
+// fmtRow prints page-table values with a trailing run of more than four
+// PagePad entries collapsed, e.g. "[3 7 ...254×0]".
+func fmtRow(v []int32) string {
+	n := len(v)
+	for n > 0 && v[n-1] == qwen3.PagePad {
+		n--
+	}
+	if len(v)-n <= 4 {
+		return fmt.Sprint(v)
+	}
+	s := strings.TrimSuffix(fmt.Sprint(v[:n]), "]")
+	if n > 0 {
+		s += " "
+	}
+	return fmt.Sprintf("%s...%d×%d]", s, len(v)-n, qwen3.PagePad)
 }
 
 // checkOpPos checks the cur_pos every position-reading op saw against the

@@ -103,6 +103,14 @@ type KVReader interface {
 	ReadKV(layer int) (k, v []bf16.BF16, err error)
 }
 
+// PageTableObserver is a SUT that can show the page table its device
+// holds, without a host transfer the engine would see (sim: Peek). ok is
+// false while the engine has no page table yet (before its first step);
+// otherwise table holds width columns per slot, row by row.
+type PageTableObserver interface {
+	DevicePageTable() (table []int32, width int, ok bool, err error)
+}
+
 // The model weights are synthesised once per (preset, seed) and shared,
 // read-only, by every run.
 var (
@@ -132,7 +140,7 @@ func ModelWeights(sc Scenario) (*qwen3.Weights, error) {
 
 // SimSUT is qwen3.Engine on the simulator, with every observation: the
 // KV write log, cur_pos read-back, strict findings, the step's regime and
-// width, and the caches.
+// width, the device page table, and the caches.
 type SimSUT struct {
 	Dev *sim.Device
 	Eng *qwen3.Engine
@@ -247,6 +255,24 @@ func (s *SimSUT) DeviceCurPos() ([]int32, error) {
 		return nil, err
 	}
 	return h.Int32s(), nil
+}
+
+// DevicePageTable implements PageTableObserver: Engine.PageTable read with
+// the simulator's Peek (not a host transfer, so the engine's counters and
+// the sanitizer do not see it).
+func (s *SimSUT) DevicePageTable() ([]int32, int, bool, error) {
+	t, ok := s.Eng.PageTable()
+	if !ok {
+		return nil, 0, false, nil
+	}
+	h, err := s.Dev.Peek(t)
+	if err != nil {
+		return nil, 0, true, err
+	}
+	if len(h.Shape) != 2 {
+		return nil, 0, true, fmt.Errorf("page table %v: not two-dimensional", t)
+	}
+	return h.Int32s(), h.Shape[1], true, nil
 }
 
 // TakeFindings implements FindingObserver.

@@ -102,14 +102,15 @@ var Catalog = []Mutant{
 	{
 		Name: "stale-tail",
 		Idea: "a reused page-table row keeps its old tail: only each active row's used prefix is rewritten, inactive rows are not cleared",
-		Expect: "a table entry past a row's blocks still names a block of a finished sequence " +
-			"(seen only by a property that compares the device table with the host's)",
+		Expect: "red (page-table) at the first step that leaves a row with a block id the host's table does not " +
+			"have there: an inactive slot still naming a block of a sequence that is finished or not in the step, " +
+			"or a reused row's tail past the new sequence's blocks",
 		Notes: "Equivalent for the outputs in this engine: with KChunkSize = BlockSize neither the KV update nor SDPA " +
 			"ever dereferences an entry past the current block, and a width change starts from a fresh table. It " +
-			"breaks the engine's documented row contract (columns past the slot's blocks hold PagePad) and leaves " +
-			"block ids of finished sequences in the device table.",
-		KnownSurvivor: "no property compares the device page table with the host's rows (Engine.PageTable, read with " +
-			"sim's Peek, against each slot's blocks padded with PagePad); outputs and KV writes are unaffected",
+			"breaks the engine's documented row contract (columns past the slot's blocks, and inactive rows, hold " +
+			"PagePad) and leaves block ids of finished sequences in the device table. Only the page-table property " +
+			"(the device table, read with sim's Peek, against the host's rows) kills it; a stale id 0 is invisible " +
+			"(PagePad is 0), so the shrunk reproduction needs a third sequence.",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\ttable := make([]int32, C*e.ptW)\n",

@@ -35,11 +35,6 @@ type Mutant struct {
 	Expect string
 	// Notes documents choices (faithfulness, equivalence).
 	Notes string
-	// KnownSurvivor, when set, says why the property suite does not kill
-	// this mutant yet. The runner still reports it as survived (and
-	// offcard mutants exits 1); TestCatalogKilled tolerates it, and fails
-	// once it is killed so that the mark is removed.
-	KnownSurvivor string
 	// Edits are applied in order, each to the previous one's result.
 	Edits []Edit
 }

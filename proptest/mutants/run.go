@@ -567,11 +567,6 @@ func WriteTable(w io.Writer, rs []Result) error {
 	}
 	c := Counts(rs)
 	fmt.Fprintf(&b, "%d mutants: %d killed, %d survived, %d errors\n", len(rs), c[Killed], c[Survived], c[Error])
-	for _, r := range rs {
-		if m, ok := ByName(r.Name); ok && r.Status == Survived && m.KnownSurvivor != "" {
-			fmt.Fprintf(&b, "known survivor %s: %s\n", r.Name, m.KnownSurvivor)
-		}
-	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
