@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Options configure a campaign.
@@ -45,14 +46,16 @@ func Campaign(o Options) []CaseResult {
 	co := CaseOptions{Base: o.Base, Factory: o.Factory, MaxShrinks: o.MaxShrinks, ShrinkRuns: o.ShrinkRuns}
 	jobs := make(chan int)
 	done := make(chan int)
+	t0 := time.Now()
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
+				start := time.Since(t0)
 				r := RunCase(CaseSeed(o.Seed, i), co)
-				r.Index = i
+				r.Index, r.Start = i, start
 				res[i] = r
 				done <- i
 			}
@@ -77,6 +80,23 @@ func Campaign(o Options) []CaseResult {
 		}
 	}
 	return res
+}
+
+// TimeToRed is the wall time from the start of the campaign whose results
+// rs are until its first failing command was observed, in any case (before
+// any shrinking); false when every case passed.
+func TimeToRed(rs []CaseResult) (time.Duration, bool) {
+	var best time.Duration
+	found := false
+	for _, r := range rs {
+		if r.Passed || r.Error != "" && r.Failure == nil {
+			continue
+		}
+		if t := r.Start + r.TimeToFail; !found || t < best {
+			best, found = t, true
+		}
+	}
+	return best, found
 }
 
 // Summary counts passed and failed cases.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"time"
 
 	"github.com/leanovate/gopter"
 	"github.com/leanovate/gopter/commands"
@@ -93,12 +94,15 @@ type recorder struct {
 	stats    RunStats  // the first run's
 	scenario *Scenario // the case's
 	schedule []Cmd     // the first run's commands
+	start    time.Time // when the case started
+	firstAt  time.Duration
 }
 
 func (rec *recorder) failed(sc Scenario, cmds []Cmd, f *Failure) {
 	s := &Script{Scenario: sc, Commands: slices.Clone(cmds)}
 	if rec.first == nil {
 		rec.first, rec.firstF = s, f
+		rec.firstAt = time.Since(rec.start)
 	}
 	rec.last, rec.lastF = s, f
 	rec.fails++
@@ -174,6 +178,15 @@ type CaseResult struct {
 	Runs            int      `json:"runs,omitempty"`
 	// Error is set when the case could not be generated or run at all.
 	Error string `json:"error,omitempty"`
+
+	// Wall times (the only non-deterministic part of a result, so not in
+	// its JSON): TimeToFail is the time from the case's start until its
+	// first failing command was observed (before shrinking; 0 for a
+	// passing case); Elapsed is the whole case, shrinking included; Start
+	// is when the case started, from the start of its Campaign.
+	TimeToFail time.Duration `json:"-"`
+	Elapsed    time.Duration `json:"-"`
+	Start      time.Duration `json:"-"`
 }
 
 // CaseOptions tune one case.
@@ -207,17 +220,18 @@ func caseLen(rng *rand.Rand) int { return 3 + rng.Intn(14) }
 // RunCase generates the case with seed s (its scenario and schedule,
 // gopter-generated), runs it on a SUT from o.Factory, and on failure
 // shrinks it with gopter's shrinker.
-func RunCase(s uint64, o CaseOptions) CaseResult {
+func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 	if o.MaxShrinks == 0 {
 		o.MaxShrinks = 200
 	}
 	if o.ShrinkRuns == 0 {
 		o.ShrinkRuns = 600
 	}
-	res := CaseResult{Seed: s}
+	res = CaseResult{Seed: s}
 	rng := rand.New(rand.NewSource(int64(s)))
 	n := caseLen(rng)
-	rec := &recorder{factory: o.Factory, budget: o.ShrinkRuns}
+	rec := &recorder{factory: o.Factory, budget: o.ShrinkRuns, start: time.Now()}
+	defer func() { res.Elapsed = time.Since(rec.start) }()
 	prop := commands.Prop(rec.machine(o.Base))
 	gp := &gopter.GenParameters{MinSize: 0, MaxSize: n, MaxShrinkCount: o.MaxShrinks, Rng: rng}
 	pr := prop(gp)
@@ -231,6 +245,7 @@ func RunCase(s uint64, o CaseOptions) CaseResult {
 		res.Commands = n
 		res.DeviceSteps = rec.stats.DeviceSteps
 	case rec.first != nil:
+		res.TimeToFail = rec.firstAt
 		res.Commands = len(rec.first.Commands)
 		res.DeviceSteps = rec.stats.DeviceSteps
 		res.OriginalLen = len(rec.first.Commands)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/offcard/offcard/proptest"
 )
@@ -23,16 +24,42 @@ type checkReport struct {
 	Result []proptest.CaseResult `json:"results"`
 }
 
+// timedCase is a case result with its wall times (--json --times).
+type timedCase struct {
+	proptest.CaseResult
+	TimeToRed int64 `json:"time_to_red_ns,omitempty"`
+	Start     int64 `json:"start_ns"`
+	Elapsed   int64 `json:"elapsed_ns"`
+}
+
+// timedReport is the --json --times document: the --json one plus wall
+// times (which differ between runs; without --times the document is the
+// same, byte for byte, for the same seed and case count). time_to_red_ns
+// is the time from the start of the campaign until the first failing
+// command was observed, before any shrinking (absent when all passed).
+type timedReport struct {
+	Device    string      `json:"device"`
+	Seed      uint64      `json:"seed"`
+	Cases     int         `json:"cases"`
+	Passed    int         `json:"passed"`
+	Failed    int         `json:"failed"`
+	Saved     []string    `json:"saved,omitempty"`
+	TimeToRed int64       `json:"time_to_red_ns,omitempty"`
+	Elapsed   int64       `json:"elapsed_ns"`
+	Result    []timedCase `json:"results"`
+}
+
 // checkFactory builds the SUT of --device sim; tests replace it.
 var checkFactory proptest.Factory = proptest.SimFactory
 
 func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--cases N] [--seed S] [--json] [--save DIR]")
+	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--cases N] [--seed S] [--json [--times]] [--save DIR]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	cases := fs.Int("cases", 200, "number of schedules")
 	seed := fs.Uint64("seed", proptest.DefaultSeed, "campaign seed; case i runs with a seed derived from (S, i), case 0 with S itself")
 	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
+	times := fs.Bool("times", false, "with --json: add wall times (time_to_red_ns: campaign start to the first failing command, before shrinking; per case start_ns, elapsed_ns, time_to_red_ns)")
 	save := fs.String("save", "", "write each failure's shrunk script into `DIR` (e.g. proptest/testdata/regressions)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -53,6 +80,9 @@ func runCheck(e *env, args []string) error {
 	if *cases < 1 {
 		return bad("--cases %d: want at least 1", *cases)
 	}
+	if *times && !*asJSON {
+		return bad("--times goes with --json")
+	}
 	opt := proptest.Options{Seed: *seed, Cases: *cases, Factory: checkFactory, Base: proptest.Base{Device: *device}}
 	if e.stderrTTY {
 		opt.Progress = func(done, failed, total int) {
@@ -62,7 +92,9 @@ func runCheck(e *env, args []string) error {
 			}
 		}
 	}
+	t0 := time.Now()
 	rs := proptest.Campaign(opt)
+	elapsed := time.Since(t0)
 	passed, failed := proptest.Summary(rs)
 	var saved []string
 	if *save != "" {
@@ -82,7 +114,19 @@ func runCheck(e *env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved, Result: rs}); err != nil {
+		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved, Result: rs}
+		if *times {
+			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved,
+				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
+			if t, ok := proptest.TimeToRed(rs); ok {
+				tr.TimeToRed = max(t.Nanoseconds(), 1)
+			}
+			for i, r := range rs {
+				tr.Result[i] = timedCase{CaseResult: r, TimeToRed: r.TimeToFail.Nanoseconds(), Start: r.Start.Nanoseconds(), Elapsed: r.Elapsed.Nanoseconds()}
+			}
+			doc = tr
+		}
+		if err := enc.Encode(doc); err != nil {
 			return err
 		}
 		fmt.Fprintln(e.stderr, summary)

@@ -66,6 +66,7 @@ func TestCheckUsage(t *testing.T) {
 		{"--lib", "x.so"},
 		{"--cases", "0"},
 		{"--seed", "-1"},
+		{"--times"},
 		{"extra"},
 	} {
 		code, out, errs := runCLI(t, append([]string{"check"}, args...)...)
@@ -122,6 +123,53 @@ func TestCheckReportsAndSavesFailures(t *testing.T) {
 	data, _ := os.ReadFile(files[0])
 	if !strings.Contains(string(data), "# found by: offcard check --seed") {
 		t.Fatalf("script lacks its origin:\n%s", data)
+	}
+}
+
+// --json --times adds the wall time to the first failing command (before
+// shrinking) at the top and per case; the rest is --json's document.
+func TestCheckTimes(t *testing.T) {
+	defer func(f proptest.Factory) { checkFactory = f }(checkFactory)
+	checkFactory = func(sc proptest.Scenario) (proptest.SUT, error) {
+		s, err := proptest.SimFactory(sc)
+		return plantedSUT{s, sc.BlockSize}, err
+	}
+	code, out, _ := runCLI(t, "check", "--cases", "3", "--seed", "3", "--json", "--times")
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	var rep struct {
+		Failed    int   `json:"failed"`
+		TimeToRed int64 `json:"time_to_red_ns"`
+		Elapsed   int64 `json:"elapsed_ns"`
+		Results   []struct {
+			Passed    bool  `json:"passed"`
+			TimeToRed int64 `json:"time_to_red_ns"`
+			Start     int64 `json:"start_ns"`
+			Elapsed   int64 `json:"elapsed_ns"`
+			Failure   *proptest.Failure
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed == 0 || rep.TimeToRed <= 0 || rep.TimeToRed > rep.Elapsed {
+		t.Fatalf("time_to_red_ns %d, elapsed_ns %d, failed %d", rep.TimeToRed, rep.Elapsed, rep.Failed)
+	}
+	first := int64(-1)
+	for _, r := range rep.Results {
+		if r.Passed != (r.TimeToRed == 0) || r.Elapsed <= 0 || r.TimeToRed > r.Elapsed {
+			t.Errorf("case times %+v", r)
+		}
+		if !r.Passed && (first < 0 || r.Start+r.TimeToRed < first) {
+			first = r.Start + r.TimeToRed
+		}
+	}
+	if first != rep.TimeToRed {
+		t.Errorf("top-level time_to_red_ns %d, the cases' first red %d", rep.TimeToRed, first)
+	}
+	if _, plain, _ := runCLI(t, "check", "--cases", "3", "--seed", "3", "--json"); strings.Contains(plain, "_ns") {
+		t.Errorf("--json without --times carries times:\n%s", plain)
 	}
 }
 

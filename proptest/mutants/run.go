@@ -75,9 +75,10 @@ type Result struct {
 	// Error says why the mutant is an Error.
 	Error string `json:"error,omitempty"`
 	// Durations (not deterministic): the build; the time to red (the
-	// check's own, when it reports one, else the wall time of the check
-	// stage that went red: generating and running its cases, and shrinking
-	// the failures); all check runs together.
+	// check's own time_to_red_ns of the stage that went red: from the start
+	// of its campaign until the first failing command was observed, before
+	// any shrinking; the stage's whole wall time only for a check that does
+	// not report it); all check runs together (shrinking included).
 	BuildTime time.Duration `json:"build_ns"`
 	TimeToRed time.Duration `json:"time_to_red_ns"`
 	CheckTime time.Duration `json:"check_ns"`
@@ -215,7 +216,7 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 		raw  []byte
 	)
 	for _, n := range stages(total) {
-		args := []string{"check", "--json", "--cases", strconv.Itoa(n)}
+		args := []string{"check", "--json", "--times", "--cases", strconv.Itoa(n)}
 		if c.Seed != "" {
 			args = append(args, "--seed", c.Seed)
 		}
@@ -246,9 +247,9 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 			return fail("check --cases %d (exit %d): %v", n, code, err)
 		}
 		raw = stdout.Bytes()
-		res.TimeToRed = elapsed
-		if rep.TimeToRed > 0 {
-			res.TimeToRed = rep.TimeToRed
+		res.TimeToRed = rep.TimeToRed
+		if res.TimeToRed <= 0 {
+			res.TimeToRed = elapsed // a check that does not report it
 		}
 		if code != 0 || rep.First != nil {
 			break

@@ -203,3 +203,39 @@ func TestCatalogKilled(t *testing.T) {
 		}
 	}
 }
+
+// The saved shrunk reproduction of pt-one-column replays red on the mutant,
+// at the first position past its 64-token block (TestRegressions replays
+// it green on the real engine).
+func TestSavedPTOneColumnScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the engine with a mutant (go test -overlay); skipped with -short")
+	}
+	root, err := mutants.FindModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "proptest", "testdata", "regressions", "pt-one-column-seed1.script")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := proptest.ReadScriptFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Commands); n > 10 {
+		t.Errorf("the saved reproduction has %d commands, want at most 10", n)
+	}
+	f := probe(t, "pt-one-column", string(b))
+	if f == nil {
+		t.Fatal("pt-one-column survives its saved reproduction")
+	}
+	t.Logf("pt-one-column: %s", f)
+	if f.Seq != 0 || f.Pos != 64 || f.DeviceStep != 64 {
+		t.Errorf("red at seq %d pos %d device step %d, want seq 0 pos 64 (step 64)", f.Seq, f.Pos, f.DeviceStep)
+	}
+	if !slices.Contains([]string{proptest.PropStrict, proptest.PropKVWrite, proptest.PropPageTable, proptest.PropLogits}, f.Property) {
+		t.Errorf("property %s fired first", f.Property)
+	}
+}
