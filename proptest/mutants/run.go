@@ -104,7 +104,10 @@ func goCommand(c Config) string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	if r := os.Getenv("GOROOT"); r != "" {
+		return filepath.Join(r, "bin", "go")
+	}
+	return "go"
 }
 
 // Run checks every anchor first (an *AnchorError aborts the run before

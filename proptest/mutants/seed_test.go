@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,7 +80,10 @@ func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	if r := os.Getenv("GOROOT"); r != "" {
+		return filepath.Join(r, "bin", "go")
+	}
+	return "go"
 }
 
 // probe replays script on the engine with mutant m applied ("" for none)
