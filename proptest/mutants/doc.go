@@ -30,36 +30,41 @@
 // every mutant is killed, 1 when one survives, 2 when one cannot be applied,
 // built or checked. The table has one row per mutant: status, first red
 // device step (0-based), property, shrunk length (commands), time to red
-// (the wall time of the stage that went red, shrinking included: the only
-// column that changes between runs) and the strict finding.
+// (from `offcard check --json --times` of the stage that went red: the
+// wall time from the start of its campaign until the first failing command
+// was observed, before shrinking; the only column that changes between
+// runs) and the strict finding.
 //
 // Tests: TestAnchorsApply (fast); TestSeedMutantsRedSteps replays the
 // seed's gate as a script on pt-one-column and warm-pos-global through
 // `go test -overlay` and pins where they go red (position 32, the first
 // past the block, for the [C,1] table; position 32 in the cold step of the
 // boundary's re-capture for the warm-position skip); TestCatalogKilled
-// runs the whole catalog through Run. Both build per mutant and are
-// skipped with -short.
+// runs the whole catalog through Run; TestSavedPTOneColumnScript replays
+// the saved shrunk reproduction (proptest/testdata/regressions/
+// pt-one-column-seed1.script) red on pt-one-column. They build per mutant
+// and are skipped with -short.
 //
 // # Measured (2 cores, warm build cache, seed 1, 200 cases)
 //
-// The whole catalog: 56 s (13 builds of ~1 s each; the survivor's 200
-// cases 19 s). A cold build cache adds about a minute to the first build.
+// The whole catalog: ~100 s wall (13 builds; stale-tail needs the
+// 10-case stage, case 7; shrinking included), measured while another job
+// shared the cores. Every mutant is killed.
 //
-//	mutant                      property  step  shrunk  time to red
-//	pt-one-column               strict    64    2       0.5 s   page-table-read-past-row
-//	warm-pos-global             cur-pos   64    2       0.5 s
-//	free-not-retire             strict    64    2       0.5 s   allocation-overlaps-live-trace
-//	width-grow-only             kv-write  65    3       16 s    (149 shrink runs from 8 commands)
-//	plus-one-no-skip            cur-pos   0     1       0.1 s
-//	stale-tail                  survived (known survivor, see its KnownSurvivor)
-//	reseed-off-by-one           cur-pos   0     1       0.1 s
-//	rope-not-advanced           logits    2     2       0.2 s
-//	refresh-never               kv-write  2     3       3.4 s   (case 2)
-//	alloc-after-capture         strict    1     2       0.1 s   allocation-overlaps-live-trace
-//	warm-pos-global-pure        cur-pos   2     3       1.4 s
-//	trace-kept-on-width-change  strict    64    2       0.5 s   page-table-read-past-row
-//	sim-plus-one-no-skip        cur-pos   0     1       0.1 s
+//	mutant                      property    step  shrunk  time to red
+//	pt-one-column               strict      64    2       0.1 s   page-table-read-past-row
+//	warm-pos-global             cur-pos     64    2       0.13 s
+//	free-not-retire             strict      64    2       0.14 s  allocation-overlaps-live-trace
+//	width-grow-only             kv-write    65    3       0.32 s
+//	plus-one-no-skip            cur-pos     0     1       0.08 s
+//	stale-tail                  page-table  2     3       1.3 s   (case 7)
+//	reseed-off-by-one           cur-pos     0     1       0.05 s
+//	rope-not-advanced           logits      2     2       0.06 s
+//	refresh-never               kv-write    2     3       0.32 s  (case 2)
+//	alloc-after-capture         strict      1     2       0.04 s  allocation-overlaps-live-trace
+//	warm-pos-global-pure        cur-pos     2     3       0.46 s
+//	trace-kept-on-width-change  strict      64    2       0.19 s  page-table-read-past-row
+//	sim-plus-one-no-skip        cur-pos     0     1       0.04 s
 //
 // Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
 // so step 64 is the first position past the first block.
