@@ -34,6 +34,10 @@ type harness struct {
 	step int // global decode step
 
 	findingsEachStep bool // fail at the first strict finding, naming its step
+
+	// curPos, when set, is told each engine call's starting positions
+	// (TestEngineCurPosAtEveryOp).
+	curPos *curPosObserver
 }
 
 var tinyWeights *qwen3.Weights
@@ -136,12 +140,16 @@ func (h *harness) admit(seq qwen3.SeqID, n, gen int) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if h.curPos != nil {
+		h.curPos.begin([]int32{0})
+	}
 	got, err := h.eng.Prefill(p)
 	if err != nil {
 		h.stepFindings()
 		h.t.Fatalf("RED step=%d seq=%d pos=-1: engine prefill error: %v", h.step, seq, err)
 	}
 	h.stepFindings()
+	h.curPosErr()
 	for i := range want {
 		if d := same(got[i], want[i]); d != "" {
 			h.diverged(seq, i, "prefill: "+d)
@@ -175,12 +183,20 @@ func (h *harness) decode() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if h.curPos != nil {
+		var ps []int32
+		for _, st := range batch {
+			ps = append(ps, int32(st.Pos))
+		}
+		h.curPos.begin(ps)
+	}
 	got, err := h.eng.Decode(batch)
 	if err != nil {
 		h.stepFindings()
 		h.t.Fatalf("RED step=%d seq=-1 pos=-1: engine decode error: %v", h.step, err)
 	}
 	h.stepFindings()
+	h.curPosErr()
 	for i, st := range batch {
 		if d := same(got[i], want[i]); d != "" {
 			h.diverged(st.Seq, st.Pos, d)
@@ -230,6 +246,14 @@ func (h *harness) run(plan []seqPlan) {
 			continue
 		}
 		h.decode()
+	}
+}
+
+// curPosErr fails at the first cur_pos mismatch the observer saw.
+func (h *harness) curPosErr() {
+	h.t.Helper()
+	if h.curPos != nil && h.curPos.err != nil {
+		h.t.Fatalf("RED step=%d seq=-1 pos=-1: %v", h.step, h.curPos.err)
 	}
 }
 
