@@ -95,21 +95,22 @@ func (t *Tokenizer) Encode(text string) []int32 {
 	}
 	out := make([]int32, 0, len(text)/3+4)
 	sc := t.getScratch()
-	pos, search := 0, 0
-	for {
-		start, stop, next, at := t.rawMatcher.find(text, search, pos)
-		if at == nil {
-			break
+	t.rawMatcher.split(text, func(seg string, at *addedToken) {
+		if at != nil {
+			out = append(out, at.id)
+			return
 		}
-		if pos < start {
-			out = t.encodeNormalized(out, text[pos:start], sc)
+		if t.nfc {
+			seg = nfcString(seg)
 		}
-		out = append(out, at.id)
-		pos, search = stop, next
-	}
-	if pos < len(text) {
-		out = t.encodeNormalized(out, text[pos:], sc)
-	}
+		t.normMatcher.split(seg, func(seg string, at *addedToken) {
+			if at != nil {
+				out = append(out, at.id)
+				return
+			}
+			out = t.encodeSegment(out, seg, sc)
+		})
+	})
 	if cap(sc.syms) <= maxPooledSymbols {
 		t.scratch.Put(sc) // drop buffers grown by a huge piece
 	}
@@ -117,30 +118,6 @@ func (t *Tokenizer) Encode(text string) []int32 {
 }
 
 const maxPooledSymbols = 1 << 14
-
-// encodeNormalized normalizes a segment between raw added tokens, splits out
-// normalized added tokens, and encodes the rest.
-func (t *Tokenizer) encodeNormalized(out []int32, seg string, sc *bpeScratch) []int32 {
-	if t.nfc {
-		seg = nfcString(seg)
-	}
-	pos, search := 0, 0
-	for {
-		start, stop, next, at := t.normMatcher.find(seg, search, pos)
-		if at == nil {
-			break
-		}
-		if pos < start {
-			out = t.encodeSegment(out, seg[pos:start], sc)
-		}
-		out = append(out, at.id)
-		pos, search = stop, next
-	}
-	if pos < len(seg) {
-		out = t.encodeSegment(out, seg[pos:], sc)
-	}
-	return out
-}
 
 // sanitizeUTF8 replaces each byte that is not part of a valid UTF-8
 // sequence by U+FFFD.
