@@ -21,6 +21,8 @@ type checkReport struct {
 	Passed int                   `json:"passed"`
 	Failed int                   `json:"failed"`
 	Saved  []string              `json:"saved,omitempty"`
+	Errors int                   `json:"errors,omitempty"`
+	Reach  []proptest.ReachTotal `json:"reach"`
 	Result []proptest.CaseResult `json:"results"`
 }
 
@@ -38,15 +40,17 @@ type timedCase struct {
 // is the time from the start of the campaign until the first failing
 // command was observed, before any shrinking (absent when all passed).
 type timedReport struct {
-	Device    string      `json:"device"`
-	Seed      uint64      `json:"seed"`
-	Cases     int         `json:"cases"`
-	Passed    int         `json:"passed"`
-	Failed    int         `json:"failed"`
-	Saved     []string    `json:"saved,omitempty"`
-	TimeToRed int64       `json:"time_to_red_ns,omitempty"`
-	Elapsed   int64       `json:"elapsed_ns"`
-	Result    []timedCase `json:"results"`
+	Device    string                `json:"device"`
+	Seed      uint64                `json:"seed"`
+	Cases     int                   `json:"cases"`
+	Passed    int                   `json:"passed"`
+	Failed    int                   `json:"failed"`
+	Saved     []string              `json:"saved,omitempty"`
+	Errors    int                   `json:"errors,omitempty"`
+	Reach     []proptest.ReachTotal `json:"reach"`
+	TimeToRed int64                 `json:"time_to_red_ns,omitempty"`
+	Elapsed   int64                 `json:"elapsed_ns"`
+	Result    []timedCase           `json:"results"`
 }
 
 // checkFactory builds the SUT of --device sim; tests replace it.
@@ -96,6 +100,8 @@ func runCheck(e *env, args []string) error {
 	rs := proptest.Campaign(opt)
 	elapsed := time.Since(t0)
 	passed, failed := proptest.Summary(rs)
+	errored := proptest.Errored(rs)
+	reach := proptest.ReachTotals(rs)
 	var saved []string
 	if *save != "" {
 		for _, r := range rs {
@@ -111,12 +117,15 @@ func runCheck(e *env, args []string) error {
 	}
 	out := bufio.NewWriter(e.stdout)
 	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
+	if errored > 0 {
+		summary += fmt.Sprintf(", %d not run (offcard's runner failed: not findings)", errored)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved, Result: rs}
+		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved, Errors: errored, Reach: reach, Result: rs}
 		if *times {
-			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved,
+			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved, Errors: errored, Reach: reach,
 				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
 			if t, ok := proptest.TimeToRed(rs); ok {
 				tr.TimeToRed = max(t.Nanoseconds(), 1)
@@ -147,6 +156,9 @@ func runCheck(e *env, args []string) error {
 	}
 	if failed > 0 {
 		return errFound
+	}
+	if errored > 0 {
+		return fmt.Errorf("%d cases did not run: offcard's runner failed (see the report)", errored)
 	}
 	return nil
 }
