@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -201,9 +200,13 @@ func runGenerate(e *env, args []string) error {
 		}
 	default:
 		ids = []int32{int32(cfg.BOSTokenID)}
+		fmt.Fprintf(e.stderr, "offcard generate: no --prompt or --prompt-ids: starting from the BOS token %d alone\n", cfg.BOSTokenID)
 	}
 	if len(ids) == 0 {
 		return bad("the prompt is empty")
+	}
+	if n, max := len(ids)+max(*steps-1, 0), cfg.MaxPositionEmbeddings; max > 0 && n > max {
+		return bad("a prompt of %d tokens and --steps %d need %d positions; the model has max_position_embeddings %d", len(ids), *steps, n, max)
 	}
 
 	var dump, logits *atomicFile
@@ -293,7 +296,7 @@ func runGenerate(e *env, args []string) error {
 	prog.done()
 	if lw != nil {
 		if err := lw.Flush(); err != nil {
-			return err
+			return fmt.Errorf("write %s: %v", *logitsPath, pathErr(err))
 		}
 		if err := logits.Commit(); err != nil {
 			return err
@@ -301,7 +304,7 @@ func runGenerate(e *env, args []string) error {
 	}
 	if dbuf != nil {
 		if err := dbuf.Flush(); err != nil {
-			return err
+			return fmt.Errorf("write %s: %v", *dumpPath, pathErr(err))
 		}
 		if err := dump.Commit(); err != nil {
 			return err
@@ -359,5 +362,3 @@ func (p *progress) done() {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 }
-
-var _ = errors.New
