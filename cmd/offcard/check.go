@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/offcard/offcard/proptest"
@@ -13,20 +15,37 @@ func init() {
 	commands["check"] = command{"run the property campaign: random schedules vs the ref oracle, shrunk failures", runCheck}
 }
 
-// checkReport is the --json document.
+// checkReport is the --json document. Seeds are strings (a uint64 past
+// 2^53 does not survive a JSON number in jq or JavaScript); each case
+// carries its replay command.
 type checkReport struct {
-	Device string                `json:"device"`
-	Seed   uint64                `json:"seed"`
-	Cases  int                   `json:"cases"`
-	Passed int                   `json:"passed"`
-	Failed int                   `json:"failed"`
-	Saved  []string              `json:"saved,omitempty"`
-	Result []proptest.CaseResult `json:"results"`
+	Device     string     `json:"device"`
+	Seed       uint64     `json:"seed,string"`
+	Cases      int        `json:"cases"`
+	Passed     int        `json:"passed"`
+	Failed     int        `json:"failed"`
+	Saved      []string   `json:"saved,omitempty"`
+	SaveErrors []string   `json:"save_errors,omitempty"`
+	Result     []caseJSON `json:"results"`
+}
+
+// caseJSON is one case of the --json document.
+type caseJSON struct {
+	proptest.CaseResult
+	Replay string `json:"replay"`
+}
+
+func casesJSON(rs []proptest.CaseResult) []caseJSON {
+	cs := make([]caseJSON, len(rs))
+	for i, r := range rs {
+		cs[i] = caseJSON{CaseResult: r, Replay: r.ReplayCommand()}
+	}
+	return cs
 }
 
 // timedCase is a case result with its wall times (--json --times).
 type timedCase struct {
-	proptest.CaseResult
+	caseJSON
 	TimeToRed int64 `json:"time_to_red_ns,omitempty"`
 	Start     int64 `json:"start_ns"`
 	Elapsed   int64 `json:"elapsed_ns"`
@@ -38,15 +57,16 @@ type timedCase struct {
 // is the time from the start of the campaign until the first failing
 // command was observed, before any shrinking (absent when all passed).
 type timedReport struct {
-	Device    string      `json:"device"`
-	Seed      uint64      `json:"seed"`
-	Cases     int         `json:"cases"`
-	Passed    int         `json:"passed"`
-	Failed    int         `json:"failed"`
-	Saved     []string    `json:"saved,omitempty"`
-	TimeToRed int64       `json:"time_to_red_ns,omitempty"`
-	Elapsed   int64       `json:"elapsed_ns"`
-	Result    []timedCase `json:"results"`
+	Device     string      `json:"device"`
+	Seed       uint64      `json:"seed,string"`
+	Cases      int         `json:"cases"`
+	Passed     int         `json:"passed"`
+	Failed     int         `json:"failed"`
+	Saved      []string    `json:"saved,omitempty"`
+	SaveErrors []string    `json:"save_errors,omitempty"`
+	TimeToRed  int64       `json:"time_to_red_ns,omitempty"`
+	Elapsed    int64       `json:"elapsed_ns"`
+	Result     []timedCase `json:"results"`
 }
 
 // checkFactory builds the SUT of --device sim; tests replace it.
@@ -83,6 +103,13 @@ func runCheck(e *env, args []string) error {
 	if *times && !*asJSON {
 		return bad("--times goes with --json")
 	}
+	// --save is checked before the campaign: a directory (created if
+	// missing) that a script can be written into.
+	if *save != "" {
+		if err := checkSaveDir(*save); err != nil {
+			return err
+		}
+	}
 	opt := proptest.Options{Seed: *seed, Cases: *cases, Factory: checkFactory, Base: proptest.Base{Device: *device}}
 	if e.stderrTTY {
 		opt.Progress = func(done, failed, total int) {
@@ -96,33 +123,27 @@ func runCheck(e *env, args []string) error {
 	rs := proptest.Campaign(opt)
 	elapsed := time.Since(t0)
 	passed, failed := proptest.Summary(rs)
-	var saved []string
+	// A failed save is reported after the verdict and never hides it.
+	var saved, saveErrs []string
 	if *save != "" {
-		for _, r := range rs {
-			if r.Passed || r.Script == nil {
-				continue
-			}
-			p, err := r.Save(*save)
-			if err != nil {
-				return fmt.Errorf("save: %w", err)
-			}
-			saved = append(saved, p)
-		}
+		saved, saveErrs = saveScripts(*save, rs)
 	}
 	out := bufio.NewWriter(e.stdout)
 	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved, Result: rs}
+		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
+			Saved: saved, SaveErrors: saveErrs, Result: casesJSON(rs)}
 		if *times {
-			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved,
+			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
+				Saved: saved, SaveErrors: saveErrs,
 				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
 			if t, ok := proptest.TimeToRed(rs); ok {
 				tr.TimeToRed = max(t.Nanoseconds(), 1)
 			}
-			for i, r := range rs {
-				tr.Result[i] = timedCase{CaseResult: r, TimeToRed: r.TimeToFail.Nanoseconds(), Start: r.Start.Nanoseconds(), Elapsed: r.Elapsed.Nanoseconds()}
+			for i, r := range casesJSON(rs) {
+				tr.Result[i] = timedCase{caseJSON: r, TimeToRed: r.TimeToFail.Nanoseconds(), Start: r.Start.Nanoseconds(), Elapsed: r.Elapsed.Nanoseconds()}
 			}
 			doc = tr
 		}
@@ -145,8 +166,42 @@ func runCheck(e *env, args []string) error {
 	if err := out.Flush(); err != nil {
 		return err
 	}
+	for _, m := range saveErrs {
+		fmt.Fprintf(e.stderr, "offcard check: save: %s\n", m)
+	}
 	if failed > 0 {
 		return errFound
 	}
 	return nil
+}
+
+// checkSaveDir makes sure dir is a directory a script can be written
+// into, creating it if missing.
+func checkSaveDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return bad("--save %s: %v", dir, pathErr(err))
+	}
+	probe, err := createAtomic(filepath.Join(dir, "probe"))
+	if err != nil {
+		return bad("--save %s: not writable: %v", dir, pathErr(err))
+	}
+	probe.Abort()
+	return nil
+}
+
+// saveScripts writes each failing case's shrunk script into dir as
+// <property>-<seed>.script and returns the paths written and the errors.
+func saveScripts(dir string, rs []proptest.CaseResult) (saved, errs []string) {
+	for _, r := range rs {
+		if r.Passed || r.Script == nil || r.Failure == nil {
+			continue
+		}
+		p := filepath.Join(dir, fmt.Sprintf("%s-%d.script", r.Failure.Property, r.Seed))
+		if err := writeFileAtomic(p, []byte(r.RegressionScript().String())); err != nil {
+			errs = append(errs, oneLine(err.Error()))
+			continue
+		}
+		saved = append(saved, p)
+	}
+	return saved, errs
 }
