@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/offcard/offcard/dump"
+	"github.com/offcard/offcard/proptest"
 	"github.com/offcard/offcard/qwen3"
 )
 
@@ -382,5 +383,97 @@ func TestAdjudicateModelDirText(t *testing.T) {
 	}
 	if code, _, errs := runCLI(t, "adjudicate", "--ours", a, "--model", dir, "--prompt", "Goodbye"); code != 2 || !strings.Contains(errs, "not --prompt's") {
 		t.Fatalf("another prompt: exit %d: %s", code, errs)
+	}
+}
+
+// `offcard sim --dump` writes the engine's tokens; ref adjudicates them
+// clean (the engine on sim is bit-exact with ref).
+func TestSimDumpAdjudicatesClean(t *testing.T) {
+	dp := filepath.Join(t.TempDir(), "sim.jsonl")
+	if code, out, errs := runCLI(t, "sim", "--batch", "2", "--prompt-len", "30", "--steps", "6", "--dump", dp); code != 0 {
+		t.Fatalf("sim: exit %d\n%s%s", code, out, errs)
+	}
+	d := readDumpFile(t, dp)
+	// Sequence i: prompt 30+i, finishes after max(6-2i, 1) decode steps;
+	// the prefill gives one token more.
+	if len(d.Seqs) != 2 || len(d.Seqs[0].Prompt) != 30 || len(d.Seqs[1].Prompt) != 31 || len(d.Seqs[0].Steps) != 7 || len(d.Seqs[1].Steps) != 5 {
+		t.Fatalf("dump: %d sequences", len(d.Seqs))
+	}
+	if code, out, errs := runCLI(t, "adjudicate", "--ours", dp, "--synth", "tiny", "--seed", "1"); code != 0 || !strings.Contains(out, "2 clean, 0 divergent") {
+		t.Fatalf("adjudicate: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// flipSUT is an engine that, at every block start, emits the token ref
+// likes least: check fails, --dump writes the failing case's tokens, and
+// adjudicate finds a far divergence at a block start.
+type flipSUT struct {
+	proptest.SUT
+	bs int
+}
+
+type flipDecoder struct {
+	qwen3.Decoder
+	bs int
+}
+
+func (s flipSUT) Decoder() qwen3.Decoder { return flipDecoder{s.SUT.Decoder(), s.bs} }
+
+func (d flipDecoder) flip(o []qwen3.Output) []qwen3.Output {
+	for i := range o {
+		if o[i].Pos > 0 && o[i].Pos%d.bs == 0 {
+			worst := 0
+			for k, x := range o[i].Logits {
+				if x < o[i].Logits[worst] {
+					worst = k
+				}
+			}
+			o[i].Token = int32(worst)
+		}
+	}
+	return o
+}
+
+func (d flipDecoder) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	o, err := d.Decoder.Prefill(p)
+	return d.flip(o), err
+}
+
+func (d flipDecoder) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
+	o, err := d.Decoder.Decode(b)
+	return d.flip(o), err
+}
+
+func TestCheckDump(t *testing.T) {
+	dir := t.TempDir()
+	dp := filepath.Join(dir, "fail.jsonl")
+	// Every case passes: nothing written.
+	code, out, errs := runCLI(t, "check", "--cases", "1", "--seed", "3", "--dump", dp)
+	if _, err := os.Stat(dp); code != 0 || err == nil || !strings.Contains(out, "no dump written") {
+		t.Fatalf("passing check: exit %d, file %v\n%s%s", code, err, out, errs)
+	}
+	defer func(f proptest.Factory) { checkFactory = f }(checkFactory)
+	checkFactory = func(sc proptest.Scenario) (proptest.SUT, error) {
+		s, err := proptest.SimFactory(sc)
+		return flipSUT{s, sc.BlockSize}, err
+	}
+	code, out, errs = runCLI(t, "check", "--cases", "1", "--seed", "3", "--dump", dp)
+	i := strings.Index(out, "judge it: ")
+	if code != 1 || i < 0 {
+		t.Fatalf("failing check: exit %d\n%s%s", code, out, errs)
+	}
+	cmd := strings.Fields(strings.SplitN(out[i+len("judge it: "):], "\n", 2)[0])
+	if len(cmd) < 2 || cmd[0] != "offcard" || cmd[1] != "adjudicate" {
+		t.Fatalf("command %q", cmd)
+	}
+	code, out, errs = runCLI(t, append(cmd[1:], "--json")...)
+	if code != 1 {
+		t.Fatalf("%v: exit %d, want 1\n%s%s", cmd, code, out, errs)
+	}
+	doc := adjJSON(t, out)
+	for _, s := range doc.Sequences {
+		if fd := s.FirstDivergence; fd != nil && (fd.Verdict != "far" || (fd.Pos%32 != 0 && fd.Pos%64 != 0)) {
+			t.Fatalf("seq %d: first divergence %+v, want far at a block start", s.Seq, fd)
+		}
 	}
 }
