@@ -418,3 +418,70 @@ decode steps=1
 		}
 	}
 }
+
+// The generator reaches the states issue 9 found unvisited: decodes that
+// start sequences (several at once), teacher forcing, position jumps,
+// schedules that fill the pool, a prefill between two decodes of one
+// batch, faithful scenarios, page tables as wide as the cache.
+func TestGeneratorReach(t *testing.T) {
+	got := map[string]int{}
+	cfg, err := qwen3.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300; i++ {
+		s, ok := GenerateScript(CaseSeed(DefaultSeed, i), Base{})
+		if !ok {
+			t.Fatalf("case %d: no script", i)
+		}
+		sc := s.Scenario
+		if !sc.Strict {
+			got["faithful"]++
+		}
+		m := newModel(&sc, sc.MaxLen(cfg))
+		var prev, prev2 *Cmd
+		for j := range s.Commands {
+			c := s.Commands[j]
+			if err := m.check(c); err != nil {
+				t.Fatalf("case %d command %d %q: %v", i, j, c, err)
+			}
+			if c.Kind == Decode {
+				if len(c.Start) > 0 {
+					got["start"]++
+				}
+				if len(c.Start) > 1 {
+					got["start-several"]++
+				}
+				if c.Force > 0 {
+					got["force"]++
+				}
+				if c.Skip > 0 {
+					got["skip"]++
+				}
+				if prev != nil && prev.Kind == Admit && prev2 != nil && prev2.Kind == Decode && c.Seqs != nil {
+					got["prefill-between"]++
+				}
+			}
+			m = m.apply(c)
+			if m.blocksInUse() == sc.NumBlocks {
+				got["pool-full"]++
+				if m.nLive() == 1 {
+					got["one-seq-fills-pool"]++
+				}
+			}
+			for q, l := range m.live {
+				if l && sc.contractWidth(blocksFor(m.length[q], sc.BlockSize)) == sc.NumBlocks {
+					got["width-full-cache"]++
+					break
+				}
+			}
+			prev2, prev = prev, &s.Commands[j]
+		}
+	}
+	t.Logf("reach over 300 generated schedules: %v", got)
+	for _, k := range []string{"faithful", "start", "start-several", "force", "skip", "prefill-between", "pool-full", "one-seq-fills-pool", "width-full-cache"} {
+		if got[k] < 10 {
+			t.Errorf("only %d schedules' commands reach %s", got[k], k)
+		}
+	}
+}
