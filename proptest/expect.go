@@ -147,22 +147,22 @@ func steady(prev map[int]stepState, act []active, fed map[int]int32, bs int) boo
 
 // checkMemory checks the device memory the engine holds after a call: its
 // persistent tensors (as many as after construction), the current page
-// table (the latest allocation), and tables a live trace still records;
-// nothing else.
+// table (the one its paged ops last used), and tables a live trace still
+// records; nothing else.
 func checkMemory(tm TapMemory, persistent int) string {
 	if tm.Persistent != persistent {
 		return fmt.Sprintf("%d of the %d tensors allocated at construction are live", tm.Persistent, persistent)
 	}
 	var stray []string
 	for _, x := range tm.Later {
-		if x.ID == tm.Latest.ID || tm.InTrace[x.ID] {
+		if x.ID == tm.PageTable || tm.InTrace[x.ID] {
 			continue
 		}
 		stray = append(stray, x.String())
 	}
 	if len(stray) > 0 {
-		return fmt.Sprintf("%d tensors allocated after construction are live though neither the latest allocation (the current page table, %v) nor recorded by a live trace: %v",
-			len(stray), tm.Latest, stray[:min(len(stray), 3)])
+		return fmt.Sprintf("%d tensors allocated after construction are live though neither the current page table (t%d, the one the last paged op used) nor recorded by a live trace: %v",
+			len(stray), tm.PageTable, stray[:min(len(stray), 3)])
 	}
 	return ""
 }

@@ -24,6 +24,7 @@ type Tap struct {
 	capturing tt.TraceID
 	inCapture bool
 	traces    map[tt.TraceID]map[tt.TensorID]bool // live traces and the tensors they recorded
+	pageTable tt.TensorID                         // the page table the last paged op used
 	ev        TapEvents
 }
 
@@ -77,9 +78,10 @@ type TapMemory struct {
 	// live tensors allocated after it, oldest first.
 	Persistent int
 	Later      []tt.Tensor
-	// Latest is the most recent allocation after construction (zero ID:
-	// none).
-	Latest tt.Tensor
+	// PageTable is the page table the last paged op (paged_update_cache,
+	// paged SDPA decode, paged_fill_cache) ran or was recorded with (zero
+	// ID: none yet): the engine's current table.
+	PageTable tt.TensorID
 	// InTrace holds the tensors some live trace recorded.
 	InTrace map[tt.TensorID]bool
 	// Traces is the number of live (captured, not released) traces.
@@ -90,17 +92,13 @@ type TapMemory struct {
 func (t *Tap) Memory() TapMemory {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := TapMemory{InTrace: map[tt.TensorID]bool{}, Traces: len(t.traces)}
-	latest := 0
+	m := TapMemory{InTrace: map[tt.TensorID]bool{}, Traces: len(t.traces), PageTable: t.pageTable}
 	for _, a := range t.live {
 		if a.order <= t.baseline {
 			m.Persistent++
 			continue
 		}
 		m.Later = append(m.Later, a.t)
-		if a.order > latest {
-			latest, m.Latest = a.order, a.t
-		}
 	}
 	order := func(x tt.Tensor) int { return t.live[x.ID].order }
 	for i := 1; i < len(m.Later); i++ {
@@ -171,6 +169,30 @@ func (t *Tap) Run(op tt.Op) error {
 	err := t.Device.Run(op)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	switch o := op.(type) {
+	case tt.PagedUpdateCache:
+		if o.PageTable != nil {
+			t.pageTable = o.PageTable.ID
+		}
+	case tt.PagedFusedUpdateCache:
+		if o.PageTable != nil {
+			t.pageTable = o.PageTable.ID
+		}
+	case tt.PagedSDPADecode:
+		t.pageTable = o.PageTable.ID
+	case tt.PagedFillCache:
+		t.pageTable = o.PageTable.ID
+	case *tt.PagedUpdateCache:
+		if o.PageTable != nil {
+			t.pageTable = o.PageTable.ID
+		}
+	case *tt.PagedFusedUpdateCache:
+		if o.PageTable != nil {
+			t.pageTable = o.PageTable.ID
+		}
+	case *tt.PagedSDPADecode:
+		t.pageTable = o.PageTable.ID
+	}
 	if !t.inCapture {
 		t.ev.EagerOps++
 		return err
