@@ -164,11 +164,17 @@ func (t *Tap) ReadHost(src tt.Tensor) (tt.HostTensor, error) {
 	return t.Device.ReadHost(src)
 }
 
-// Run implements tt.Device.
-func (t *Tap) Run(op tt.Op) error {
-	err := t.Device.Run(op)
+// Run implements tt.Device. The outputs a device allocates for an
+// Allocating op are allocations like any other (the caller frees them).
+func (t *Tap) Run(op tt.Op) ([]tt.Tensor, error) {
+	outs, err := t.Device.Run(op)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for _, x := range outs {
+		t.next++
+		t.live[x.ID] = tapAlloc{t: x, order: t.next}
+		t.ev.Allocs++
+	}
 	switch o := op.(type) {
 	case tt.PagedUpdateCache:
 		if o.PageTable != nil {
@@ -195,18 +201,17 @@ func (t *Tap) Run(op tt.Op) error {
 	}
 	if !t.inCapture {
 		t.ev.EagerOps++
-		return err
+		return outs, err
 	}
 	t.ev.CapturedOps++
 	if ts := t.traces[t.capturing]; ts != nil {
-		for _, x := range op.Inputs() {
-			ts[x.ID] = true
-		}
-		for _, x := range op.Outputs() {
-			ts[x.ID] = true
+		for _, group := range [][]tt.Tensor{op.Inputs(), op.Outputs(), outs} {
+			for _, x := range group {
+				ts[x.ID] = true
+			}
 		}
 	}
-	return err
+	return outs, err
 }
 
 // BeginCapture implements tt.Device.
