@@ -73,13 +73,14 @@ type timedReport struct {
 var checkFactory proptest.Factory = proptest.SimFactory
 
 func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--cases N] [--seed S] [--json [--times]] [--save DIR]")
+	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--cases N] [--seed S] [--json [--times]] [--save DIR] [--dump FILE.jsonl]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	cases := fs.Int("cases", 200, "number of schedules")
 	seed := fs.Uint64("seed", proptest.DefaultSeed, "campaign seed; case i runs with a seed derived from (S, i), case 0 with S itself")
 	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
 	times := fs.Bool("times", false, "with --json: add wall times (time_to_red_ns: campaign start to the first failing command, before shrinking; per case start_ns, elapsed_ns, time_to_red_ns)")
+	dumpPath := fs.String("dump", "", "run the first failing case's shrunk script once more and write the engine's tokens to `FILE.jsonl` (for offcard adjudicate; nothing is written when every case passes)")
 	save := fs.String("save", "", "write each failure's shrunk script into `DIR` (e.g. proptest/testdata/regressions)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -128,6 +129,23 @@ func runCheck(e *env, args []string) error {
 	if *save != "" {
 		saved, saveErrs = saveScripts(*save, rs)
 	}
+	var dumped string
+	if *dumpPath != "" {
+		for _, r := range rs {
+			if r.Passed || r.Script == nil {
+				continue
+			}
+			cmd, err := dumpCase(*dumpPath, *r.Script, checkFactory)
+			if err != nil {
+				return fmt.Errorf("dump: %w", err)
+			}
+			dumped = fmt.Sprintf("dumped case %d's shrunk script to %s; judge it: %s", r.Index, *dumpPath, cmd)
+			break
+		}
+		if dumped == "" {
+			dumped = "every case passed: no dump written"
+		}
+	}
 	out := bufio.NewWriter(e.stdout)
 	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
 	if *asJSON {
@@ -151,6 +169,9 @@ func runCheck(e *env, args []string) error {
 			return err
 		}
 		fmt.Fprintln(e.stderr, summary)
+		if dumped != "" {
+			fmt.Fprintln(e.stderr, dumped)
+		}
 	} else {
 		fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases\n", *device, *seed, *cases)
 		for _, r := range rs {
@@ -160,6 +181,9 @@ func runCheck(e *env, args []string) error {
 		}
 		for _, p := range saved {
 			fmt.Fprintf(out, "saved %s\n", p)
+		}
+		if dumped != "" {
+			fmt.Fprintln(out, dumped)
 		}
 		fmt.Fprintln(out, summary)
 	}
