@@ -167,11 +167,6 @@ func TestCheckSave(t *testing.T) {
 	if !strings.Contains(errs, "save: write "+filepath.Join(saveDir, "logits-3.script")) || strings.Contains(errs, ".tmp") {
 		t.Errorf("save error %q", errs)
 	}
-	code, out, _ = runCLI(t, "check", "--cases", "1", "--seed", "3", "--save", saveDir, "--json")
-	var rep checkReport
-	if err := json.Unmarshal([]byte(out), &rep); code != 1 || err != nil || len(rep.SaveErrors) != 1 || rep.Failed != 1 {
-		t.Fatalf("--json: exit %d, %v, %+v", code, err, rep)
-	}
 }
 
 // check --json writes seeds as strings (exact past 2^53) and each case's
