@@ -3,6 +3,8 @@
 package ref
 
 import (
+	"unsafe"
+
 	"github.com/offcard/offcard/bf16"
 	"golang.org/x/sys/cpu"
 )
@@ -100,6 +102,29 @@ func rows2x4x512(a *bf16.BF16, stride int, x *[4]*float32, n int, acc *[2][4][La
 //go:noescape
 func rows1x8x512(a *bf16.BF16, x *[8]*float32, n int, acc *[8][Lanes]float32, fma int)
 
+// reduce512 sets out[i] = reduceLanes(lanes i) for the n lane arrays at acc.
+//
+//go:noescape
+func reduce512(acc *float32, n int, out *float32)
+
+// finishN rounds the results of n lane arrays (acc holds n·16 float32s)
+// for row into out[i][o]: in assembly when there is no tail, through
+// finishLanes otherwise.
+func finishN(acc []float32, row []bf16.BF16, xs [][]float32, n16, o int, dsts [][]bf16.BF16) {
+	n := len(acc) / Lanes
+	if n16 == len(row) {
+		var r [8]float32
+		reduce512(&acc[0], n, &r[0])
+		for i := range n {
+			dsts[i][o] = bf16.FromFloat32(r[i])
+		}
+		return
+	}
+	for i := range n {
+		dsts[i][o] = bf16.FromFloat32(finishLanes((*[Lanes]float32)(acc[i*Lanes:]), row, xs[i], n16))
+	}
+}
+
 // matRowsFast is matRowsF on the AVX-512 kernels: it walks the rows in
 // blocks of four and, per block, covers the batch in groups of eight, four
 // and one input, so that each block of weights is widened once per group
@@ -134,9 +159,7 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 				row := w[r*cols : (r+1)*cols]
 				var acc [8][Lanes]float32
 				rows1x8x512(&row[0], &ptrs, n16, &acc, fma)
-				for i := range acc {
-					dsts[b+i][r] = bf16.FromFloat32(finishLanes(&acc[i], row, xs[b+i], n16))
-				}
+				finishN(flat(acc[:]), row, xs[b:b+8], n16, r, dsts[b:b+8])
 			}
 		}
 		for ; b+4 <= len(xs); b += 4 {
@@ -149,9 +172,7 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 				rows2x4x512(&w[r*cols], stride, &ptrs, n16, &acc, fma)
 				for k := range acc {
 					row := w[(r+k)*cols : (r+k+1)*cols]
-					for i := range acc[k] {
-						dsts[b+i][r+k] = bf16.FromFloat32(finishLanes(&acc[k][i], row, xs[b+i], n16))
-					}
+					finishN(flat(acc[k][:]), row, xs[b:b+4], n16, r+k, dsts[b:b+4])
 				}
 			}
 		}
@@ -160,7 +181,7 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 			rows4x1x512(&w[o*cols], stride, &xs[b][0], n16, &acc, fma)
 			for k := range acc {
 				row := w[(o+k)*cols : (o+k+1)*cols]
-				dsts[b][o+k] = bf16.FromFloat32(finishLanes(&acc[k], row, xs[b], n16))
+				finishN(acc[k][:], row, xs[b:b+1], n16, o+k, dsts[b:b+1])
 			}
 		}
 	}
@@ -173,4 +194,9 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 		}
 	}
 	return true
+}
+
+// flat views an array of lane arrays as one slice of float32s.
+func flat(a [][Lanes]float32) []float32 {
+	return unsafe.Slice(&a[0][0], len(a)*Lanes)
 }

@@ -272,3 +272,35 @@ done18:
 	VMOVUPS Z7, 448(DX)
 	VZEROUPPER
 	RET
+
+// func reduce512(acc *float32, n int, out *float32)
+// out[i] = the canonical tree reduction of the 16 lanes acc[16i..16i+15]:
+// for h = 8, 4, 2, 1: lane[l] += lane[l+h] (l < h). Each step adds the
+// upper half of the live lanes to the lower half, which is that tree
+// (float32 addition is commutative).
+TEXT ·reduce512(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ out+16(FP), DI
+	TESTQ CX, CX
+	JZ   doner
+
+loopr:
+	VMOVUPS (SI), Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VPERMILPS $0x0E, X0, X1
+	VADDPS X1, X0, X0
+	VPERMILPS $0x01, X0, X1
+	VADDSS X1, X0, X0
+	VMOVSS X0, (DI)
+	ADDQ $64, SI
+	ADDQ $4, DI
+	DECQ CX
+	JNZ  loopr
+
+doner:
+	VZEROUPPER
+	RET

@@ -83,6 +83,9 @@ func TestKernels512EqualPureGo(t *testing.T) {
 	for trial := range 400 {
 		rows := 1 + rng.IntN(11)
 		cols := rng.IntN(80)
+		if trial%2 == 0 {
+			cols &^= Lanes - 1 // no tail: the lanes are reduced in assembly
+		}
 		if trial%20 == 0 {
 			cols = 1024 + rng.IntN(20)
 		}
