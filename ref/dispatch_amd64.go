@@ -200,3 +200,22 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 func flat(a [][Lanes]float32) []float32 {
 	return unsafe.Slice(&a[0][0], len(a)*Lanes)
 }
+
+//go:noescape
+func minMax512(p *bf16.BF16, n int, lo1, hi *[32]uint16)
+
+// minMaxFast folds the first done values of v into bf16Range's lo1 and hi
+// (min of m-1 and max of m, m = bits & 0x7FFF) at memory speed.
+func minMaxFast(v []bf16.BF16) (lo1, hi uint16, done int) {
+	done = len(v) &^ 31
+	lo1 = 0xFFFF
+	if !useAVX512 || done == 0 {
+		return lo1, 0, 0
+	}
+	var l, h [32]uint16
+	minMax512(&v[0], done, &l, &h)
+	for k := range l {
+		lo1, hi = min(lo1, l[k]), max(hi, h[k])
+	}
+	return lo1, hi, done
+}

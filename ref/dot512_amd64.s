@@ -304,3 +304,34 @@ loopr:
 doner:
 	VZEROUPPER
 	RET
+
+// func minMax512(p *bf16.BF16, n int, lo1, hi *[32]uint16)
+// For the first n (a multiple of 32, > 0) values, with m = bits & 0x7FFF:
+// lo1[k] = min over the values at k mod 32 of uint16(m-1) (0 wraps to
+// 0xFFFF) and hi[k] = max of m; bf16Range folds the 32 lanes.
+TEXT ·minMax512(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ lo1+16(FP), DI
+	MOVQ hi+24(FP), DX
+	MOVL $0x7FFF7FFF, AX
+	VPBROADCASTD AX, Z3
+	MOVL $0x00010001, AX
+	VPBROADCASTD AX, Z4
+	VPTERNLOGD $0xFF, Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	SHRQ $5, CX
+
+loopm:
+	VPANDD  (SI), Z3, Z2
+	VPMAXUW Z2, Z1, Z1
+	VPSUBW  Z4, Z2, Z2
+	VPMINUW Z2, Z0, Z0
+	ADDQ $64, SI
+	DECQ CX
+	JNZ  loopm
+
+	VMOVDQU64 Z0, (DI)
+	VMOVDQU64 Z1, (DX)
+	VZEROUPPER
+	RET

@@ -50,9 +50,8 @@ func bf16Range(v []bf16.BF16) expRange {
 	// The magnitudes m = bits & 0x7FFF order like the values' sizes; the
 	// smallest nonzero one is found as min(m-1)+1 with 0-1 wrapping to the
 	// top, which keeps the loop free of branches.
-	var lo1 uint16 = 0xFFFF
-	var hi uint16
-	for _, b := range v {
+	lo1, hi, done := minMaxFast(v)
+	for _, b := range v[done:] {
 		m := uint16(b) & 0x7FFF
 		lo1 = min(lo1, m-1)
 		hi = max(hi, m)
