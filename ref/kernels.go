@@ -130,7 +130,12 @@ func MatVec(dst, w, x []bf16.BF16) {
 // matRowsF computes rows lo..hi-1 of w·x for each (x, dst) pair, with every
 // x already widened: dsts[b][o] = R(dotF(row o, xs[b])). The weight row is
 // reused across the batch while it is in cache. Bit-identical to MatVec.
-func matRowsF(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int) {
+// exact may be true only if exactProducts holds for the rows and every x
+// (it lets an assembly path fuse multiply and add; see exact.go).
+func matRowsF(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int, exact bool) {
+	if matRowsFast(dsts, w, xs, cols, lo, hi, exact) {
+		return
+	}
 	for o := lo; o < hi; o++ {
 		row := w[o*cols : (o+1)*cols : (o+1)*cols]
 		b := 0
