@@ -133,8 +133,17 @@ func TestEmbeddingMatchesRef(t *testing.T) {
 		ids[i] = int32(r.IntN(vocab))
 	}
 	ids[3] = vocab - 1
-	for _, dt := range []tt.DType{tt.UINT32, tt.INT32} {
-		in := cUploadI32(t, d, cSpec(dt, tt.RowMajor, 1, 1, 1, B), ids)
+	for _, dt := range []tt.DType{tt.UINT32, tt.BF16} {
+		var in tt.Tensor
+		if dt == tt.BF16 { // ids as bf16 values (exact below 256)
+			v := make([]bf16.BF16, B)
+			for i, id := range ids {
+				v[i] = bf16.FromFloat32(float32(id))
+			}
+			in = cUpload(t, d, cSpec(dt, tt.RowMajor, 1, 1, 1, B), v)
+		} else {
+			in = cUploadI32(t, d, cSpec(dt, tt.RowMajor, 1, 1, 1, B), ids)
+		}
 		for _, os := range []tt.Spec{cSpec(tt.BF16, tt.Tile, 1, 1, B, hidden), cSpec(tt.BF16, tt.Tile, 1, B, 1, hidden), cSpec(tt.BF16, tt.RowMajor, 1, 1, B, hidden)} {
 			out := cAlloc(t, d, os)
 			cRun(t, d, tt.Embedding{Input: in, Weight: w, Output: out})
@@ -259,8 +268,9 @@ func TestHeadsRotaryConcatMatchRef(t *testing.T) {
 		for b := 0; b < B; b++ {
 			ref.RopeTable(1e6, D, r.IntN(5000), cos[b*D:(b+1)*D], sin[b*D:(b+1)*D])
 		}
-		ct := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, B, 1, D), cos)
-		st := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, B, D), sin)
+		rows := tt.Spec{Shape: []int{1, B, 1, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, D})}
+		ct := cUpload(t, d, rows, cos)
+		st := cUpload(t, d, rows, sin)
 		qo := cOut(t, d, tt.RotaryEmbeddingHF{Input: q, Cos: ct, Sin: st})
 		got := cDown(t, d, qo)
 		for b := 0; b < B; b++ {
@@ -271,7 +281,7 @@ func TestHeadsRotaryConcatMatchRef(t *testing.T) {
 			}
 		}
 		// Concat heads.
-		cat := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, B, H*D))
+		cat := cAlloc(t, d, tt.Spec{Shape: []int{1, 1, B, H * D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1WidthSharded(H, [2]int{32, D})})
 		cRun(t, d, tt.ConcatHeads{Input: qo, Output: cat, NumHeads: H})
 		gc := cDown(t, d, cat)
 		for b := 0; b < B; b++ {

@@ -68,10 +68,17 @@ type launch interface {
 // ProgramCacheStats reports program-cache hits and misses so far.
 func (d *Device) ProgramCacheStats() (hits, misses int) { return d.hits, d.misses }
 
-// lookup returns the cached program for key, or builds it: validate runs only
-// on a miss (§1.1). A miss during capture fails (§5.3).
+// lookup validates the op and returns the cached program for key, or builds
+// it. Validation runs on every call: a hit runs validate_on_program_cache_hit,
+// which for these ops is the miss validation (ttnn/api/ttnn/
+// device_operation.hpp, handle_mesh_adapter_cache_hit). A miss during capture
+// fails (tt_metal/distributed/mesh_workload.cpp load_binaries); a miss
+// otherwise allocates the program's kernel-binary buffer in DRAM.
 // key may be the device's scratch key buffer: it is copied on a miss.
 func (d *Device) lookup(op string, key []byte, validate func() error, build func() (program, error)) (program, error) {
+	if err := validate(); err != nil {
+		return nil, err
+	}
 	if p, ok := d.progs[string(key)]; ok {
 		d.hits++
 		return p, nil
@@ -80,9 +87,6 @@ func (d *Device) lookup(op string, key []byte, validate func() error, build func
 		d.find(Finding{Class: CacheMissDuringCapture, Op: op, Core: -1, User: -1, Index: -1,
 			Detail: "program not in the program cache while capturing trace " + itoa(int(d.traceID)) + "; warm up before capture"})
 		return nil, &tt.Error{Op: op, Msg: tt.MsgProgramCacheMissDuringCapture}
-	}
-	if err := validate(); err != nil {
-		return nil, err
 	}
 	p, err := build()
 	if err != nil {

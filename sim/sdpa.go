@@ -70,7 +70,7 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 		}
 	}
 	if k.spec.Layout != tt.Tile || v.spec.Layout != tt.Tile {
-		return opErr(name, "K and V caches must be TILE layout") // ~
+		return opErr(name, "Inputs to SDPA must be tilized except for Q")
 	}
 	if k.spec.Memory != tt.DRAMInterleaved || v.spec.Memory != tt.DRAMInterleaved {
 		return opErr(name, "K and V caches must be in DRAM") // ~
@@ -89,17 +89,17 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 		return opErr(name, "Error: SDPA currently only supports INT32 datatype")
 	}
 	if ps.Layout != tt.RowMajor || len(ps.Shape) != 2 {
-		return opErr(name, "Page table must be a ROW_MAJOR [batch, max_num_blocks_per_seq] tensor") // ~
+		return opErr(name, "Page table tensor layout must be ROW_MAJOR but got %v", ps.Layout)
 	}
 	batch := ps.PaddedShape()[0]
 	if cp.spec.DType != tt.INT32 {
 		return opErr(name, "Expect cur_pos to be INT32, got %v", cp.spec.DType)
 	}
 	if cp.spec.Layout != tt.RowMajor {
-		return opErr(name, "cur_pos tensor must be ROW_MAJOR") // ~
+		return opErr(name, "Expect cur_pos to be ROW_MAJOR, got %v", cp.spec.Layout)
 	}
 	if cs := cp.spec.PaddedShape(); cs[len(cs)-1] != batch {
-		return opErr(name, "cur_pos tensor last dim (%d) must equal the batch size (%d)", cs[len(cs)-1], batch) // ~
+		return opErr(name, "cur_pos must have batch size equal to Q, got %d and %d", cs[len(cs)-1], batch)
 	}
 	if cp.spec.Memory.Sharded() {
 		return fmt.Errorf("sim: %s: a sharded cur_pos tensor is not implemented", name)
@@ -109,19 +109,24 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 		return opErr(name, "Page_table must have batch size equal to Q")
 	}
 	if ks[2] != vs[2] {
-		return opErr(name, "K and V must have the same block size: %d vs %d", ks[2], vs[2]) // ~
+		return opErr(name, "K and V must have same block size")
 	}
 	if ks[3] != qs[3] || vs[3] != qs[3] || ks[1] != vs[1] || ks[0] != vs[0] {
-		return opErr(name, "Q, K and V head dims and cache shapes must match: Q %v K %v V %v", qs, ks, vs) // ~
+		return opErr(name, "Q, K, V must have same hidden size")
 	}
 	if ks[2]%tt.TileSize != 0 || qs[3]%tt.TileSize != 0 {
 		return opErr(name, "block_size (%d) and head_dim (%d) must be multiples of 32", ks[2], qs[3]) // ~
 	}
-	if o.KChunkSize < 0 || o.KChunkSize%tt.TileSize != 0 {
-		return opErr(name, "k_chunk_size must be a multiple of 32, got %d", o.KChunkSize) // ~
+	// ExecutePagedScaledDotProductAttentionDecode::invoke
+	// (ttnn/cpp/ttnn/operations/transformer/sdpa_decode/sdpa_decode.cpp).
+	if o.KChunkSize < 0 || (o.KChunkSize > 0 && o.KChunkSize&(o.KChunkSize-1) != 0) {
+		return opErr(name, "User provided k_chunk_size must be power of 2, got: %d", o.KChunkSize)
+	}
+	if o.KChunkSize%tt.TileSize != 0 {
+		return opErr(name, "Chunk size must be multiple of 32, got: %d", o.KChunkSize)
 	}
 	if qs[2]%ks[1] != 0 {
-		return opErr(name, "Number of query heads (%d) must be a multiple of the number of kv heads (%d)", qs[2], ks[1]) // ~
+		return opErr(name, "GQA expects Q to have a multiple of K heads, but got %d and %d", qs[2], ks[1])
 	}
 	if !shapeEqual(out.spec.Shape, qs) {
 		return opErr(name, "Output shape %v must equal Q shape %v", out.spec.Shape, qs) // ~

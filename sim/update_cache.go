@@ -128,20 +128,20 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 		return a.err("Input tensor in non-fused update_cache must be tilized")
 	}
 	if cs.Layout != tt.Tile {
-		return a.err("Cache tensor in update_cache must be tilized") // ~
+		return a.err("Cache tensor in update_cache must be tilized")
 	}
 	if cs.DType != tt.FP32 && cs.DType != tt.BF16 {
-		return a.err("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B") // ~
+		return a.err("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %v", cs.DType)
 	}
 	if is.DType != tt.FP32 && is.DType != tt.BF16 {
-		return a.err("Data type of input tensor must be FLOAT32 or BFLOAT16") // ~
+		return a.err("Data type of input tensor for update cache must be FLOAT32 or BFLOAT16")
 	}
 	if len(cs.Shape) != 4 || len(is.Shape) != 4 {
 		return a.err("Cache and input tensors must be rank 4") // ~ (implied by the indexing)
 	}
 	cp, ip := cs.PaddedShape(), is.PaddedShape()
 	if ip[0] != 1 {
-		return a.err("Dim 0 of input tensor must be 1") // ~
+		return a.err("Dim 0 of input tensor must be 1")
 	}
 	if cs.Memory.Layout != tt.Interleaved {
 		return a.err("Only interleaved cache is supported")
@@ -155,14 +155,14 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 				numKV, bs, headDim, cs.Shape[1]*cs.Shape[2]*cs.Shape[3])
 		}
 		if bs%tt.TileSize != 0 {
-			return a.err("block_size (%d) must be a multiple of 32", bs) // ~
+			return a.err("effective block_size (%d) must be a multiple of TILE_HEIGHT (%d)", bs, tt.TileSize)
 		}
 	} else if ip[3] != cp[3] {
 		// Non-paged, and the fused op's older geometry rule (§1.5).
 		return a.err("Input and cache head dims must match: %d vs %d", ip[3], cp[3]) // ~
 	}
 	if headDim%tt.TileSize != 0 {
-		return a.err("Head dim (%d) must be a multiple of 32", headDim) // ~
+		return a.err("input_tensor last dim (%d) must be a multiple of TILE_WIDTH (%d)", headDim, tt.TileSize)
 	}
 	if !paged {
 		if a.share {
@@ -184,10 +184,10 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 			return fmt.Errorf("sim: %s: sharded (UINT16) page tables are not implemented", a.op)
 		}
 		if ps.DType != tt.INT32 {
-			return a.err("Page table must be INT32 when interleaved") // ~
+			return a.err("Expect page table to have datatype INT32")
 		}
 		if ps.Layout != tt.RowMajor {
-			return a.err("Page table must be ROW_MAJOR") // ~
+			return a.err("Expect page table to have memory layout in ROW MAJOR")
 		}
 		if len(ps.Shape) != 2 {
 			return a.err("Page table must be rank 2 [batch, max_num_blocks_per_seq]") // ~
