@@ -533,18 +533,23 @@ func TestPagedSDPADecodeMatchesAttend(t *testing.T) {
 	c := sdpaCase{bs: 32, blocks: 40, kvh: 2, heads: 8, D: 64, W: 6, kchunk: 64, pos: []int32{100, -1, 31, 32, 159}}
 	runSDPACase(t, r, c, Options{Arch: Blackhole}, 0.125)
 	// MHA.
-	c = sdpaCase{bs: 64, blocks: 16, kvh: 4, heads: 4, D: 32, W: 3, kchunk: 0, pos: []int32{5, 127, 128, 191}}
+	// (W 4: the dynamic chunk for 191 is 8 tiles, 4 blocks of 64, and the
+	// card fetches the masked tiles of the last chunk through their entries.)
+	c = sdpaCase{bs: 64, blocks: 16, kvh: 4, heads: 4, D: 32, W: 4, kchunk: 0, pos: []int32{5, 127, 128, 191}}
 	runSDPACase(t, r, c, Options{}, 0)
 }
 
 // The chunked reader reads page-table entries past the cur_pos block: with
 // k_chunk 128 and block size 32, cur_pos 33 touches entries 0..3. A row of
 // width 2 makes entries 2 and 3 come from the slot padding: strict mode says
-// so; the output (masked positions) is still exact.
+// so; the output (masked positions) is still exact. The card fetches the
+// masked tiles through those entries (sdpa_decode reader_decode_all.cpp):
+// with the padding written as zeros (Options.L1 zero) they are block 0, a
+// real block; with poison padding the fetch faults (below).
 func TestPagedSDPAChunkReadsPastRow(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	c := sdpaCase{bs: 32, blocks: 8, kvh: 2, heads: 4, D: 32, W: 2, kchunk: 128, pos: []int32{33, -1}}
-	d := runSDPACase(t, r, c, Options{Strict: true}, 0)
+	d := runSDPACase(t, r, c, Options{Strict: true, L1: L1Zero}, 0)
 	var past []int64
 	for _, f := range d.Findings() {
 		if f.Op == opSDPA && f.Class == PTReadPastRow {

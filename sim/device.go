@@ -76,7 +76,8 @@ type Options struct {
 	// DRAMBankSize is the bytes of one DRAM bank (default: Wormhole 1 GiB,
 	// Blackhole 4278190080, §6.1). Memory is sparse, so full sizes are cheap.
 	DRAMBankSize uint64
-	// L1Size is each worker core's L1 bytes (default 1,499,136, §6.1).
+	// L1Size is each worker core's L1 bytes (default Wormhole 1,499,136,
+	// Blackhole 1,572,864).
 	L1Size uint64
 	// TraceRegionSize is reserved at the top of every DRAM bank (§5.6).
 	TraceRegionSize uint64
@@ -144,6 +145,7 @@ type Device struct {
 	nextID tt.TensorID
 
 	progs    map[string]program
+	binaries []uint64  // kernel-binary buffers, one per program-cache miss
 	kb       []byte    // program-cache key scratch
 	opBufs   []*buffer // operand scratch of the compute ops
 	eager    opLaunch  // the compute launch being run eagerly
@@ -197,7 +199,12 @@ func New(o Options) (*Device, error) {
 		}
 	}
 	if o.L1Size == 0 {
+		// worker_l1_size in tt_metal/soc_descriptors/wormhole_b0_80_arch.yaml
+		// and blackhole_140_arch.yaml at tt.TTMetalCommit.
 		o.L1Size = 1499136
+		if o.Arch == Blackhole {
+			o.L1Size = 1572864
+		}
 	}
 	if o.NumCores == 0 {
 		if o.Arch == Wormhole {

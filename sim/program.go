@@ -92,6 +92,9 @@ func (d *Device) lookup(op string, key []byte, validate func() error, build func
 	if err != nil {
 		return nil, err
 	}
+	if err := d.loadBinaries(op); err != nil {
+		return nil, err
+	}
 	d.misses++
 	d.progs[string(key)] = p
 	return p, nil
@@ -249,3 +252,28 @@ func (d *Device) checkAllocating(op tt.Op) error {
 	}
 	return nil
 }
+
+// KernelBinaryBytesPerBank is the DRAM each program-cache miss reserves per
+// bank for the program's kernel binaries (offcard's estimate: the real size
+// is the program's compiled kernels, a few KB per RISC-V core type).
+const KernelBinaryBytesPerBank = 2048
+
+// loadBinaries is MeshWorkload::load_binaries at a program-cache miss
+// (tt_metal/distributed/mesh_workload.cpp): a DRAM buffer for the kernel
+// binaries, allocated top-down and kept while the program is cached (the
+// device's life here). It goes through the allocator like any buffer, so it
+// is subject to the unsafe-allocation warning and, in strict mode, to the
+// live-trace overlap check.
+func (d *Device) loadBinaries(op string) error {
+	addr, ok := d.dram.allocDir(KernelBinaryBytesPerBank, false)
+	if !ok {
+		return tt.Errorf(op, tt.MsgOutOfMemory, uint64(KernelBinaryBytesPerBank*d.arch.nbanks), tt.DRAM, d.arch.nbanks, uint64(KernelBinaryBytesPerBank))
+	}
+	d.binaries = append(d.binaries, addr)
+	d.noteAllocation(&buffer{bt: tt.DRAM, addr: addr, perBank: KernelBinaryBytesPerBank})
+	return nil
+}
+
+// KernelBinaries returns the addresses of the kernel-binary buffers the
+// program cache holds (one per miss, in order).
+func (d *Device) KernelBinaries() []uint64 { return append([]uint64(nil), d.binaries...) }

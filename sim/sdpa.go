@@ -48,9 +48,12 @@ func (d *Device) sdpaDecode(o tt.PagedSDPADecode, output tt.Tensor) error {
 	}
 	q, k, v, pt, cp, out := bs[0], bs[1], bs[2], bs[3], bs[4], bs[5]
 	validate := func() error { return validateSDPA(o, q, k, v, pt, cp, out) }
-	attrs := attrKey{uint64(math.Float32bits(o.Scale)), uint64(int64(o.KChunkSize))}
-	key := d.opKey(name, attrs, q, k, v, pt, cp, out)
-	pr, err := d.lookup(name, key, validate, func() (program, error) { return d.buildSDPA(o, q, k, pt), nil })
+	attrs := attrKey{uint64(math.Float32bits(o.Scale)), uint64(int64(o.KChunkSize))<<1 | b2u(o.FP32DestAcc)}
+	// compute_program_hash hashes q, k, v, the page table and the output
+	// config, not the cur_pos tensor (sdpa_decode_device_operation.cpp):
+	// cur_pos is validated on every call but is not part of the key.
+	key := d.opKey(name, attrs, q, k, v, pt, out)
+	pr, err := d.lookup(name, key, validate, func() (program, error) { return d.buildSDPA(o, q, k, pt, cp), nil })
 	if err != nil {
 		return err
 	}
@@ -151,6 +154,8 @@ type sdpaProgram struct {
 	cacheTile        uint32 // tile bytes of the caches
 	cacheTileAligned uint32
 	ptAligned        uint64
+	maxChunkT        int    // cap of the dynamic chunk, in tiles
+	qCB, qCBSize     uint64 // the Q CB, right after the page-table CB
 }
 
 func (p *sdpaProgram) cbEnd() uint64 { return p.end }
@@ -160,7 +165,7 @@ func (p *sdpaProgram) cbEnd() uint64 { return p.end }
 // (one k-chunk each), the mask (one chunk row), then the page-table CB c_9
 // sized to the page table's aligned page, then the cur_pos CB (one aligned
 // page of the cur_pos tensor).
-func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt *buffer) *sdpaProgram {
+func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt, cp *buffer) *sdpaProgram {
 	qs, ks := q.spec.Shape, k.spec.Shape
 	p := &sdpaProgram{heads: qs[2], kvh: ks[1], dh: qs[3], bs: uint32(ks[2]), blocks: uint32(ks[0]),
 		ptWidth: uint32(pt.spec.Shape[1]), kchunk: o.KChunkSize, scale: o.Scale}
@@ -173,17 +178,25 @@ func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt *buffer) *sdpaProgram 
 	tile := uint64(tt.TileSize * tt.TileSize * 2)
 	dht := uint64(p.dh / tt.TileSize)
 	qTiles := uint64(alignUp(uint64(p.heads), tt.TileSize)/tt.TileSize) * dht
-	chunkT := uint64(max(o.KChunkSize, 8*tt.TileSize) / tt.TileSize)
+	p.maxChunkT = 8 // dst_size: 8 tiles, 4 with fp32 accumulation
+	if o.FP32DestAcc {
+		p.maxChunkT = 4
+	}
+	chunkT := uint64(max(o.KChunkSize/tt.TileSize, p.maxChunkT))
+	// sdpa_decode_program_factory.cpp creates c_8 (cur_pos, one aligned
+	// page) and c_9 (page table, one aligned page) first, then c_0 (Q), so
+	// L1 just past the page-table CB is the Q CB of the same program.
 	specs := []cbSpec{
+		{indices: []int{8}, size: cp.aligned},
+		{indices: []int{9}, size: pt.aligned},
 		{indices: []int{0}, size: qTiles * tile},
 		{indices: []int{1}, size: chunkT * dht * tile},
 		{indices: []int{2}, size: chunkT * dht * tile},
 		{indices: []int{3}, size: chunkT * tile},
-		{indices: []int{9}, size: pt.aligned},
-		{indices: []int{8}, size: alignUp(uint64(4*pt.spec.Shape[0]), d.arch.dramAlign)},
 	}
 	cbs, end := d.placeCBs(specs)
-	p.ptCB, p.ptCBSize, p.end = cbs[4].addr, cbs[4].size, end
+	p.ptCB, p.ptCBSize, p.end = cbs[1].addr, cbs[1].size, end
+	p.qCB, p.qCBSize = cbs[2].addr, cbs[2].size
 	return p
 }
 
@@ -202,11 +215,15 @@ func (p *sdpaProgram) validLen(cur uint32) uint64 {
 	n := uint64(cur) + 1
 	chunk := uint64(p.kchunk)
 	if chunk == 0 {
+		// get_dynamic_Sk_chunk_t: nearest_pow_of_2_up_to_8 of the tiles
+		// holding 0..cur_pos, capped at dst_size (8 tiles, 4 with fp32
+		// accumulation).
 		t := uint64(cur)/tt.TileSize + 1
-		chunk = tt.TileSize << (64 - bits.LeadingZeros64(t-1)) // smallest power of two >= t, in tiles
-		if t == 1 {
-			chunk = tt.TileSize
+		ct := uint64(1)
+		if t > 1 {
+			ct = 1 << (64 - bits.LeadingZeros64(t-1)) // smallest power of two >= t
 		}
+		chunk = tt.TileSize * min(ct, uint64(p.maxChunkT))
 	}
 	return (n + chunk - 1) / chunk * chunk
 }
@@ -249,6 +266,11 @@ func (l *sdpaLaunch) exec(d *Device) error {
 				opSDPA, b, int32(cur), cur, maxSDPAPositions)
 		}
 		core := b % len(d.l1)
+		// The reader fills the Q CB (user b's Q tile row) before it
+		// reads the page table: L1 past c_9 holds these bytes.
+		if err := l.fillQCB(d, x, s, b, core); err != nil {
+			return err
+		}
 		entries, err := l.pageTableRow(d, x, s, b, core)
 		if err != nil {
 			return err
@@ -280,8 +302,16 @@ func (l *sdpaLaunch) exec(d *Device) error {
 					addr := uint32(l.k.addr) + (id/nb)*p.cacheTileAligned
 					vaddr := uint32(l.v.addr) + (id/nb)*p.cacheTileAligned
 					if row >= used {
+						// The card fetches the masked tile rows of the
+						// last chunk too (-inf masks them after QK^T):
+						// an address out of the bank faults.
 						if d.opt.Strict {
 							l.checkMaskedTile(d, b, core, id, addr, vaddr)
+						}
+						for _, a := range [2]uint32{addr, vaddr} {
+							if err := x.tileAt(l.k, core, id, uint64(a), pg); err != nil {
+								return err
+							}
 						}
 						continue
 					}
@@ -320,6 +350,30 @@ func (l *sdpaLaunch) exec(d *Device) error {
 		u := row / gout.hp
 		return u < batch && pos[u] != 0xFFFFFFFF
 	})
+}
+
+// fillQCB copies user b's Q tile row (its pages of Q) into the Q CB of its
+// core, as the reader does before it reads the page table.
+func (l *sdpaLaunch) fillQCB(d *Device, x *opIO, s *scratch, b, core int) error {
+	q := l.q
+	if q.spec.Layout != tt.Tile {
+		return nil
+	}
+	wt := q.spec.Width() / tt.TileSize
+	pg := s.pageBuf(int(q.pageSize))
+	for c := 0; c < wt; c++ {
+		at := l.p.qCB + uint64(c)*q.aligned
+		if at+q.pageSize > l.p.qCB+l.p.qCBSize {
+			return nil
+		}
+		if err := x.pageIO(q, b*wt+c, pg, false); err != nil {
+			return err
+		}
+		if err := d.l1IO(opSDPA, core, at, pg, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pageTableRow is the reader's page-table step: page b of the page table,

@@ -303,6 +303,13 @@ func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 	if p.paged {
 		p.st = p.blockSize / tt.TileSize
 		p.ptStick = uint64(pt.spec.PaddedShape()[1]) * 4
+		if a.fused {
+			// The fused factories read the page table's aligned page
+			// (paged_tiled_fused_update_cache_program_factory.cpp:
+			// page_table.buffer()->aligned_page_size()), so entries past
+			// the row up to the slot's end come from its DRAM padding.
+			p.ptStick = pt.aligned
+		}
 		p.ptWidth = uint32(pt.spec.PaddedShape()[1])
 	} else {
 		p.st = uint32(cp[2] / tt.TileSize)
@@ -335,7 +342,11 @@ func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 	)
 	out := len(specs) - 1
 	if p.tensorMode {
-		specs = append(specs, cbSpec{indices: []int{2}, size: tile(tt.INT32)}) // one Int32 tile (fused: c_3)
+		idxCB := tile(tt.INT32) // one Int32 tile
+		if a.fused {
+			idxCB = p.idxStick // fused: c_3 is index_stick_size, the index tensor's aligned page
+		}
+		specs = append(specs, cbSpec{indices: []int{2}, size: idxCB})
 	}
 	if p.paged {
 		specs = append(specs, cbSpec{indices: []int{3}, size: p.ptStick}) // one stick, created last (fused: c_4)
@@ -575,9 +586,13 @@ func (d *Device) readPageTableEntry(l *ucLaunch, pa ucPart, core, user int, virt
 	}
 	ea := uint64(uint32(p.c3.addr) + 4*virt) // 32-bit pointer arithmetic
 	if d.opt.Strict && virt >= p.ptWidth {
+		where := fmt.Sprintf("past the %d B page-table CB at %#x (stale L1, not the host's table)", p.ptStick, p.c3.addr)
+		if uint64(4*virt)+4 <= p.ptStick {
+			where = fmt.Sprintf("inside the %d B page-table CB at %#x: the DRAM padding of the row's page slot, not the host's table", p.ptStick, p.c3.addr)
+		}
 		d.find(Finding{Class: PTReadPastRow, Op: p.op, Core: core, User: user, Index: int64(virt), Tensor: l.ptID, Addr: ea,
-			Detail: fmt.Sprintf("page_table[%d][%d] read but the row has %d entries; the kernel loaded L1 %#x, past the %d B page-table CB at %#x (stale L1, not the host's table)",
-				user, virt, p.ptWidth, ea, p.ptStick, p.c3.addr)})
+			Detail: fmt.Sprintf("page_table[%d][%d] read but the row has %d entries; the kernel loaded L1 %#x, %s",
+				user, virt, p.ptWidth, ea, where)})
 	}
 	var word [4]byte
 	if err := d.l1IO(p.op, core, ea, word[:], false); err != nil {
