@@ -271,7 +271,7 @@ type adjDoc struct {
 	Oracle    string   `json:"oracle,omitempty"` // --oracle
 	Model     string   `json:"model,omitempty"`  // --model
 	Synth     string   `json:"synth,omitempty"`  // --synth
-	Seed      string   `json:"seed,omitempty"`   // with --synth`
+	Seed      string   `json:"seed,omitempty"`   // with --synth
 	BandNats  float64  `json:"band_nats"`
 	TopK      int      `json:"top_k"`
 	Clean     int      `json:"clean"`
