@@ -235,24 +235,6 @@ func SiluMul(dst, gate, up []bf16.BF16) {
 	}
 }
 
-// Mul computes dst = R(a·b) elementwise. dst may alias a or b.
-func Mul(dst, a, b []bf16.BF16) {
-	n := len(dst)
-	a, b = a[:n], b[:n]
-	for i := range dst {
-		dst[i] = bf16.FromFloat32(a[i].Float32() * b[i].Float32())
-	}
-}
-
-// Scale computes dst = R(a·s) elementwise with s a float32. dst may alias a.
-func Scale(dst, a []bf16.BF16, s float32) {
-	n := len(dst)
-	a = a[:n]
-	for i := range dst {
-		dst[i] = bf16.FromFloat32(a[i].Float32() * s)
-	}
-}
-
 // AttnScale is the softmax scale of a head of size headDim: float32(1/sqrt(headDim)).
 func AttnScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
 
