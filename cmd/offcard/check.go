@@ -19,14 +19,16 @@ func init() {
 // 2^53 does not survive a JSON number in jq or JavaScript); each case
 // carries its replay command.
 type checkReport struct {
-	Device     string     `json:"device"`
-	Seed       uint64     `json:"seed,string"`
-	Cases      int        `json:"cases"`
-	Passed     int        `json:"passed"`
-	Failed     int        `json:"failed"`
-	Saved      []string   `json:"saved,omitempty"`
-	SaveErrors []string   `json:"save_errors,omitempty"`
-	Result     []caseJSON `json:"results"`
+	Device     string                `json:"device"`
+	Seed       uint64                `json:"seed,string"`
+	Cases      int                   `json:"cases"`
+	Passed     int                   `json:"passed"`
+	Failed     int                   `json:"failed"`
+	Saved      []string              `json:"saved,omitempty"`
+	SaveErrors []string              `json:"save_errors,omitempty"`
+	Errors     int                   `json:"errors,omitempty"`
+	Reach      []proptest.ReachTotal `json:"reach"`
+	Result     []caseJSON            `json:"results"`
 }
 
 // caseJSON is one case of the --json document.
@@ -57,16 +59,18 @@ type timedCase struct {
 // is the time from the start of the campaign until the first failing
 // command was observed, before any shrinking (absent when all passed).
 type timedReport struct {
-	Device     string      `json:"device"`
-	Seed       uint64      `json:"seed,string"`
-	Cases      int         `json:"cases"`
-	Passed     int         `json:"passed"`
-	Failed     int         `json:"failed"`
-	Saved      []string    `json:"saved,omitempty"`
-	SaveErrors []string    `json:"save_errors,omitempty"`
-	TimeToRed  int64       `json:"time_to_red_ns,omitempty"`
-	Elapsed    int64       `json:"elapsed_ns"`
-	Result     []timedCase `json:"results"`
+	Device     string                `json:"device"`
+	Seed       uint64                `json:"seed,string"`
+	Cases      int                   `json:"cases"`
+	Passed     int                   `json:"passed"`
+	Failed     int                   `json:"failed"`
+	Saved      []string              `json:"saved,omitempty"`
+	SaveErrors []string              `json:"save_errors,omitempty"`
+	Errors     int                   `json:"errors,omitempty"`
+	Reach      []proptest.ReachTotal `json:"reach"`
+	TimeToRed  int64                 `json:"time_to_red_ns,omitempty"`
+	Elapsed    int64                 `json:"elapsed_ns"`
+	Result     []timedCase           `json:"results"`
 }
 
 // checkFactory builds the SUT of --device sim; tests replace it.
@@ -132,6 +136,8 @@ func runCheck(e *env, args []string) error {
 	rs := proptest.Campaign(opt)
 	elapsed := time.Since(t0)
 	passed, failed := proptest.Summary(rs)
+	errored := proptest.Errored(rs)
+	reach := proptest.ReachTotals(rs)
 	// A failed save is reported after the verdict and never hides it.
 	var saved, saveErrs []string
 	if *save != "" {
@@ -157,14 +163,17 @@ func runCheck(e *env, args []string) error {
 	}
 	out := bufio.NewWriter(e.stdout)
 	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
+	if errored > 0 {
+		summary += fmt.Sprintf(", %d not run (offcard's runner failed: not findings)", errored)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
-			Saved: saved, SaveErrors: saveErrs, Result: casesJSON(rs)}
+			Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach, Result: casesJSON(rs)}
 		if *times {
 			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
-				Saved: saved, SaveErrors: saveErrs,
+				Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach,
 				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
 			if t, ok := proptest.TimeToRed(rs); ok {
 				tr.TimeToRed = max(t.Nanoseconds(), 1)
@@ -204,6 +213,9 @@ func runCheck(e *env, args []string) error {
 	}
 	if failed > 0 {
 		return errFound
+	}
+	if errored > 0 {
+		return fmt.Errorf("%d cases did not run: offcard's runner failed (see the report)", errored)
 	}
 	return nil
 }
