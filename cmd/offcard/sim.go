@@ -63,13 +63,19 @@ func runSim(e *env, args []string) error {
 	}
 	defer f.Abort()
 	dw := newDumpRecorder(f)
-	if err := runTranscript(e, s, dw); err != nil && !errors.Is(err, errFound) {
-		return err
-	} else if cerr := dw.commit(f); cerr != nil {
-		return cerr
-	} else {
+	err = runTranscript(e, s, dw)
+	if err != nil && !errors.Is(err, errFound) {
 		return err
 	}
+	if cerr := dw.commit(f); cerr != nil {
+		if err != nil {
+			// A failed dump is reported, and never hides the verdict.
+			fmt.Fprintf(e.stderr, "offcard sim: %s\n", oneLine(cerr.Error()))
+			return err
+		}
+		return cerr
+	}
+	return err
 }
 
 // script turns the flags into a proptest script.
