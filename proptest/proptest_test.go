@@ -103,7 +103,7 @@ func TestRegressions(t *testing.T) {
 func TestScriptRoundTrip(t *testing.T) {
 	text := `# a comment
 model tiny seed=3
-device sim arch=blackhole strict
+device sim arch=blackhole l1=zero strict
 engine block=64 blocks=12 width=fixed:2 capacity=3 mode=captured recapture=5 verify
 admit seq=2 prompt=63 salt=4
 decode steps=3
@@ -130,6 +130,7 @@ recapture
 		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nfinish seq=0 now\n",                    // stray word
 		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nadmit seq=0 prompt=1\nengine block=32", // header late
 		"model tiny seed=1\ndevice sim arch=wormhole\nengine\njump\n",                                // unknown
+		"model tiny seed=1\ndevice sim arch=wormhole l1=random\nengine\n",                            // L1 mode
 	} {
 		if _, err := ParseScript(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted:\n%s", bad)
