@@ -7,27 +7,6 @@ package mutants
 // them, so `offcard mutants --only NAME` runs one.
 var Candidates = []Mutant{
 	{
-		Name:   "width-headroom",
-		Idea:   "the dynamic width policy keeps one spare column (longest+1), a wrong width policy shared by the engine and kvpage",
-		Expect: "red (page-table) at the first step under the dynamic width: the table is one column wider than the contract's max(longest, 1)",
-		Edits: []Edit{
-			{File: kvpageWidth,
-				Old: "return max(longestBlocks, 1), nil",
-				New: "return max(longestBlocks+1, 1), nil // mutant: one column of headroom"},
-		},
-	},
-	{
-		Name:   "pad-one",
-		Idea:   "the page-table pad value is 1 instead of the contract's 0 (every unused column names block 1)",
-		Expect: "red (page-table) at the first step: columns past a slot's blocks hold 1",
-		Notes:  "Harmless to the outputs (KChunkSize = BlockSize never reads a pad column); only an expectation that does not take the pad from qwen3.PagePad sees it.",
-		Edits: []Edit{
-			{File: "qwen3/engine.go",
-				Old: "const PagePad int32 = 0",
-				New: "const PagePad int32 = 1 // mutant"},
-		},
-	},
-	{
 		Name:   "sim-uc-tile-row-dropped",
 		Idea:   "the simulated paged_update_cache drops the tile-row term of the cache tile id: rows 32..63 of a 64-row block land in rows 0..31",
 		Expect: "red at the first write at row >= 32 of a block (block size 64): the device cache row differs from ref's",
@@ -48,16 +27,6 @@ var Candidates = []Mutant{
 		},
 	},
 	{
-		Name:   "leak-pt-on-width-change",
-		Idea:   "a page table superseded by a width change while no trace addresses it is dropped, never freed (one leaked tensor per width change)",
-		Expect: "red (device-memory) after the first width change outside a live trace",
-		Edits: []Edit{
-			{File: engineStep,
-				Old: "\t\t} else if err := e.dev.Free(*old); err != nil {\n\t\t\treturn fmt.Errorf(\"free page table: %w\", err)\n\t\t}\n",
-				New: "\t\t} // mutant: superseded table leaked\n"},
-		},
-	},
-	{
 		Name:   "leak-retired-on-release",
 		Idea:   "releasing a trace forgets the page tables it retired without freeing them",
 		Expect: "red (device-memory) after the first width change of a captured run",
@@ -68,16 +37,6 @@ var Candidates = []Mutant{
 		},
 	},
 	{
-		Name:   "recapture-one-late",
-		Idea:   "recapture_every counts with > instead of >=: one replay too many on every trace",
-		Expect: "red (replay cadence) at the replay that should have been a re-capture",
-		Edits: []Edit{
-			{File: engineStep,
-				Old: "e.trace.steps >= e.opt.RecaptureEvery",
-				New: "e.trace.steps > e.opt.RecaptureEvery /* mutant */"},
-		},
-	},
-	{
 		Name:   "recapture-every-ignored",
 		Idea:   "recapture_every is accepted and never acted on",
 		Expect: "red (replay cadence) at the first replay past recapture_every steps on one trace",
@@ -85,26 +44,6 @@ var Candidates = []Mutant{
 			{File: engineStep,
 				Old: "(e.opt.RecaptureEvery > 0 && e.trace.steps >= e.opt.RecaptureEvery)",
 				New: "(false && e.opt.RecaptureEvery > 0 && e.trace.steps >= e.opt.RecaptureEvery) /* mutant */"},
-		},
-	},
-	{
-		Name:   "token-rewritten-in-replay",
-		Idea:   "unless the engine's own read-back check is on, every step rewrites the token input (the greedy token is copied back to the device)",
-		Expect: "red (host-writes) at the first steady-state replay of a scenario without verify",
-		Edits: []Edit{
-			{File: engineStep,
-				Old: "posDiffers, tokDiffers := !e.mirror, !e.mirror",
-				New: "posDiffers, tokDiffers := !e.mirror, !e.mirror || !e.opt.Verify // mutant"},
-		},
-	},
-	{
-		Name:   "decode-new-seqs-one-slot",
-		Idea:   "Decode gives every sequence it starts the lowest slot no live sequence holds, ignoring the slots taken earlier in the same batch",
-		Expect: "red at the first decode that starts two sequences at once: both land in one slot",
-		Edits: []Edit{
-			{File: engineStep,
-				Old: "if s = e.freeSlot(taken); s < 0 {",
-				New: "if s = e.freeSlot(nil); s < 0 { // mutant"},
 		},
 	},
 	{

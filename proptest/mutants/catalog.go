@@ -238,4 +238,67 @@ var Catalog = []Mutant{
 				New: "if l.flag && v == math.MaxInt32 { // mutant"},
 		},
 	},
+
+	// Issue 9: written before the properties that kill them (see Candidates).
+	{
+		Name:   "width-headroom",
+		Idea:   "the dynamic width policy keeps one spare column (longest+1), a wrong width policy shared by the engine and kvpage",
+		Expect: "red (page-table) at the first step under the dynamic width: the table is one column wider than the contract's max(longest, 1)",
+		Edits: []Edit{
+			{File: kvpageWidth,
+				Old: "return max(longestBlocks, 1), nil",
+				New: "return max(longestBlocks+1, 1), nil // mutant: one column of headroom"},
+		},
+	},
+	{
+		Name:   "pad-one",
+		Idea:   "the page-table pad value is 1 instead of the contract's 0 (every unused column names block 1)",
+		Expect: "red (page-table) at the first step: columns past a slot's blocks hold 1",
+		Notes:  "Harmless to the outputs (KChunkSize = BlockSize never reads a pad column); only an expectation that does not take the pad from qwen3.PagePad sees it.",
+		Edits: []Edit{
+			{File: "qwen3/engine.go",
+				Old: "const PagePad int32 = 0",
+				New: "const PagePad int32 = 1 // mutant"},
+		},
+	},
+	{
+		Name:   "leak-pt-on-width-change",
+		Idea:   "a page table superseded by a width change while no trace addresses it is dropped, never freed (one leaked tensor per width change)",
+		Expect: "red (device-memory) after the first width change outside a live trace",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\t\t} else if err := e.dev.Free(*old); err != nil {\n\t\t\treturn fmt.Errorf(\"free page table: %w\", err)\n\t\t}\n",
+				New: "\t\t} // mutant: superseded table leaked\n"},
+		},
+	},
+	{
+		Name:   "recapture-one-late",
+		Idea:   "recapture_every counts with > instead of >=: one replay too many on every trace",
+		Expect: "red (replay cadence) at the replay that should have been a re-capture",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "e.trace.steps >= e.opt.RecaptureEvery",
+				New: "e.trace.steps > e.opt.RecaptureEvery /* mutant */"},
+		},
+	},
+	{
+		Name:   "token-rewritten-in-replay",
+		Idea:   "unless the engine's own read-back check is on, every step rewrites the token input (the greedy token is copied back to the device)",
+		Expect: "red (host-writes) at the first steady-state replay of a scenario without verify",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "posDiffers, tokDiffers := !e.mirror, !e.mirror",
+				New: "posDiffers, tokDiffers := !e.mirror, !e.mirror || !e.opt.Verify // mutant"},
+		},
+	},
+	{
+		Name:   "decode-new-seqs-one-slot",
+		Idea:   "Decode gives every sequence it starts the lowest slot no live sequence holds, ignoring the slots taken earlier in the same batch",
+		Expect: "red at the first decode that starts two sequences at once: both land in one slot",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "if s = e.freeSlot(taken); s < 0 {",
+				New: "if s = e.freeSlot(nil); s < 0 { // mutant"},
+		},
+	},
 }

@@ -77,6 +77,17 @@
 // Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
 // so step 64 is the first position past the first block.
 //
+// The issue-9 additions (measured with offcard check --cases 10 --seed 1
+// on each mutant's build, under heavy load from other jobs, so no times):
+//
+//	mutant                      property       first failing case
+//	width-headroom              page-table     0
+//	pad-one                     page-table     0
+//	leak-pt-on-width-change     device-memory  3
+//	recapture-one-late          replay         7
+//	token-rewritten-in-replay   host-writes    0
+//	decode-new-seqs-one-slot    cur-pos        7
+//
 // # Candidates (issue 9)
 //
 // Candidates holds mutants written as a new user would write them, from
