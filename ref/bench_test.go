@@ -81,8 +81,10 @@ func benchDecodeThreads(b *testing.B, w *qwen3.Weights, batch, threads int) {
 	b.ReportMetric(float64(matrixBytes(w))*float64(b.N)/b.Elapsed().Seconds()/1e9, "weight-GB/s")
 	if cpu > 0 {
 		// CPU time per token over all threads: on a shared machine, wall
-		// time includes waiting for a core; this does not.
+		// time includes waiting for a core; this does not. Likewise the
+		// weight bytes per CPU-second.
 		b.ReportMetric(cpu.Seconds()*1e3/float64(b.N*batch), "cpu-ms/tok")
+		b.ReportMetric(float64(matrixBytes(w))*float64(b.N)/cpu.Seconds()/1e9, "GB/cpu-s")
 	}
 }
 
@@ -181,6 +183,7 @@ func BenchmarkStreamRead(b *testing.B) {
 	}
 	for _, threads := range []int{1, 2} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			cpu0 := processCPU()
 			for b.Loop() {
 				var wg sync.WaitGroup
 				sums := make([]uint64, threads)
@@ -197,7 +200,11 @@ func BenchmarkStreamRead(b *testing.B) {
 					streamSink += s
 				}
 			}
+			cpu := processCPU() - cpu0
 			b.ReportMetric(float64(len(buf)*8)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			if cpu > 0 {
+				b.ReportMetric(float64(len(buf)*8)*float64(b.N)/cpu.Seconds()/1e9, "GB/cpu-s")
+			}
 		})
 	}
 }
