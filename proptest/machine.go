@@ -260,7 +260,7 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 		// Adjacent decodes of the same batch are one decode: merge them
 		// when the merged script fails the same way (it makes the same
 		// Decoder calls, so it does unless the SUT is not deterministic).
-		if m, ok := mergeDecodes(sh); ok {
+		if m, ok := mergeDecodes(sh); ok && !hung(res.Failure) {
 			if f, _, err := RunScript(m, o.Factory); err == nil && f != nil && f.Property == res.Failure.Property {
 				sh, res.Failure = m, f
 			}

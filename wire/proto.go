@@ -173,7 +173,11 @@ type KVWrite struct {
 
 // Observations are what an engine saw on its device during a call.
 type Observations struct {
-	Seqs     []SeqObs  `json:"seqs,omitempty"`
+	Seqs []SeqObs `json:"seqs,omitempty"`
+	// IdleRows (with page_table) are the page-table rows no sequence of
+	// the call uses (free slots, live sequences not in the batch), as the
+	// device holds them: all page_pad, when the engine names a pad.
+	IdleRows [][]int32 `json:"idle_rows,omitempty"`
 	KVWrites []KVWrite `json:"kv_writes,omitempty"`
 	Findings []string  `json:"findings,omitempty"`
 }
