@@ -66,7 +66,7 @@ type Options struct {
 
 // Default timeouts.
 const (
-	DefaultTimeout      = 10 * time.Second
+	DefaultTimeout      = 30 * time.Second
 	DefaultHelloTimeout = 60 * time.Second
 	// byeTimeout bounds the goodbye: the bye reply and the exit.
 	byeTimeout = 2 * time.Second

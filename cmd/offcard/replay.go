@@ -28,7 +28,7 @@ type replayReport struct {
 func runReplay(e *env, args []string) error {
 	fs := newFlags(e, "replay", "FILE.script [--device sim|tt --lib PATH | --engine 'CMD ARGS' [--timeout D]] [--json]")
 	engine := fs.String("engine", "", "replay against an engine process speaking the line protocol (tolerant mode): `'CMD ARGS'`, as check --engine")
-	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take (default 10s)")
+	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take (default 30s)")
 	device := fs.String("device", "", "run on this device instead of the script's device line: sim, or tt (the card, through --lib)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
