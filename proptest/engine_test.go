@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 			if err != nil {
 				return nil, c, err
 			}
+			if strings.HasPrefix(mode, "top-k") {
+				c.Logits, c.TopK = wire.LogitsTopK, 5
+			}
 			return &faultyEngine{Engine: e, obs: e.(wire.Observer), mode: mode}, c, nil
 		}
 		if err := wire.Serve(os.Stdin, os.Stdout, open); err != nil {
@@ -59,7 +62,13 @@ func (f *faultyEngine) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
 			fmt.Println("Traceback (most recent call last):")
 		}
 	}
-	return f.Engine.Decode(b)
+	out, err := f.Engine.Decode(b)
+	if f.mode == "top-k-lie" && f.decodes >= 2 && err == nil {
+		for i, x := range out[0].Logits {
+			out[0].Logits[i] = nextUp(x)
+		}
+	}
+	return out, err
 }
 
 func (f *faultyEngine) Reset() error { return f.Engine.(wire.Resetter).Reset() }
@@ -139,6 +148,16 @@ func TestEngineCampaign(t *testing.T) {
 	}
 }
 
+// TestEngineTopK: an engine that sends top-k and digests (exact: the
+// digests are compared) passes.
+func TestEngineTopK(t *testing.T) {
+	f := engineFactory(t, "top-k", 0)
+	fail, _, err := RunScript(mustScript(t, engineScript), f.Factory)
+	if err != nil || fail != nil {
+		t.Fatalf("%v %v", err, fail)
+	}
+}
+
 // TestEngineFaultsAndLies: each fault and each lying observation is
 // caught, by the property it breaks, at the second decode step.
 func TestEngineFaultsAndLies(t *testing.T) {
@@ -150,6 +169,7 @@ func TestEngineFaultsAndLies(t *testing.T) {
 		{"page-row", PropPageTable, "device page-table row"},
 		{"idle-row", PropPageTable, "no sequence of the step uses"},
 		{"kv-block", PropKVWrite, "KV written to block"},
+		{"top-k-lie", PropLogits, "(the engine claims bit-exactness)"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			f := engineFactory(t, tc.mode, 1500*time.Millisecond)

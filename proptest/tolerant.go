@@ -9,6 +9,7 @@ import (
 
 	"github.com/offcard/offcard/adjudicate"
 	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/dump"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/wire"
 )
@@ -275,8 +276,8 @@ func (r *runner) checkTolerantOutputs(ps *[]problem, k call, tol Tolerance) {
 		if d == "" && i < len(partial) {
 			p := partial[i]
 			d = logitsOff(p.Logits, w.Logits, p.IDs, tol)
-			if d == "" && tol.Exact && p.Digest != "" && p.Digest != wire.Digest(w.Logits) {
-				d = fmt.Sprintf("logits digest %s, ref's %s (the engine claims bit-exactness)", p.Digest, wire.Digest(w.Logits))
+			if d == "" && tol.Exact && p.Digest != "" && p.Digest != dump.Digest(w.Logits) {
+				d = fmt.Sprintf("logits digest %s, ref's %s (the engine claims bit-exactness)", p.Digest, dump.Digest(w.Logits))
 			}
 		}
 		if d == "" {

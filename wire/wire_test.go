@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offcard/offcard/dump"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/ref"
 	"github.com/offcard/offcard/wire"
@@ -207,7 +208,7 @@ func TestNoEngine(t *testing.T) {
 
 func TestTopK(t *testing.T) {
 	row := []float32{1, 5, float32(math.NaN()), 5, -2, 7, float32(math.Inf(1))}
-	ids, vals := wire.TopK(row, 3)
+	ids, vals := dump.Top(row, 3)
 	check(t, slices.Equal(ids, []int32{5, 1, 3}), "ids %v: largest first, lower id first among equals, NaN and Inf skipped", ids)
 	check(t, slices.Equal(vals, []float32{7, 5, 5}), "values %v", vals)
 	c, err := start(t, "topk", 0)
@@ -224,9 +225,9 @@ func TestLogitsRoundTrip(t *testing.T) {
 	row := []float32{0, -0.5, 1.5, float32(math.Inf(-1)), 3.140625}
 	got, err := wire.DecodeLogits(wire.EncodeLogits(row))
 	must(t, err)
-	check(t, slices.Equal(row, got) && wire.Digest(row) == wire.Digest(got), "round trip %v -> %v", row, got)
+	check(t, slices.Equal(row, got) && dump.Digest(row) == dump.Digest(got), "round trip %v -> %v", row, got)
 	row[2] = 1.5078125
-	check(t, wire.Digest(row) != wire.Digest(got), "one bf16 step apart, same digest")
+	check(t, dump.Digest(row) != dump.Digest(got), "one bf16 step apart, same digest")
 	nan, err := wire.DecodeLogits(wire.EncodeLogits([]float32{float32(math.NaN())}))
 	must(t, err)
 	check(t, math.IsNaN(float64(nan[0])), "NaN came back as %v", nan[0])
