@@ -322,3 +322,79 @@ func nextUp(x float32) float32 {
 	}
 	return math.Float32frombits(b)
 }
+
+// benchDecode runs b.N decode steps of one sequence (prompt 8, captured,
+// dynamic width; a fresh sequence every 200 steps) on a SUT.
+func benchDecode(b *testing.B, f Factory, device string, batch int) {
+	sc := Scenario{Model: "tiny", ModelSeed: 1, Device: device, Arch: "wormhole", BlockSize: 32, NumBlocks: 64,
+		Capacity: batch, Mode: qwen3.ModeCaptured, Strict: true}
+	sut, err := f(sc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sut.Close()
+	d := sut.Decoder()
+	blocks := func(q int) []int32 {
+		bl := make([]int32, 7)
+		for i := range bl {
+			bl[i] = int32(q*7 + i)
+		}
+		return bl
+	}
+	pos := 0
+	admit := func() {
+		for q := 0; q < batch; q++ {
+			if pos > 0 {
+				if err := d.Finish(qwen3.SeqID(q)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := d.Prefill(qwen3.Prefill{Seq: qwen3.SeqID(q), Tokens: []int32{1, 2, 3, 4, 5, 6, 7, 8}, Blocks: blocks(q)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		pos = 8
+	}
+	admit()
+	st := make([]qwen3.Step, batch)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if pos == 208 {
+			b.StopTimer()
+			admit()
+			b.StartTimer()
+		}
+		for q := range st {
+			st[q] = qwen3.Step{Seq: qwen3.SeqID(q), Token: int32(q + i%7), Pos: pos, Blocks: blocks(q)}
+		}
+		if _, err := d.Decode(st); err != nil {
+			b.Fatal(err)
+		}
+		if o, ok := sut.(KVObserver); ok { // as the runner does after every call
+			o.TakeKVWrites()
+		}
+		pos++
+	}
+}
+
+// BenchmarkDecodeStep: one decode step in-process (qwen3.Engine on sim)
+// vs through the protocol (offcard's engine in a child process, full
+// logits and every observation on the wire), batch 1 and 4.
+func BenchmarkDecodeStep(b *testing.B) {
+	for _, batch := range []int{1, 4} {
+		b.Run(fmt.Sprintf("in-process/batch%d", batch), func(b *testing.B) { benchDecode(b, SimFactory, "sim", batch) })
+		b.Run(fmt.Sprintf("wire/batch%d", batch), func(b *testing.B) {
+			exe, err := os.Executable()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Setenv("OFFCARD_TEST_ENGINE", "ok")
+			f, err := NewEngineFactory(EngineOptions{Command: []string{exe}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			benchDecode(b, f.Factory, EngineDevice, batch)
+		})
+	}
+}
