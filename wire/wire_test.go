@@ -47,9 +47,8 @@ func TestMain(m *testing.M) {
 
 type fake struct {
 	*ref.Decoder
-	mode   string
-	at, n  int
-	logits string
+	mode  string
+	at, n int
 }
 
 func (f *fake) Close() error { f.Decoder.Close(); return nil }
