@@ -65,6 +65,22 @@
 //     it as it was. Inside a prefill only the last step's table is seen
 //     (the engine writes the whole prompt's blocks for every prompt step).
 //
+// # Tolerant mode (tolerant.go, engine.go)
+//
+// A SUT that implements Tolerant (an engine process behind the line
+// protocol, EngineFactory; the card) is checked without op-level
+// observation: each token judged by adjudicate.Judge against ref's row for
+// the same prefix, teacher-forced (the runner feeds the SUT's own tokens
+// to both), a divergence beyond Tolerance.Band fails (logits); full or
+// top-k logits within Tolerance.LogitSteps bf16 steps or LogitNats nats,
+// or bit for bit with Tolerance.Exact; and the observations it offers,
+// exactly, by sequence (SeqObserver: cur_pos = seq_len after the call,
+// page-table row = the blocks then the pad, idle rows all pad;
+// KVObserver with KVWrite.Slot holding the sequence; FindingObserver).
+// An engine that crashes, hangs or writes garbage fails with property
+// engine (PropEngine); a hung case is not shrunk. OpenSimEngine is the
+// serving side of cmd/offcard-engine.
+//
 // When several properties fail at one step the failure names the likeliest
 // cause first: setup, panic, strict, cur-pos, kv-write, page-table,
 // sut-error, replay, logits, kv-cache; the others are listed as "also".
