@@ -357,6 +357,11 @@ func benchDecode(b *testing.B, f Factory, device string, batch int) {
 	}
 	admit()
 	st := make([]qwen3.Step, batch)
+	pid := 0
+	if e, ok := sut.(*EngineSUT); ok {
+		pid = e.C.Pid()
+	}
+	cpu0 := cpuTime(pid)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if pos == 208 {
@@ -374,6 +379,12 @@ func benchDecode(b *testing.B, f Factory, device string, batch int) {
 			o.TakeKVWrites()
 		}
 		pos++
+	}
+	b.StopTimer()
+	// CPU of this process and the engine's: wall time on a loaded machine
+	// says little (a child process gets its own share of the cores).
+	if d := cpuTime(pid) - cpu0; d > 0 {
+		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }
 

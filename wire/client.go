@@ -201,6 +201,9 @@ func (c *Client) Hello() Hello { return c.hello }
 // Last is the reply to the last call (outputs as sent, observations).
 func (c *Client) Last() Reply { return c.last }
 
+// Pid is the engine process's id.
+func (c *Client) Pid() int { return c.cmd.Process.Pid }
+
 // Calls counts the calls answered so far (hello excluded).
 func (c *Client) Calls() int { return c.calls }
 
