@@ -418,3 +418,31 @@ decode steps=1
 		}
 	}
 }
+
+// The oracle's trajectory memo changes nothing: a campaign with it and one
+// computing every position with ref give the same results, byte for byte,
+// and the memo answers most positions.
+func TestOracleMemoChangesNothing(t *testing.T) {
+	n := 8
+	enc := func(rs []CaseResult) string {
+		b, err := json.Marshal(rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	useOracleMemo = false
+	off := enc(Campaign(Options{Seed: 5, Cases: n, Factory: SimFactory}))
+	useOracleMemo = true
+	hits0, miss0 := memoStats()
+	on := enc(Campaign(Options{Seed: 5, Cases: n, Factory: SimFactory}))
+	if on != off {
+		t.Fatalf("with the memo:\n%s\nwithout:\n%s", on, off)
+	}
+	hits, miss := memoStats()
+	hits, miss = hits-hits0, miss-miss0
+	t.Logf("memo: %d positions answered, %d computed", hits, miss)
+	if hits == 0 || miss == 0 {
+		t.Fatalf("memo answered %d positions and computed %d: want both", hits, miss)
+	}
+}
