@@ -38,13 +38,27 @@ func campaignParams(t testing.TB) (uint64, int) {
 	return seed, cases
 }
 
+// campaignShard reads PROPTEST_SHARD=K/N (see Shard): TestCampaign runs
+// only that shard of the campaign.
+func campaignShard(t testing.TB) Shard {
+	v := os.Getenv("PROPTEST_SHARD")
+	if v == "" {
+		return Shard{}
+	}
+	s, err := ParseShard(v)
+	if err != nil {
+		t.Fatalf("PROPTEST_SHARD: %v", err)
+	}
+	return s
+}
+
 // TestCampaign runs the default campaign (200 schedules) on the engine on
 // sim. With PROPTEST_SAVE=1 failing cases' shrunk scripts are written to
 // testdata/regressions.
 func TestCampaign(t *testing.T) {
 	seed, cases := campaignParams(t)
 	start := time.Now()
-	rs := Campaign(Options{Seed: seed, Cases: cases, Factory: SimFactory})
+	rs := Campaign(Options{Seed: seed, Cases: cases, Shard: campaignShard(t), Factory: SimFactory})
 	steps := 0
 	for _, r := range rs {
 		steps += r.DeviceSteps
@@ -63,7 +77,7 @@ func TestCampaign(t *testing.T) {
 	p, f := Summary(rs)
 	el := time.Since(start)
 	t.Logf("seed %d: %d passed, %d failed; %d device steps in %v (%.1f schedules/s, %.0f steps/s)",
-		seed, p, f, steps, el.Round(time.Millisecond), float64(cases)/el.Seconds(), float64(steps)/el.Seconds())
+		seed, p, f, steps, el.Round(time.Millisecond), float64(len(rs))/el.Seconds(), float64(steps)/el.Seconds())
 }
 
 // TestRegressions replays every saved script; each must pass on the real
