@@ -307,7 +307,7 @@ func (d *Device) linear(o tt.Linear) error {
 
 func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	in, w, out, bias := l.bufs[0], l.bufs[1], l.bufs[2], l.bufs[3]
-	gi, gw, gout := geomOf(in.spec), geomOf(w.spec), geomOf(out.spec)
+	gi, gout := geomOf(in.spec), geomOf(out.spec)
 	k := gi.w
 	n := gout.w
 	src := s.buf(0, gi.size())
@@ -315,24 +315,9 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 		return err
 	}
 	// wt: the weight as rows [n][k] (HF's [out, in]).
-	wt := s.buf(1, n*k)
-	if l.flag && gw.w == gw.wp && gw.h == gw.hp {
-		if err := x.readPadded(s, w, wt); err != nil {
-			return err
-		}
-	} else {
-		raw := s.buf(2, gw.size())
-		if err := x.readPadded(s, w, raw); err != nil {
-			return err
-		}
-		if l.flag {
-			for o := 0; o < n; o++ {
-				r := gw.prow(o) * gw.wp
-				copy(wt[o*k:(o+1)*k], raw[r:r+k])
-			}
-		} else {
-			transpose(wt, raw, gw, k, n)
-		}
+	wt, err := x.linearWeight(s, w, l.flag, k, n)
+	if err != nil {
+		return err
 	}
 	var bv []bf16.BF16
 	if bias != nil {

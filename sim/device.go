@@ -112,6 +112,8 @@ type Device struct {
 	unsafeAlloc bool
 	warned      bool
 	warnings    []string
+
+	wc wcache // linear weights decoded, while their bytes are unwritten
 }
 
 // buffer is a live device tensor's allocation.
@@ -167,8 +169,10 @@ func New(o Options) (*Device, error) {
 		return nil, fmt.Errorf("sim: reserved regions leave no memory")
 	}
 	d := &Device{opt: o, arch: p, bufs: map[tt.TensorID]*buffer{}, progs: map[string]program{}, nextID: 1}
+	d.wc = wcache{m: map[wcKey]*wcEntry{}, lo: ^uint64(0), bankSize: o.DRAMBankSize}
 	for i := 0; i < p.nbanks/p.banksPerChan; i++ {
 		d.chans = append(d.chans, newMem(o.DRAMBankSize*uint64(p.banksPerChan), o.Strict))
+		d.chans[len(d.chans)-1].watch = &d.wc
 	}
 	for i := 0; i < o.NumCores; i++ {
 		d.l1 = append(d.l1, newMem(o.L1Size, o.Strict))

@@ -9,6 +9,7 @@ type mem struct {
 	chunks [][][]byte   // two-level: chunks[c>>dirShift][c&dirMask], created on demand
 	shadow [][][]uint64 // nil unless strict; one bit per byte of a chunk
 	strict bool
+	watch  *wcache // DRAM channels: told of every write (decoded-weight cache)
 }
 
 const (
@@ -70,6 +71,9 @@ func (m *mem) chunkOrPoison(c uint64) []byte {
 
 // write copies src to a. The range must be inside.
 func (m *mem) write(a uint64, src []byte) {
+	if m.watch != nil {
+		m.watch.wrote(a, uint64(len(src)))
+	}
 	for len(src) > 0 {
 		c, off := a>>chunkShift, a&chunkMask
 		dir := m.chunks[c>>dirShift]
