@@ -16,13 +16,14 @@ func r(f float32) float32 { return bf16.Round(f) }
 
 // reduceLanes folds the 16 lane accumulators in the canonical tree order:
 // for h = 8, 4, 2, 1: acc[l] += acc[l+h] for l < h. The result is acc[0].
+// Written out (the loop costs more than the adds at the reduction lengths
+// of the tiny model); the same additions in the same order.
 func reduceLanes(acc *[Lanes]float32) float32 {
-	for h := Lanes / 2; h >= 1; h /= 2 {
-		for l := 0; l < h; l++ {
-			acc[l] += acc[l+h]
-		}
-	}
-	return acc[0]
+	a0, a1, a2, a3 := acc[0]+acc[8], acc[1]+acc[9], acc[2]+acc[10], acc[3]+acc[11]
+	a4, a5, a6, a7 := acc[4]+acc[12], acc[5]+acc[13], acc[6]+acc[14], acc[7]+acc[15]
+	a0, a1, a2, a3 = a0+a4, a1+a5, a2+a6, a3+a7
+	a0, a1 = a0+a2, a1+a3
+	return a0 + a1
 }
 
 // Dot returns the dot product of a and b (len(b) >= len(a)) in the canonical
