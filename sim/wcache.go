@@ -25,6 +25,7 @@ type wcKey struct {
 
 type wcEntry struct {
 	wt     []bf16.BF16 // [n][k], read only
+	id     uint64      // canonWeight(wt)
 	lo, hi uint64      // bank-local byte range [addr, addr+perBank)
 }
 
@@ -60,22 +61,28 @@ func (c *wcache) drop(lo, hi uint64) {
 	}
 }
 
+// wcMaxElems bounds the weights kept (a full-size model's weights would
+// double its memory; they are decoded at every launch, as before).
+const wcMaxElems = 1 << 22
+
 // cacheable reports whether a weight buffer's decoded rows may be kept:
-// DRAM interleaved (its pages at [addr, addr+perBank) of every bank).
+// DRAM interleaved (its pages at [addr, addr+perBank) of every bank), and
+// small.
 func cacheable(b *buffer) bool {
-	return b.bt == tt.DRAM && !b.spec.Memory.Sharded()
+	return b.bt == tt.DRAM && !b.spec.Memory.Sharded() && b.spec.Volume() <= wcMaxElems
 }
 
 // linearWeight returns the weight operand of a linear as rows [n][k] (HF's
-// [out, in]); transposed (flag) means w is stored [n, k]. The slice is
-// read only: a cached one is shared by later launches.
-func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.BF16, error) {
+// [out, in]) and the id of its contents (canonWeight; 0 for a weight not
+// kept); transposed (flag) means w is stored [n, k]. The slice is read
+// only: a cached one is shared by later launches.
+func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.BF16, uint64, error) {
 	d := x.d
 	key := wcKey{w.addr, w.key, flag}
 	keep := cacheable(w) && d.wc.m != nil
 	if keep {
 		if e, ok := d.wc.m[key]; ok {
-			return e.wt, nil
+			return e.wt, e.id, nil
 		}
 	}
 	gw := geomOf(w.spec)
@@ -87,12 +94,12 @@ func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.
 	}
 	if flag && gw.w == gw.wp && gw.h == gw.hp {
 		if err := x.readPadded(s, w, wt); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	} else {
 		raw := s.buf(2, gw.size())
 		if err := x.readPadded(s, w, raw); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if flag {
 			for o := 0; o < n; o++ {
@@ -104,9 +111,10 @@ func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.
 		}
 	}
 	if keep {
-		e := &wcEntry{wt: wt, lo: w.addr, hi: w.addr + w.perBank}
+		e := &wcEntry{wt: wt, id: canonWeight(wt, n, k), lo: w.addr, hi: w.addr + w.perBank}
 		d.wc.m[key] = e
 		d.wc.lo, d.wc.hi = min(d.wc.lo, e.lo), max(d.wc.hi, e.hi)
+		return wt, e.id, nil
 	}
-	return wt, nil
+	return wt, 0, nil
 }

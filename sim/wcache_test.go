@@ -9,9 +9,10 @@ import (
 	"github.com/offcard/offcard/tt"
 )
 
-// The decoded-weight cache changes no result: the same program on a device
-// with the cache and on one without (d.wc.m = nil) gives the same linear
-// outputs while the weights are rewritten by a host copy, by an op writing
+// The decoded-weight cache and the output-row memo (which keys rows by the
+// weight's contents) change no result: the same program on a device with
+// them and on one without (d.wc.m = nil: no weight id, no memo) gives the
+// same linear outputs while the weights are rewritten by a host copy, by an op writing
 // its output over them, and freed and reallocated at the same address with
 // new contents, and without (stale bytes, as on the card).
 func TestLinearWeightCacheSeesWrites(t *testing.T) {
