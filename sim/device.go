@@ -58,6 +58,11 @@ type Options struct {
 	// it executed (Eager, Replay) or was recorded (Capture). It may call
 	// Peek; it must not call other Device methods.
 	OnOp func(OpEvent)
+	// OnOpFilter, when set, limits OnOp to the ops it accepts (by name):
+	// the events of the others are not built at all, which saves an
+	// observer that needs a few ops the cost of every op's Args and
+	// Touched. It does not limit LogOps.
+	OnOpFilter func(op string) bool
 }
 
 // arch parameters (§6.1, §6.2).

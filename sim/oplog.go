@@ -84,7 +84,11 @@ func (e OpEvent) String() string {
 }
 
 // observing reports whether op events are wanted.
-func (d *Device) observing() bool { return d.opt.LogOps || d.opt.OnOp != nil }
+// observes reports whether an event of op must be built (observing, and
+// LogOps or OnOpFilter accepts it).
+func (d *Device) observes(op string) bool {
+	return d.opt.LogOps || d.opt.OnOp != nil && (d.opt.OnOpFilter == nil || d.opt.OnOpFilter(op))
+}
 
 // emit numbers an event, logs it (Options.LogOps) and calls Options.OnOp.
 func (d *Device) emit(e OpEvent) {
@@ -93,7 +97,7 @@ func (d *Device) emit(e OpEvent) {
 	if d.opt.LogOps {
 		d.oplog = append(d.oplog, e)
 	}
-	if d.opt.OnOp != nil {
+	if d.opt.OnOp != nil && (d.opt.OnOpFilter == nil || d.opt.OnOpFilter(e.Op)) {
 		d.opt.OnOp(e)
 	}
 }

@@ -122,14 +122,18 @@ func (d *Device) Run(op tt.Op) error {
 		if len(d.recorded) > start {
 			fp := d.footprintOf(op, start)
 			d.footprints = append(d.footprints, fp)
-			if d.observing() {
+			if d.observes(fp.op) {
 				d.emit(OpEvent{Op: fp.op, Regime: Capture, Trace: d.traceID, Args: fp.args, Touched: fp.touches()})
+			} else {
+				d.opSeq++
 			}
 		}
 		return nil
 	}
-	if d.observing() {
-		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(op)})
+	if name := op.Name(); d.observes(name) {
+		d.emit(OpEvent{Op: name, Regime: Eager, Args: opArgs(op), Touched: d.touches(op)})
+	} else {
+		d.opSeq++
 	}
 	return nil
 }

@@ -165,8 +165,10 @@ func (d *Device) Execute(id tt.TraceID) error {
 				return err
 			}
 		}
-		if d.observing() {
+		if d.observes(fp.op) {
 			d.emit(OpEvent{Op: fp.op, Regime: Replay, Trace: id, Args: fp.args, Touched: fp.touches()})
+		} else {
+			d.opSeq++
 		}
 	}
 	return nil
