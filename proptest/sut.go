@@ -172,7 +172,7 @@ func SimFactory(sc Scenario) (SUT, error) {
 		arch = sim.Blackhole
 	}
 	s := &SimSUT{caches: map[uint64]cacheID{}, layers: w.Config.NumHiddenLayers}
-	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, LogKV: true, OnOp: s.onOp})
+	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, LogKV: true, OnOp: s.onOp, OnOpFilter: readsCurPos})
 	if err != nil {
 		return nil, err
 	}
@@ -222,14 +222,19 @@ func (s *SimSUT) TakeKVWrites() ([]KVWrite, error) {
 	return out, nil
 }
 
+// readsCurPos reports whether an op reads cur_pos (the ops onOp observes;
+// the device builds no event for the others).
+func readsCurPos(op string) bool {
+	switch op {
+	case "paged_update_cache", "paged_fused_update_cache", "paged_scaled_dot_product_attention_decode":
+		return true
+	}
+	return false
+}
+
 // onOp records cur_pos at every executed op that reads it.
 func (s *SimSUT) onOp(e sim.OpEvent) {
-	if s.Eng == nil || e.Regime == sim.Capture {
-		return
-	}
-	switch e.Op {
-	case "paged_update_cache", "paged_fused_update_cache", "paged_scaled_dot_product_attention_decode":
-	default:
+	if s.Eng == nil || e.Regime == sim.Capture || !readsCurPos(e.Op) {
 		return
 	}
 	h, err := s.Dev.Peek(s.curPos)
