@@ -107,14 +107,15 @@ func (m *mem) mark(c, off, n uint64) {
 		sh = make([]uint64, chunkSize/64)
 		dir[c&dirMask] = sh
 	}
-	for i := off; i < off+n; {
-		if i&63 == 0 && off+n-i >= 64 {
-			sh[i>>6] = ^uint64(0)
-			i += 64
-			continue
+	for i, end := off, off+n; i < end; {
+		b := i & 63
+		cnt := min(64-b, end-i)
+		mask := ^uint64(0)
+		if cnt < 64 {
+			mask = (1<<cnt - 1) << b
 		}
-		sh[i>>6] |= 1 << (i & 63)
-		i++
+		sh[i>>6] |= mask
+		i += cnt
 	}
 }
 
