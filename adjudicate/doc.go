@@ -13,8 +13,12 @@
 //   - Force runs a qwen3.Decoder (ref, built by NewTeacher) as the teacher
 //     over one dump sequence: prefill of the prompt, then a decode of each
 //     of our tokens; ForceAll does a whole dump.
+//   - Stream runs a teacher beside an engine in-process (the property
+//     suite's tolerant mode): each engine call and its outputs are handed
+//     to it, the teacher makes the same call (fed the engine's tokens) and
+//     the engine's tokens are judged.
 //   - Tally collects Judge verdicts by sequence for a caller that runs the
-//     teacher itself (the property suite's tolerant mode).
+//     teacher itself.
 //   - Compare judges two dumps without a model: the first differing token
 //     of each sequence, from the top logits the oracle's dump carries.
 //   - PlotSVG draws the gap over positions per sequence, band shaded,

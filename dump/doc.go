@@ -14,8 +14,8 @@
 // produced the token, so a sequence's first step has pos = len(prompt)-1
 // and each further step has the previous pos + 1: the token stream of the
 // sequence is its prompt followed by its steps' tokens. Optional fields of
-// a step record: step (the 0-based index of the generated token in the
-// writer's run), top_ids and top_logits (the k largest logits, larger
+// a step record: step (the 0-based index of the generated token in its
+// sequence), top_ids and top_logits (the k largest logits, larger
 // first, same length), gap_steps (top-1 minus top-2 logit in bf16 steps),
 // digest (first 16 hex digits of sha256 over the whole logits row as
 // little-endian float32, see Digest). Unknown fields are ignored, so a

@@ -78,7 +78,7 @@ func TestCheckUsage(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "not available yet") {
 		t.Fatalf("tt: exit %d %q", code, errs)
 	}
-	if code, _, errs := runCLI(t, "check", "--help"); code != 0 || !strings.Contains(errs, "--seed") {
+	if code, out, errs := runCLI(t, "check", "--help"); code != 0 || !strings.Contains(out, "--seed") || errs != "" {
 		t.Fatalf("--help: exit %d %q", code, errs)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -130,9 +129,13 @@ func runGenerate(e *env, args []string) error {
 		}
 	default:
 		ids = []int32{int32(cfg.BOSTokenID)}
+		fmt.Fprintf(e.stderr, "offcard generate: no --prompt or --prompt-ids: starting from the BOS token %d alone\n", cfg.BOSTokenID)
 	}
 	if len(ids) == 0 {
 		return bad("the prompt is empty")
+	}
+	if n, max := len(ids)+max(*steps-1, 0), cfg.MaxPositionEmbeddings; max > 0 && n > max {
+		return bad("a prompt of %d tokens and --steps %d need %d positions; the model has max_position_embeddings %d", len(ids), *steps, n, max)
 	}
 
 	var dumpFile, logits *atomicFile
@@ -223,7 +226,7 @@ func runGenerate(e *env, args []string) error {
 	prog.done()
 	if lw != nil {
 		if err := lw.Flush(); err != nil {
-			return err
+			return fmt.Errorf("write %s: %v", *logitsPath, pathErr(err))
 		}
 		if err := logits.Commit(); err != nil {
 			return err
@@ -231,7 +234,7 @@ func runGenerate(e *env, args []string) error {
 	}
 	if dw != nil {
 		if err := dw.Flush(); err != nil {
-			return err
+			return fmt.Errorf("write %s: %v", *dumpPath, pathErr(err))
 		}
 		if err := dumpFile.Commit(); err != nil {
 			return err
@@ -289,5 +292,3 @@ func (p *progress) done() {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 }
-
-var _ = errors.New
