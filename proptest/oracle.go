@@ -40,7 +40,7 @@ var useOracleMemo = true
 
 // maxMemoNodes bounds the memo (about 2.5 KiB a node for the tiny model);
 // past it positions are computed and not remembered.
-const maxMemoNodes = 1 << 16
+const maxMemoNodes = 1 << 15
 
 // trajMemo is the trie of token sequences fed to ref for one set of
 // weights; a node is one position.
