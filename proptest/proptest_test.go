@@ -369,6 +369,9 @@ func BenchmarkCampaign(b *testing.B) {
 	s := b.Elapsed().Seconds()
 	b.ReportMetric(float64(cases*b.N)/s, "schedules/s")
 	b.ReportMetric(float64(steps)/s, "steps/s")
+	if h, m := memoStats(); h+m > 0 {
+		b.ReportMetric(100*float64(h)/float64(h+m), "oracle-memo-%")
+	}
 }
 
 // staleRowSUT reports the device page table with a stale block id left in
