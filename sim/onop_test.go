@@ -8,13 +8,12 @@ import (
 	"github.com/offcard/offcard/tt"
 )
 
-// OnOpFilter passes OnOp the events of the ops it accepts, exactly as
-// without a filter (same sequence numbers, arguments and touches), and no
-// others.
-func TestOnOpFilter(t *testing.T) {
-	run := func(filter func(string) bool) []OpEvent {
+// OnOpBrief passes OnOp the same events without Args and Touched (same
+// sequence numbers, ops and regimes); with LogOps the events stay whole.
+func TestOnOpBrief(t *testing.T) {
+	run := func(brief, logOps bool) []OpEvent {
 		var evs []OpEvent
-		d := cDev(t, Options{OnOp: func(e OpEvent) { evs = append(evs, e) }, OnOpFilter: filter})
+		d := cDev(t, Options{OnOp: func(e OpEvent) { evs = append(evs, e) }, OnOpBrief: brief, LogOps: logOps})
 		r := rand.New(rand.NewPCG(1, 2))
 		s := cSpec(tt.BF16, tt.Tile, 1, 1, 4, 64)
 		a, b := cUpload(t, d, s, cRand(r, 4*64, false)), cUpload(t, d, s, cRand(r, 4*64, false))
@@ -26,15 +25,20 @@ func TestOnOpFilter(t *testing.T) {
 		}
 		return evs
 	}
-	all := run(nil)
-	lin := run(func(op string) bool { return op == "linear" })
-	var want []OpEvent
-	for _, e := range all {
-		if e.Op == "linear" {
-			want = append(want, e)
+	full, brief := run(false, false), run(true, false)
+	if len(full) != 6 || len(brief) != len(full) {
+		t.Fatalf("%d events, brief %d", len(full), len(brief))
+	}
+	for i, e := range full {
+		if len(e.Touched) == 0 {
+			t.Fatalf("full event %+v lacks its touches", e)
+		}
+		e.Args, e.Touched = "", nil
+		if !reflect.DeepEqual(brief[i], e) {
+			t.Fatalf("brief event %+v, want %+v", brief[i], e)
 		}
 	}
-	if len(all) != 6 || len(want) != 3 || !reflect.DeepEqual(lin, want) {
-		t.Fatalf("filtered events %+v, want %+v (of %d)", lin, want, len(all))
+	if logged := run(true, true); !reflect.DeepEqual(logged, full) {
+		t.Fatalf("with LogOps the events are not whole: %+v", logged)
 	}
 }

@@ -83,11 +83,12 @@ func (e OpEvent) String() string {
 	return b.String()
 }
 
-// observes reports whether an event of op must be built (observing, and
-// LogOps or OnOpFilter accepts it).
-func (d *Device) observes(op string) bool {
-	return d.opt.LogOps || d.opt.OnOp != nil && (d.opt.OnOpFilter == nil || d.opt.OnOpFilter(op))
-}
+// observing reports whether op events are wanted.
+func (d *Device) observing() bool { return d.opt.LogOps || d.opt.OnOp != nil }
+
+// brief reports whether events need no Args and Touched (OnOpBrief and
+// no LogOps).
+func (d *Device) brief() bool { return d.opt.OnOpBrief && !d.opt.LogOps }
 
 // emit numbers an event, logs it (Options.LogOps) and calls Options.OnOp.
 func (d *Device) emit(e OpEvent) {
@@ -96,7 +97,7 @@ func (d *Device) emit(e OpEvent) {
 	if d.opt.LogOps {
 		d.oplog = append(d.oplog, e)
 	}
-	if d.opt.OnOp != nil && (d.opt.OnOpFilter == nil || d.opt.OnOpFilter(e.Op)) {
+	if d.opt.OnOp != nil {
 		d.opt.OnOp(e)
 	}
 }

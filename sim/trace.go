@@ -165,10 +165,10 @@ func (d *Device) Execute(id tt.TraceID) error {
 				return err
 			}
 		}
-		if d.observes(fp.op) {
+		if d.brief() {
+			d.emit(OpEvent{Op: fp.op, Regime: Replay, Trace: id})
+		} else if d.observing() {
 			d.emit(OpEvent{Op: fp.op, Regime: Replay, Trace: id, Args: fp.args, Touched: fp.touches()})
-		} else {
-			d.opSeq++
 		}
 	}
 	return nil

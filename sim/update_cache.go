@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 
 	"github.com/offcard/offcard/bf16"
@@ -128,20 +129,20 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 		return a.err("Input tensor in non-fused update_cache must be tilized")
 	}
 	if cs.Layout != tt.Tile {
-		return a.err("Cache tensor in update_cache must be tilized") // ~
+		return a.err("Cache tensor in update_cache must be tilized")
 	}
 	if cs.DType != tt.FP32 && cs.DType != tt.BF16 {
-		return a.err("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B") // ~
+		return a.err("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %v", cs.DType)
 	}
 	if is.DType != tt.FP32 && is.DType != tt.BF16 {
-		return a.err("Data type of input tensor must be FLOAT32 or BFLOAT16") // ~
+		return a.err("Data type of input tensor for update cache must be FLOAT32 or BFLOAT16")
 	}
 	if len(cs.Shape) != 4 || len(is.Shape) != 4 {
 		return a.err("Cache and input tensors must be rank 4") // ~ (implied by the indexing)
 	}
 	cp, ip := cs.PaddedShape(), is.PaddedShape()
 	if ip[0] != 1 {
-		return a.err("Dim 0 of input tensor must be 1") // ~
+		return a.err("Dim 0 of input tensor must be 1")
 	}
 	if cs.Memory.Layout != tt.Interleaved {
 		return a.err("Only interleaved cache is supported")
@@ -155,14 +156,14 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 				numKV, bs, headDim, cs.Shape[1]*cs.Shape[2]*cs.Shape[3])
 		}
 		if bs%tt.TileSize != 0 {
-			return a.err("block_size (%d) must be a multiple of 32", bs) // ~
+			return a.err("effective block_size (%d) must be a multiple of TILE_HEIGHT (%d)", bs, tt.TileSize)
 		}
 	} else if ip[3] != cp[3] {
 		// Non-paged, and the fused op's older geometry rule (§1.5).
 		return a.err("Input and cache head dims must match: %d vs %d", ip[3], cp[3]) // ~
 	}
 	if headDim%tt.TileSize != 0 {
-		return a.err("Head dim (%d) must be a multiple of 32", headDim) // ~
+		return a.err("input_tensor last dim (%d) must be a multiple of TILE_WIDTH (%d)", headDim, tt.TileSize)
 	}
 	if !paged {
 		if a.share {
@@ -184,10 +185,10 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 			return fmt.Errorf("sim: %s: sharded (UINT16) page tables are not implemented", a.op)
 		}
 		if ps.DType != tt.INT32 {
-			return a.err("Page table must be INT32 when interleaved") // ~
+			return a.err("Expect page table to have datatype INT32")
 		}
 		if ps.Layout != tt.RowMajor {
-			return a.err("Page table must be ROW_MAJOR") // ~
+			return a.err("Expect page table to have memory layout in ROW MAJOR")
 		}
 		if len(ps.Shape) != 2 {
 			return a.err("Page table must be rank 2 [batch, max_num_blocks_per_seq]") // ~
@@ -303,6 +304,13 @@ func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 	if p.paged {
 		p.st = p.blockSize / tt.TileSize
 		p.ptStick = uint64(pt.spec.PaddedShape()[1]) * 4
+		if a.fused {
+			// The fused factories read the page table's aligned page
+			// (paged_tiled_fused_update_cache_program_factory.cpp:
+			// page_table.buffer()->aligned_page_size()), so entries past
+			// the row up to the slot's end come from its DRAM padding.
+			p.ptStick = pt.aligned
+		}
 		p.ptWidth = uint32(pt.spec.PaddedShape()[1])
 	} else {
 		p.st = uint32(cp[2] / tt.TileSize)
@@ -335,7 +343,11 @@ func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 	)
 	out := len(specs) - 1
 	if p.tensorMode {
-		specs = append(specs, cbSpec{indices: []int{2}, size: tile(tt.INT32)}) // one Int32 tile (fused: c_3)
+		idxCB := tile(tt.INT32) // one Int32 tile
+		if a.fused {
+			idxCB = p.idxStick // fused: c_3 is index_stick_size, the index tensor's aligned page
+		}
+		specs = append(specs, cbSpec{indices: []int{2}, size: idxCB})
 	}
 	if p.paged {
 		specs = append(specs, cbSpec{indices: []int{3}, size: p.ptStick}) // one stick, created last (fused: c_4)
@@ -456,10 +468,10 @@ func (d *Device) runUpdateCache(a *ucArgs) error {
 
 func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 
-// exec runs each part's cores in order 0..B-1: the kernels chain cores with
-// a semaphore (wait_to_start / send_signal), so core i+1 reads the cache
-// after core i wrote it. Core i of a part is worker core firstCore+i: its L1
-// holds the CBs; i is my_batch_idx, the row of the index and page table.
+// exec runs each part's cores: each reads its index, page-table entry and
+// cache tiles and splices its row; the write-backs follow (flush). Core i of
+// a part is worker core firstCore+i: its L1 holds the CBs; i is
+// my_batch_idx, the row of the index and page table.
 func (l *ucLaunch) exec(d *Device) error {
 	p := l.p
 	nb := uint32(d.arch.nbanks)
@@ -472,6 +484,7 @@ func (l *ucLaunch) exec(d *Device) error {
 	inRow := s.bytesN(1, int(p.wt*inTileB))
 	stick := s.bytesN(2, int(p.idxStick))
 	var word [4]byte
+	pend, pendBytes := s.ucPend[:0], s.ucBytes[:0]
 	for part, pa := range l.parts {
 		for user := 0; user < p.cores; user++ {
 			core := pa.firstCore + user
@@ -547,11 +560,74 @@ func (l *ucLaunch) exec(d *Device) error {
 				for w := uint32(0); w < p.wt; w++ {
 					id := cacheID + w
 					addr := uint32(pa.cacheAddr) + (id/nb)*tileAligned
-					if err := d.dramIO(p.op, core, int(id%nb), uint64(addr), tiles[w*tileB:(w+1)*tileB], true); err != nil {
-						return err
-					}
+					pend = append(pend, ucWrite{user: user, core: core, bank: int(id % nb), addr: uint64(addr), off: len(pendBytes)})
+					pendBytes = append(pendBytes, tiles[w*tileB:(w+1)*tileB]...)
 				}
 				cacheID += p.wt * p.st
+			}
+		}
+		if err := l.flush(d, part, pend, pendBytes, int(tileB)); err != nil {
+			return err
+		}
+		pend, pendBytes = pend[:0], pendBytes[:0]
+	}
+	s.ucPend, s.ucBytes = pend, pendBytes
+	return nil
+}
+
+// ucWrite is one tile write-back of a user's read-modify-write.
+type ucWrite struct {
+	user, core, bank int
+	addr             uint64
+	off              int // into the pending bytes
+}
+
+// flush writes a part's tiles back. In paged mode the cores run
+// concurrently with no ordering (the semaphore chain exists only with
+// share_cache, which paged mode forbids: paged_update_cache_program_factory.cpp
+// sets wait_to_start/send_signal only when share_cache), so every core has
+// read its tiles before any writes back: the interleaving modelled is
+// "all reads, then the writes in an order drawn from the device seed and
+// the launch count". Two users whose rows share a cache tile then race, and
+// the later writer's tile (holding only its own row) wins: the other row is
+// lost, as on the card. Strict names the aliasing. Without a race the result
+// equals any serial order.
+func (l *ucLaunch) flush(d *Device, part int, pend []ucWrite, data []byte, tileB int) error {
+	p := l.p
+	d.ucLaunches++
+	users := make([]int, 0, p.cores)
+	seen := make(map[int]bool, p.cores)
+	for _, w := range pend {
+		if !seen[w.user] {
+			seen[w.user] = true
+			users = append(users, w.user)
+		}
+	}
+	if p.paged && len(users) > 1 {
+		r := rand.New(rand.NewPCG(d.opt.Seed, d.ucLaunches))
+		r.Shuffle(len(users), func(i, j int) { users[i], users[j] = users[j], users[i] })
+	}
+	var owner map[[2]uint64]int
+	if d.opt.Strict {
+		owner = map[[2]uint64]int{}
+	}
+	for _, u := range users {
+		for _, w := range pend {
+			if w.user != u {
+				continue
+			}
+			if owner != nil {
+				k := [2]uint64{uint64(w.bank), w.addr}
+				if o, ok := owner[k]; ok && o != u {
+					d.find(Finding{Class: KVTileRace, Op: p.op, Core: w.core, User: u, Index: int64(o), Tensor: l.parts[part].cacheID, Addr: w.addr,
+						Detail: fmt.Sprintf("users %d and %d read-modify-write the same cache tile (DRAM bank %d %#x) in one launch; their cores are unordered, so one row is lost", o, u, w.bank, w.addr)})
+					owner = nil // once per launch
+				} else {
+					owner[k] = u
+				}
+			}
+			if err := d.dramIO(p.op, w.core, w.bank, w.addr, data[w.off:w.off+tileB], true); err != nil {
+				return err
 			}
 		}
 	}
@@ -575,9 +651,13 @@ func (d *Device) readPageTableEntry(l *ucLaunch, pa ucPart, core, user int, virt
 	}
 	ea := uint64(uint32(p.c3.addr) + 4*virt) // 32-bit pointer arithmetic
 	if d.opt.Strict && virt >= p.ptWidth {
+		where := fmt.Sprintf("past the %d B page-table CB at %#x (stale L1, not the host's table)", p.ptStick, p.c3.addr)
+		if uint64(4*virt)+4 <= p.ptStick {
+			where = fmt.Sprintf("inside the %d B page-table CB at %#x: the DRAM padding of the row's page slot, not the host's table", p.ptStick, p.c3.addr)
+		}
 		d.find(Finding{Class: PTReadPastRow, Op: p.op, Core: core, User: user, Index: int64(virt), Tensor: l.ptID, Addr: ea,
-			Detail: fmt.Sprintf("page_table[%d][%d] read but the row has %d entries; the kernel loaded L1 %#x, past the %d B page-table CB at %#x (stale L1, not the host's table)",
-				user, virt, p.ptWidth, ea, p.ptStick, p.c3.addr)})
+			Detail: fmt.Sprintf("page_table[%d][%d] read but the row has %d entries; the kernel loaded L1 %#x, %s",
+				user, virt, p.ptWidth, ea, where)})
 	}
 	var word [4]byte
 	if err := d.l1IO(p.op, core, ea, word[:], false); err != nil {

@@ -20,15 +20,17 @@ func init() {
 // 2^53 does not survive a JSON number in jq or JavaScript); each case
 // carries its replay command.
 type checkReport struct {
-	Device     string     `json:"device"`
-	Seed       uint64     `json:"seed,string"`
-	Cases      int        `json:"cases"`
-	Shard      string     `json:"shard,omitempty"`
-	Passed     int        `json:"passed"`
-	Failed     int        `json:"failed"`
-	Saved      []string   `json:"saved,omitempty"`
-	SaveErrors []string   `json:"save_errors,omitempty"`
-	Result     []caseJSON `json:"results"`
+	Device     string                `json:"device"`
+	Seed       uint64                `json:"seed,string"`
+	Cases      int                   `json:"cases"`
+	Shard      string                `json:"shard,omitempty"`
+	Passed     int                   `json:"passed"`
+	Failed     int                   `json:"failed"`
+	Saved      []string              `json:"saved,omitempty"`
+	SaveErrors []string              `json:"save_errors,omitempty"`
+	Errors     int                   `json:"errors,omitempty"`
+	Reach      []proptest.ReachTotal `json:"reach"`
+	Result     []caseJSON            `json:"results"`
 }
 
 // caseJSON is one case of the --json document.
@@ -59,17 +61,19 @@ type timedCase struct {
 // is the time from the start of the campaign until the first failing
 // command was observed, before any shrinking (absent when all passed).
 type timedReport struct {
-	Device     string      `json:"device"`
-	Seed       uint64      `json:"seed,string"`
-	Cases      int         `json:"cases"`
-	Shard      string      `json:"shard,omitempty"`
-	Passed     int         `json:"passed"`
-	Failed     int         `json:"failed"`
-	Saved      []string    `json:"saved,omitempty"`
-	SaveErrors []string    `json:"save_errors,omitempty"`
-	TimeToRed  int64       `json:"time_to_red_ns,omitempty"`
-	Elapsed    int64       `json:"elapsed_ns"`
-	Result     []timedCase `json:"results"`
+	Device     string                `json:"device"`
+	Seed       uint64                `json:"seed,string"`
+	Cases      int                   `json:"cases"`
+	Shard      string                `json:"shard,omitempty"`
+	Passed     int                   `json:"passed"`
+	Failed     int                   `json:"failed"`
+	Saved      []string              `json:"saved,omitempty"`
+	SaveErrors []string              `json:"save_errors,omitempty"`
+	Errors     int                   `json:"errors,omitempty"`
+	Reach      []proptest.ReachTotal `json:"reach"`
+	TimeToRed  int64                 `json:"time_to_red_ns,omitempty"`
+	Elapsed    int64                 `json:"elapsed_ns"`
+	Result     []timedCase           `json:"results"`
 }
 
 // checkFactory builds the SUT of --device sim; tests replace it.
@@ -109,12 +113,20 @@ func runCheck(e *env, args []string) error {
 	if *times && !*asJSON {
 		return bad("--times goes with --json")
 	}
-	// --save is checked before the campaign: a directory (created if
-	// missing) that a script can be written into.
+	// --save and --dump are checked before the campaign: a directory
+	// (created if missing) that a script can be written into, a file that
+	// can be created.
 	if *save != "" {
 		if err := checkSaveDir(*save); err != nil {
 			return err
 		}
+	}
+	if *dumpPath != "" {
+		probe, err := createAtomic(*dumpPath)
+		if err != nil {
+			return bad("--dump: %v", err)
+		}
+		probe.Abort()
 	}
 	var shard proptest.Shard
 	if *shardFlag != "" {
@@ -148,6 +160,8 @@ func runCheck(e *env, args []string) error {
 		shardName = shard.String()
 	}
 	passed, failed := proptest.Summary(rs)
+	errored := proptest.Errored(rs)
+	reach := proptest.ReachTotals(rs)
 	// A failed save is reported after the verdict and never hides it.
 	var saved, saveErrs []string
 	if *save != "" {
@@ -161,7 +175,8 @@ func runCheck(e *env, args []string) error {
 			}
 			cmd, err := dumpCase(*dumpPath, *r.Script, checkFactory)
 			if err != nil {
-				return fmt.Errorf("dump: %w", err)
+				saveErrs = append(saveErrs, "dump: "+oneLine(err.Error()))
+				break
 			}
 			dumped = fmt.Sprintf("dumped case %d's shrunk script to %s; judge it: %s", r.Index, *dumpPath, cmd)
 			break
@@ -172,14 +187,17 @@ func runCheck(e *env, args []string) error {
 	}
 	out := bufio.NewWriter(e.stdout)
 	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
+	if errored > 0 {
+		summary += fmt.Sprintf(", %d not run (offcard's runner failed: not findings)", errored)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
-			Saved: saved, SaveErrors: saveErrs, Result: casesJSON(rs)}
+			Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach, Result: casesJSON(rs)}
 		if *times {
 			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
-				Saved: saved, SaveErrors: saveErrs,
+				Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach,
 				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
 			if t, ok := proptest.TimeToRed(rs); ok {
 				tr.TimeToRed = max(t.Nanoseconds(), 1)
@@ -224,10 +242,13 @@ func runCheck(e *env, args []string) error {
 		}
 	}
 	for _, m := range saveErrs {
-		fmt.Fprintf(e.stderr, "offcard check: save: %s\n", m)
+		fmt.Fprintf(e.stderr, "offcard check: %s\n", m)
 	}
 	if failed > 0 {
 		return errFound
+	}
+	if errored > 0 {
+		return fmt.Errorf("%d cases did not run: offcard's runner failed (see the report)", errored)
 	}
 	return nil
 }
@@ -255,7 +276,7 @@ func saveScripts(dir string, rs []proptest.CaseResult) (saved, errs []string) {
 		}
 		p := filepath.Join(dir, fmt.Sprintf("%s-%d.script", r.Failure.Property, r.Seed))
 		if err := writeFileAtomic(p, []byte(r.RegressionScript().String())); err != nil {
-			errs = append(errs, oneLine(err.Error()))
+			errs = append(errs, "save: "+oneLine(err.Error()))
 			continue
 		}
 		saved = append(saved, p)

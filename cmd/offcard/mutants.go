@@ -24,7 +24,7 @@ func init() {
 var mutantsWorkDir = os.Getwd
 
 func runMutants(e *env, args []string) error {
-	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--junit OUT.xml]")
+	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME] [--junit OUT.xml]")
 	only := fs.String("only", "", "run only these mutants (comma-separated `NAMES`)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	cases := fs.Int("cases", 0, "`N` cases for each mutant's offcard check (default: check's)")
@@ -33,6 +33,7 @@ func runMutants(e *env, args []string) error {
 	keep := fs.String("keep", "", "keep each mutant's overlay, binary and check output under `DIR`/NAME")
 	list := fs.Bool("list", false, "list the catalog (name, idea, expected red) and exit")
 	overlayDir := fs.String("overlay", "", "only write each mutant's overlay under `DIR`/NAME (for go test -overlay) and print their paths")
+	perturb := fs.String("perturb", "", "run every mutant on the simulator perturbed by `NAME` (a simulator bug: which mutants would it hide?)")
 	junitPath := fs.String("junit", "", "also write a JUnit XML report, one test case per mutant (killed passes), to `OUT.xml`")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -46,7 +47,7 @@ func runMutants(e *env, args []string) error {
 			return bad("--seed %q: want an unsigned 64-bit integer", *seed)
 		}
 	}
-	ms := mutants.Catalog
+	ms := append([]mutants.Mutant(nil), mutants.Catalog...)
 	if *only != "" {
 		ms = nil
 		for _, n := range strings.Split(*only, ",") {
@@ -55,6 +56,15 @@ func runMutants(e *env, args []string) error {
 				return bad("--only: no mutant %q (have %s)", n, strings.Join(mutants.Names(), ", "))
 			}
 			ms = append(ms, m)
+		}
+	}
+	if *perturb != "" {
+		p, ok := mutants.PerturbationByName(*perturb)
+		if !ok {
+			return bad("--perturb: no perturbation %q", *perturb)
+		}
+		for i := range ms {
+			ms[i] = mutants.Perturbed(ms[i], p)
 		}
 	}
 	if *list {

@@ -65,6 +65,14 @@
 //	warm-pos-global-pure        cur-pos     2     3       0.46 s
 //	trace-kept-on-width-change  strict      64    2       0.19 s  page-table-read-past-row
 //	sim-plus-one-no-skip        cur-pos     0     1       0.04 s
+//	capture-outputs-freed       strict      1     2       0.37 s  trace-replay-stale-address
+//	pool-same-block             strict      2     3       3.4 s   kv-tile-race
+//
+// The last two (measured apart, under heavy load) are catchable only since
+// the contract is ttnn's at tt.TTMetalCommit: ops allocate their own
+// outputs (a trace writes them, so freeing them after the capture is a
+// stale-address replay), and paged_update_cache's users run unordered (two
+// users sharing a block race on the tile and lose a row).
 //
 // Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
 // so step 64 is the first position past the first block.

@@ -404,6 +404,10 @@ func ParseCheck(b []byte) (CheckReport, error) {
 		if p, ok := m["passed"].(bool); ok && p {
 			continue
 		}
+		if f, ok := m["failure"]; (!ok || f == nil) && str(m["error"]) != "" {
+			// offcard's runner failed on this case: not a kill.
+			continue
+		}
 		failed++
 		if rep.First == nil {
 			rep.First = parseFailure(m)
