@@ -29,6 +29,9 @@ type Options struct {
 	Workers int
 	// MaxShrinks and ShrinkRuns bound shrinking (see CaseOptions).
 	MaxShrinks, ShrinkRuns int
+	// ReplayArgs are appended to each failing case's replay command (the
+	// flags that name the SUT, e.g. --engine 'CMD').
+	ReplayArgs string
 	// Progress, when set, is called after each case completes (from the
 	// goroutine of the caller of Campaign), with the number done and
 	// failed so far.
@@ -59,7 +62,7 @@ func Campaign(o Options) []CaseResult {
 			for j := range jobs {
 				start := time.Since(t0)
 				r := RunCase(CaseSeed(o.Seed, idx[j]), co)
-				r.Index, r.Start = idx[j], start
+				r.Index, r.Start, r.ReplayArgs = idx[j], start, o.ReplayArgs
 				res[j] = r
 				done <- j
 			}
@@ -131,6 +134,9 @@ func Errored(rs []CaseResult) int {
 
 // ReplayCommand is the command line that replays case r alone.
 func (r CaseResult) ReplayCommand() string {
+	if r.ReplayArgs != "" {
+		return fmt.Sprintf("offcard check %s --seed %d --cases 1", r.ReplayArgs, r.Seed)
+	}
 	return fmt.Sprintf("offcard check --seed %d --cases 1", r.Seed)
 }
 

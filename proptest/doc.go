@@ -104,6 +104,22 @@
 //     not allocated fails too.
 //  9. close: Close returns no error.
 //
+// # Tolerant mode (tolerant.go, engine.go)
+//
+// A SUT that implements Tolerant (an engine process behind the line
+// protocol, EngineFactory; the card) is checked without op-level
+// observation: each token judged by adjudicate.Judge against ref's row for
+// the same prefix, teacher-forced (the runner feeds the SUT's own tokens
+// to both), a divergence beyond Tolerance.Band fails (logits); full or
+// top-k logits within Tolerance.LogitSteps bf16 steps or LogitNats nats,
+// or bit for bit with Tolerance.Exact; and the observations it offers,
+// exactly, by sequence (SeqObserver: cur_pos = seq_len after the call,
+// page-table row = the blocks then the pad, idle rows all pad;
+// KVObserver with KVWrite.Slot holding the sequence; FindingObserver).
+// An engine that crashes, hangs or writes garbage fails with property
+// engine (PropEngine); a hung case is not shrunk. OpenSimEngine is the
+// serving side of cmd/offcard-engine.
+//
 // The headline names the first cause: the problems of one call are ordered
 // by device step, then by the device op at which they arose (strict
 // findings, cur_pos at an op, the KV log's writes), then the ones seen

@@ -24,7 +24,8 @@ func init() {
 var mutantsWorkDir = os.Getwd
 
 func runMutants(e *env, args []string) error {
-	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME] [--junit OUT.xml]")
+	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--engine] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME] [--junit OUT.xml]")
+	engine := fs.Bool("engine", false, "build each mutant into cmd/offcard-engine and kill it through the line protocol (offcard check --engine)")
 	only := fs.String("only", "", "run only these mutants (comma-separated `NAMES`)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	cases := fs.Int("cases", 0, "`N` cases for each mutant's offcard check (default: check's)")
@@ -104,7 +105,7 @@ func runMutants(e *env, args []string) error {
 	if junit != nil {
 		defer junit.Abort()
 	}
-	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep}
+	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep, Engine: *engine}
 	if e.stderrTTY {
 		cfg.Progress = e.stderr
 	}
