@@ -130,7 +130,7 @@ type runner struct {
 	sc   Scenario
 	cfg  qwen3.Config
 	m    model
-	ref  *ref.Decoder
+	ref  *oracle
 	sut  SUT
 	dec  qwen3.Decoder
 	pool *kvpage.Pool
@@ -167,7 +167,7 @@ func newRunner(sc Scenario, f Factory) (*runner, error) {
 	if r.pool, err = kvpage.NewPool(sc.NumBlocks, sc.BlockSize); err != nil {
 		return nil, err
 	}
-	if r.ref, err = ref.New(w, ref.Options{BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks, Threads: 1}); err != nil {
+	if r.ref, err = newOracle(w, ref.Options{BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks, Threads: 1}); err != nil {
 		return nil, err
 	}
 	if r.sut, err = f(sc); err != nil {
