@@ -37,7 +37,14 @@
 //   - Campaign runs cases in parallel; case i of the campaign with seed S
 //     has seed CaseSeed(S, i), and CaseSeed(D, 0) = D, so a failing case
 //     replays alone as `offcard check --seed D --cases 1`. Output depends
-//     on the seed only (not on GOMAXPROCS or the number of workers).
+//     on the seed only (not on GOMAXPROCS or the number of workers). A
+//     Shard K/N runs the cases i with i mod N = K-1, exactly as the whole
+//     campaign runs them (`offcard check --shard K/N`).
+//   - The oracle (ref.Decoder) answers positions it has already computed
+//     in this process from a memo of token trajectories (what ref computes
+//     at a position depends only on the weights and the tokens up to it):
+//     the same output bits, and the same keys and values written into
+//     ref's cache, without recomputing them.
 //   - RunScript replays a script; TestRegressions replays every script in
 //     testdata/regressions; FuzzPageTableWidths decodes bytes into a
 //     width sequence and a schedule.
@@ -96,6 +103,22 @@
 //     nothing after Close, no trace either. A free or release of something
 //     not allocated fails too.
 //  9. close: Close returns no error.
+//
+// # Tolerant mode (tolerant.go, engine.go)
+//
+// A SUT that implements Tolerant (an engine process behind the line
+// protocol, EngineFactory; the card) is checked without op-level
+// observation: each token judged by adjudicate.Judge against ref's row for
+// the same prefix, teacher-forced (the runner feeds the SUT's own tokens
+// to both), a divergence beyond Tolerance.Band fails (logits); full or
+// top-k logits within Tolerance.LogitSteps bf16 steps or LogitNats nats,
+// or bit for bit with Tolerance.Exact; and the observations it offers,
+// exactly, by sequence (SeqObserver: cur_pos = seq_len after the call,
+// page-table row = the blocks then the pad, idle rows all pad;
+// KVObserver with KVWrite.Slot holding the sequence; FindingObserver).
+// An engine that crashes, hangs or writes garbage fails with property
+// engine (PropEngine); a hung case is not shrunk. OpenSimEngine is the
+// serving side of cmd/offcard-engine.
 //
 // The headline names the first cause: the problems of one call are ordered
 // by device step, then by the device op at which they arose (strict

@@ -109,6 +109,9 @@ func (rec *recorder) failed(sc Scenario, cmds []Cmd, f *Failure) {
 	}
 	rec.last, rec.lastF = s, f
 	rec.fails++
+	if hung(f) {
+		rec.budget = rec.runs // each shrink run would wait out the timeout again
+	}
 }
 
 // machine is the commands.Commands of one case.
@@ -198,6 +201,8 @@ type CaseResult struct {
 	TimeToFail time.Duration `json:"-"`
 	Elapsed    time.Duration `json:"-"`
 	Start      time.Duration `json:"-"`
+	// ReplayArgs: see Options.ReplayArgs.
+	ReplayArgs string `json:"-"`
 }
 
 // CaseOptions tune one case.
@@ -269,7 +274,7 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 		// Adjacent decodes of the same batch are one decode: merge them
 		// when the merged script fails the same way (it makes the same
 		// Decoder calls, so it does unless the SUT is not deterministic).
-		if m, ok := mergeDecodes(sh); ok {
+		if m, ok := mergeDecodes(sh); ok && !hung(res.Failure) {
 			if f, _, err := RunScript(m, o.Factory); err == nil && f != nil && f.Property == res.Failure.Property {
 				sh, res.Failure = m, f
 			}
@@ -277,7 +282,9 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 		// gopter shrinks the schedule only: drop commands it could not
 		// (a failure at Close is invisible to it) and simplify the
 		// scenario, keeping every step that fails the same way.
-		sh, res.Failure, res.Runs = shrinkScript(sh, res.Failure, o.Factory, res.Runs, o.ShrinkRuns+shrinkExtraRuns)
+		if !hung(res.Failure) { // a hung engine: each run waits out the timeout
+			sh, res.Failure, res.Runs = shrinkScript(sh, res.Failure, o.Factory, res.Runs, o.ShrinkRuns+shrinkExtraRuns)
+		}
 		res.Script = &sh
 		res.ScriptText = sh.String()
 	case pr.Error != nil:

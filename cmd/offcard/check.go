@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/offcard/offcard/proptest"
@@ -22,6 +25,7 @@ type checkReport struct {
 	Device     string                `json:"device"`
 	Seed       uint64                `json:"seed,string"`
 	Cases      int                   `json:"cases"`
+	Shard      string                `json:"shard,omitempty"`
 	Passed     int                   `json:"passed"`
 	Failed     int                   `json:"failed"`
 	Saved      []string              `json:"saved,omitempty"`
@@ -62,6 +66,7 @@ type timedReport struct {
 	Device     string                `json:"device"`
 	Seed       uint64                `json:"seed,string"`
 	Cases      int                   `json:"cases"`
+	Shard      string                `json:"shard,omitempty"`
 	Passed     int                   `json:"passed"`
 	Failed     int                   `json:"failed"`
 	Saved      []string              `json:"saved,omitempty"`
@@ -77,19 +82,38 @@ type timedReport struct {
 var checkFactory proptest.Factory = proptest.SimFactory
 
 func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--cases N] [--seed S] [--json [--times]] [--save DIR] [--dump FILE.jsonl]")
+	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--shard K/N] [--json [--times]] [--junit OUT.xml] [--save DIR] [--dump FILE.jsonl]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
+	engine := fs.String("engine", "", "run the tolerant mode against an engine process speaking the line protocol: `'CMD ARGS'`, split at spaces (no shell); a fresh process per schedule run")
+	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take before the engine counts as hung and is killed (default 30s; hello 60s)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	cases := fs.Int("cases", 200, "number of schedules")
 	seed := fs.Uint64("seed", proptest.DefaultSeed, "campaign seed; case i runs with a seed derived from (S, i), case 0 with S itself")
 	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
 	times := fs.Bool("times", false, "with --json: add wall times (time_to_red_ns: campaign start to the first failing command, before shrinking; per case start_ns, elapsed_ns, time_to_red_ns)")
 	dumpPath := fs.String("dump", "", "run the first failing case's shrunk script once more and write the engine's tokens to `FILE.jsonl` (for offcard adjudicate; nothing is written when every case passes)")
+	shardFlag := fs.String("shard", "", "run only shard `K/N` of the cases (case i when i mod N = K-1; the N shards together are the whole campaign, case for case)")
+	junitPath := fs.String("junit", "", "also write a JUnit XML report, one test case per case, to `OUT.xml`")
 	save := fs.String("save", "", "write each failure's shrunk script into `DIR` (e.g. proptest/testdata/regressions)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	factory := checkFactory
+	if *engine != "" {
+		if *device != "sim" || *lib != "" {
+			return bad("--engine runs the engine's own device: it goes without --device and --lib")
+		}
+		ef, err := engineFactory(*engine, *timeout)
+		if err != nil {
+			return err
+		}
+		defer ef.Close()
+		factory, *device = ef.Factory, proptest.EngineDevice
+	} else if *timeout != 0 {
+		return bad("--timeout goes with --engine")
+	}
 	switch *device {
+	case proptest.EngineDevice:
 	case "sim":
 		if *lib != "" {
 			return bad("--lib goes with --device tt")
@@ -123,7 +147,28 @@ func runCheck(e *env, args []string) error {
 		}
 		probe.Abort()
 	}
-	opt := proptest.Options{Seed: *seed, Cases: *cases, Factory: checkFactory, Base: proptest.Base{Device: *device}}
+	var shard proptest.Shard
+	if *shardFlag != "" {
+		s, err := proptest.ParseShard(*shardFlag)
+		if err != nil {
+			return bad("--shard: %v", err)
+		}
+		shard = s
+	}
+	junit, err := openJUnit(*junitPath)
+	if err != nil {
+		return err
+	}
+	if junit != nil {
+		defer junit.Abort()
+	}
+	opt := proptest.Options{Seed: *seed, Cases: *cases, Shard: shard, Factory: factory, Base: proptest.Base{Device: *device}}
+	if *engine != "" {
+		opt.ReplayArgs = fmt.Sprintf("--engine '%s'", *engine)
+		if *timeout != 0 {
+			opt.ReplayArgs += " --timeout " + timeout.String()
+		}
+	}
 	if e.stderrTTY {
 		opt.Progress = func(done, failed, total int) {
 			fmt.Fprintf(e.stderr, "\rcheck: %d/%d cases, %d failed", done, total, failed)
@@ -135,6 +180,10 @@ func runCheck(e *env, args []string) error {
 	t0 := time.Now()
 	rs := proptest.Campaign(opt)
 	elapsed := time.Since(t0)
+	shardName := ""
+	if !shard.Whole() {
+		shardName = shard.String()
+	}
 	passed, failed := proptest.Summary(rs)
 	errored := proptest.Errored(rs)
 	reach := proptest.ReachTotals(rs)
@@ -149,7 +198,7 @@ func runCheck(e *env, args []string) error {
 			if r.Passed || r.Script == nil {
 				continue
 			}
-			cmd, err := dumpCase(*dumpPath, *r.Script, checkFactory)
+			cmd, err := dumpCase(*dumpPath, *r.Script, factory)
 			if err != nil {
 				saveErrs = append(saveErrs, "dump: "+oneLine(err.Error()))
 				break
@@ -169,10 +218,10 @@ func runCheck(e *env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
+		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
 			Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach, Result: casesJSON(rs)}
 		if *times {
-			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
+			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
 				Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach,
 				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
 			if t, ok := proptest.TimeToRed(rs); ok {
@@ -191,7 +240,15 @@ func runCheck(e *env, args []string) error {
 			fmt.Fprintln(e.stderr, dumped)
 		}
 	} else {
-		fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases\n", *device, *seed, *cases)
+		if *engine != "" {
+			fmt.Fprintf(out, "offcard check: engine %q (tolerant mode), seed %d, %d cases", *engine, *seed, *cases)
+		} else {
+			fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases", *device, *seed, *cases)
+		}
+		if shardName != "" {
+			fmt.Fprintf(out, ", shard %s (%d cases)", shardName, len(rs))
+		}
+		fmt.Fprintln(out)
 		for _, r := range rs {
 			if !r.Passed {
 				fmt.Fprint(out, r.Report())
@@ -208,6 +265,11 @@ func runCheck(e *env, args []string) error {
 	if err := out.Flush(); err != nil {
 		return err
 	}
+	if junit != nil {
+		if err := writeJUnit(junit, checkJUnit(*device, *seed, shardName, t0, elapsed, rs)); err != nil {
+			return fmt.Errorf("--junit: %w", err)
+		}
+	}
 	for _, m := range saveErrs {
 		fmt.Fprintf(e.stderr, "offcard check: %s\n", m)
 	}
@@ -218,6 +280,22 @@ func runCheck(e *env, args []string) error {
 		return fmt.Errorf("%d cases did not run: offcard's runner failed (see the report)", errored)
 	}
 	return nil
+}
+
+// engineFactory is the factory of --engine CMD: a fresh process of CMD
+// (split at spaces) per schedule run.
+func engineFactory(cmd string, timeout time.Duration) (*proptest.EngineFactory, error) {
+	argv := strings.Fields(cmd)
+	if len(argv) == 0 {
+		return nil, bad("--engine: empty command")
+	}
+	if timeout < 0 {
+		return nil, bad("--timeout %v: want a positive duration", timeout)
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, bad("--engine: %v", err)
+	}
+	return proptest.NewEngineFactory(proptest.EngineOptions{Command: argv, Timeout: timeout})
 }
 
 // checkSaveDir makes sure dir is a directory a script can be written
@@ -249,4 +327,30 @@ func saveScripts(dir string, rs []proptest.CaseResult) (saved, errs []string) {
 		saved = append(saved, p)
 	}
 	return saved, errs
+}
+
+// checkJUnit is the campaign as a JUnit report: one test case per case,
+// named by its index and seed; a failing case's failure carries its whole
+// report (seed, replay command, property, shrunk script).
+func checkJUnit(device string, seed uint64, shard string, start time.Time, elapsed time.Duration, rs []proptest.CaseResult) junitSuites {
+	name := fmt.Sprintf("offcard check --device %s --seed %d", device, seed)
+	props := []junitProperty{{"device", device}, {"seed", strconv.FormatUint(seed, 10)}}
+	if shard != "" {
+		name += " --shard " + shard
+		props = append(props, junitProperty{"shard", shard})
+	}
+	cases := make([]junitCase, len(rs))
+	for i, r := range rs {
+		c := junitCase{Name: fmt.Sprintf("case %d seed %d", r.Index, r.Seed), Classname: "offcard.check." + device,
+			Time: junitSeconds(r.Elapsed), SystemOut: r.Scenario}
+		switch {
+		case r.Passed:
+		case r.Failure != nil:
+			c.Failure = &junitProblem{Message: r.Failure.String(), Type: r.Failure.Property, Text: r.Report()}
+		default:
+			c.Error = &junitProblem{Message: r.Error, Type: "error", Text: r.Report()}
+		}
+		cases[i] = c
+	}
+	return newJUnit(name, start, elapsed, props, cases)
 }

@@ -16,7 +16,7 @@
 //
 // # Running
 //
-//	offcard mutants [--only NAME,...] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR]
+//	offcard mutants [--only NAME,...] [--json] [--junit OUT.xml] [--cases N] [--seed S] [--repo DIR] [--keep DIR]
 //	offcard mutants --list                 # the catalog: idea, expected red
 //	offcard mutants --only NAME --overlay DIR  # just the overlay, for go test -overlay
 //	make mutants                           # the seed red-step test, then offcard mutants

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -45,6 +46,18 @@ type Config struct {
 	// KeepDir, when set, keeps each mutant's overlay, build and check
 	// output under KeepDir/<name> instead of a removed temporary directory.
 	KeepDir string
+	// Jobs is the number of mutants built and checked at once (0:
+	// GOMAXPROCS). A build is mostly one compiler or linker process at a
+	// time, so two cores take two mutants at once. Results do not depend
+	// on it (the times do).
+	Jobs int
+	// Engine: build each mutant into cmd/offcard-engine (offcard's engine
+	// behind the line protocol) instead of cmd/offcard, and kill it through
+	// the protocol: `offcard check --engine MUTANT-ENGINE`, run by Checker.
+	Engine bool
+	// Checker is the unmutated offcard binary that checks an engine mutant
+	// (default: Run builds one from Root, once).
+	Checker string
 }
 
 // Result is one mutant's row of the report. Everything but the durations
@@ -111,7 +124,8 @@ func goCommand(c Config) string {
 }
 
 // Run checks every anchor first (an *AnchorError aborts the run before
-// anything is built), then builds and checks each mutant in turn. The
+// anything is built), then builds and checks the mutants, Jobs at a time;
+// the results are in the order of the mutants. The
 // error is non-nil only for a run that could not start; a mutant that
 // fails to build or run is a Result with Status Error.
 func Run(ctx context.Context, c Config) ([]Result, error) {
@@ -125,16 +139,59 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := CheckAnchors(c.Root, ms); err != nil {
 		return nil, err
 	}
-	out := make([]Result, 0, len(ms))
-	for i, m := range ms {
-		if err := ctx.Err(); err != nil {
-			return out, err
+	if c.Engine && c.Checker == "" {
+		d, err := os.MkdirTemp("", "offcard-mutants-checker-")
+		if err != nil {
+			return nil, err
 		}
-		r := RunOne(ctx, c, m)
-		out = append(out, r)
+		defer os.RemoveAll(d)
+		c.Checker = filepath.Join(d, "offcard"+exeSuffix())
+		build := exec.CommandContext(ctx, goCommand(c), "build", "-o", c.Checker, "./cmd/offcard")
+		build.Dir = c.Root
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build the checker (offcard): %v: %s", err, lastLines(string(out), 5))
+		}
+	}
+	jobs := c.Jobs
+	if jobs <= 0 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	jobs = max(1, min(jobs, len(ms)))
+	out := make([]Result, len(ms))
+	next := make(chan int)
+	done := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < jobs; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i] = RunOne(ctx, c, ms[i])
+				done <- i
+			}
+		}()
+	}
+	go func() {
+		defer close(done)
+		defer wg.Wait()
+		defer close(next)
+		for i := range ms {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	n := 0
+	for i := range done {
+		n++
 		if c.Progress != nil {
-			fmt.Fprintf(c.Progress, "[%d/%d] %s: %s\n", i+1, len(ms), m.Name, r.Summary())
+			fmt.Fprintf(c.Progress, "[%d/%d] %s: %s\n", n, len(ms), ms[i].Name, out[i].Summary())
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return out[:0], err
 	}
 	return out, nil
 }
@@ -193,12 +250,15 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 	if err != nil {
 		return fail("%v", err)
 	}
-	bin := filepath.Join(dir, "offcard")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
+	name, pkg := "offcard", "./cmd/offcard"
+	if c.Engine {
+		name, pkg = "offcard-engine", "./cmd/offcard-engine"
 	}
+	bin := filepath.Join(dir, name+exeSuffix())
 	t0 := time.Now()
-	build := exec.CommandContext(ctx, goCommand(c), "build", "-overlay", ov, "-o", bin, "./cmd/offcard")
+	// No VCS stamp (it runs git per build) and no symbol table or DWARF (a
+	// shorter link): the binary only runs check (or serves the engine).
+	build := exec.CommandContext(ctx, goCommand(c), "build", "-buildvcs=false", "-ldflags=-s -w", "-overlay", ov, "-o", bin, pkg)
 	build.Dir = c.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		return fail("mutant %s does not build: %v: %s", m.Name, err, lastLines(string(out), 5))
@@ -223,7 +283,12 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 		if c.Seed != "" {
 			args = append(args, "--seed", c.Seed)
 		}
-		chk := exec.CommandContext(ctx, bin, args...)
+		checker := bin
+		if c.Engine {
+			checker = c.Checker
+			args = append(args, "--engine", bin)
+		}
+		chk := exec.CommandContext(ctx, checker, args...)
 		chk.Dir = c.Root
 		var stdout, stderr bytes.Buffer
 		chk.Stdout, chk.Stderr = &stdout, &stderr
@@ -577,4 +642,11 @@ func WriteTable(w io.Writer, rs []Result) error {
 	fmt.Fprintf(&b, "%d mutants: %d killed, %d survived, %d errors\n", len(rs), c[Killed], c[Survived], c[Error])
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func exeSuffix() string {
+	if runtime.GOOS == "windows" {
+		return ".exe"
+	}
+	return ""
 }
