@@ -66,37 +66,6 @@ var Candidates = []Mutant{
 				New: "if st.Regime != RegimeReplay { // mutant: posDiffers ignored"},
 		},
 	},
-	{
-		Name:   "trace-kept-on-batch-change",
-		Idea:   "a change of the active slots does not force a re-capture (only the page-table tensor and recapture_every do)",
-		Expect: "red (replay cadence) at the first replay whose active slots differ from the capture's",
-		Notes:  "The graph runs every slot and inactive ones carry -1, so the outputs may stay bit-exact; the design's contract (re-capture on batch-shape change) is what it breaks.",
-		Edits: []Edit{
-			{File: engineStep,
-				Old: "if e.trace != nil && (e.trace.pt != e.pt.ID || !slices.Equal(e.trace.active, active) ||",
-				New: "if e.trace != nil && (e.trace.pt != e.pt.ID || // mutant: active set ignored"},
-		},
-	},
-	{
-		Name:   "close-keeps-trace",
-		Idea:   "Close frees every tensor but does not release the live trace",
-		Expect: "red (device-memory) at the end of the first captured run that holds a trace when it is closed",
-		Edits: []Edit{
-			{File: "qwen3/engine.go",
-				Old: "\te.closed = true\n\terr := e.dropTrace()\n",
-				New: "\te.closed = true\n\tvar err error // mutant: trace not released\n"},
-		},
-	},
-	{
-		Name:   "pt-tracked-twice",
-		Idea:   "every page table is also remembered with the persistent tensors, so Close frees the current one twice",
-		Expect: "red (close) at the end of every run that stepped: Close returns the device's error",
-		Edits: []Edit{
-			{File: engineStep,
-				Old: "\te.pt, e.ptW, e.ptHost = &t, w, nil\n",
-				New: "\te.pt, e.ptW, e.ptHost = &t, w, nil\n\te.tensor = append(e.tensor, t) // mutant\n"},
-		},
-	},
 }
 
 const kvpageWidth = "kvpage/width.go"

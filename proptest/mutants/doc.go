@@ -87,6 +87,9 @@
 //	recapture-one-late          replay         7
 //	token-rewritten-in-replay   host-writes    0
 //	decode-new-seqs-one-slot    cur-pos        7
+//	trace-kept-on-batch-change  replay         7
+//	close-keeps-trace           device-memory  7
+//	pt-tracked-twice            device-memory  0
 //
 // # Candidates (issue 9)
 //
