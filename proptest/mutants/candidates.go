@@ -63,7 +63,7 @@ var Candidates = []Mutant{
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "if st.Regime != RegimeReplay || posDiffers {",
-				New: "if st.Regime != RegimeReplay { // mutant: posDiffers ignored"},
+				New: "if st.Regime != RegimeReplay || posDiffers && st.Regime != RegimeReplay { // mutant: posDiffers ignored in replays"},
 		},
 	},
 }
