@@ -12,18 +12,18 @@ const (
 	ReachAdmit             = "admit"                   // a prefill
 	ReachFinish            = "finish"                  // a finish
 	ReachReset             = "reset"                   // a recapture (Engine.Reset)
-	ReachDecodeStart       = "decode-start"            // a decode that starts a sequence
-	ReachDecodeStartMany   = "decode-start-several"    // a decode that starts two or more at once
-	ReachTeacherForced     = "teacher-forced"          // a decode fed a teacher stream
-	ReachPositionJump      = "position-jump"           // a decode whose positions jump
-	ReachSubsetDecode      = "subset-decode"           // a decode of some live sequences only
-	ReachPoolFull          = "pool-full"               // a decode step that left no free block
-	ReachWidthFullCache    = "width-full-cache"        // a step whose page table is as wide as the cache
-	ReachEagerDecode       = "eager-decode"            // a decode step the device ran eagerly
+	ReachDecodeStart       = "decode_start"            // a decode that starts a sequence
+	ReachDecodeStartMany   = "decode_start_several"    // a decode that starts two or more at once
+	ReachTeacherForced     = "teacher_forced"          // a decode fed a teacher stream
+	ReachPositionJump      = "position_jump"           // a decode whose positions jump
+	ReachSubsetDecode      = "subset_decode"           // a decode of some live sequences only
+	ReachPoolFull          = "pool_full"               // a decode step that left no free block
+	ReachWidthFullCache    = "width_full_cache"        // a step whose page table is as wide as the cache
+	ReachEagerDecode       = "eager_decode"            // a decode step the device ran eagerly
 	ReachCapture           = "capture"                 // a decode step that captured a trace
 	ReachReplay            = "replay"                  // a decode step that replayed one
-	ReachSteadyReplay      = "steady-replay"           // a replay in steady state (zero host writes expected)
-	ReachPrefillInterleave = "prefill-between-replays" // a replay after a prefill that followed a replay
+	ReachSteadyReplay      = "steady_replay"           // a replay in steady state (zero host writes expected)
+	ReachPrefillInterleave = "prefill_between_replays" // a replay after a prefill that followed a replay
 )
 
 // Reach counts the visits of one run.

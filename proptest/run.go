@@ -594,7 +594,7 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 			blk := i / hd / bs / kvh
 			where := fmt.Sprintf("layer %d %s cache block %d row %d (head %d dim %d): device bits %#04x, ref %#04x", l, kvName(x.value), blk, row, head, i%hd, uint16(x.dev[i]), uint16(x.oracl[i]))
 			if sp, ok := rows[[2]int{blk, row}]; ok {
-				*ps = append(*ps, problem{prop: PropKVWrite, seq: sp[0], pos: sp[1], detail: fmt.Sprintf("seq %d pos %d: the cache row the host table names does not hold ref's values (the write went elsewhere or was dropped): %s", sp[0], sp[1], where)})
+				*ps = append(*ps, problem{prop: PropKVWrite, seq: sp[0], pos: sp[1], detail: fmt.Sprintf("seq %d pos %d: the cache row the host table names does not hold ref's values (the write went elsewhere, was dropped, or wrote other values): %s", sp[0], sp[1], where)})
 			} else {
 				*ps = append(*ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: "a cache row no position of the call maps to differs from ref's (a stray write): " + where})
 			}
