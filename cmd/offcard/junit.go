@@ -23,15 +23,21 @@ type junitSuites struct {
 }
 
 type junitSuite struct {
-	Name       string          `xml:"name,attr"`
-	Tests      int             `xml:"tests,attr"`
-	Failures   int             `xml:"failures,attr"`
-	Errors     int             `xml:"errors,attr"`
-	Skipped    int             `xml:"skipped,attr"`
-	Time       string          `xml:"time,attr"`
-	Timestamp  string          `xml:"timestamp,attr,omitempty"`
-	Properties []junitProperty `xml:"properties>property,omitempty"`
-	Cases      []junitCase     `xml:"testcase"`
+	Name       string           `xml:"name,attr"`
+	Tests      int              `xml:"tests,attr"`
+	Failures   int              `xml:"failures,attr"`
+	Errors     int              `xml:"errors,attr"`
+	Skipped    int              `xml:"skipped,attr"`
+	Time       string           `xml:"time,attr"`
+	Timestamp  string           `xml:"timestamp,attr,omitempty"`
+	Properties *junitProperties `xml:"properties,omitempty"`
+	Cases      []junitCase      `xml:"testcase"`
+}
+
+// junitProperties is omitted when there are none (the schema wants at
+// least one property inside <properties>).
+type junitProperties struct {
+	P []junitProperty `xml:"property"`
 }
 
 type junitProperty struct {
@@ -59,7 +65,10 @@ func junitSeconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds
 // newJUnit wraps one suite of cases into a document, counting them.
 func newJUnit(name string, start time.Time, elapsed time.Duration, props []junitProperty, cases []junitCase) junitSuites {
 	s := junitSuite{Name: name, Tests: len(cases), Time: junitSeconds(elapsed), Timestamp: start.UTC().Format("2006-01-02T15:04:05"),
-		Properties: props, Cases: cases}
+		Cases: cases}
+	if len(props) > 0 {
+		s.Properties = &junitProperties{P: props}
+	}
 	for _, c := range cases {
 		switch {
 		case c.Failure != nil:

@@ -144,7 +144,7 @@ func TestCheckJUnit(t *testing.T) {
 	}
 	d := parseJUnit(t, path)
 	s := d.Suites[0]
-	if s.Tests != 3 || s.Failures == 0 || s.Cases[0].Name != "case 0 seed 3" || s.Cases[1].Name[:7] != "case 2 " {
+	if s.Properties == nil || len(s.Properties.P) != 3 || s.Tests != 3 || s.Failures == 0 || s.Cases[0].Name != "case 0 seed 3" || s.Cases[1].Name[:7] != "case 2 " {
 		t.Fatalf("suite %+v", s)
 	}
 	for _, c := range s.Cases {
@@ -174,6 +174,9 @@ func TestMutantsJUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := parseJUnit(t, path)
+	if b, _ := os.ReadFile(path); strings.Contains(string(b), "<properties") {
+		t.Errorf("an empty <properties> element (the schema wants at least one property):\n%s", b)
+	}
 	cs := d.Suites[0].Cases
 	if len(cs) != 3 || cs[0].Failure != nil || cs[0].Error != nil || !strings.Contains(cs[0].SystemOut, "<&>") ||
 		cs[1].Failure == nil || cs[1].Failure.Type != "survived" || cs[2].Error == nil || d.Failures != 1 || d.Errors != 1 {
