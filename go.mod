@@ -10,3 +10,5 @@ require (
 	golang.org/x/term v0.48.0
 	golang.org/x/text v0.44.0
 )
+
+require github.com/ebitengine/purego v0.11.3 // indirect

@@ -1,0 +1,101 @@
+// Package tthwtest builds the C loopback (tthw/loopback) for tests: the
+// library named by $OFFCARD_LOOPBACK when set (make test sets it), or one
+// compiled with cc from this checkout's sources into a temporary directory.
+// Mutants of the C code are built the same way from edited sources.
+package tthwtest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Env names the prebuilt loopback library.
+const Env = "OFFCARD_LOOPBACK"
+
+// Dir is the directory of tthw (holding include/ and loopback/).
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+var (
+	once    sync.Once
+	built   string
+	buildEr error
+)
+
+// Loopback returns the path of a loopback library, building it once per
+// test binary when $OFFCARD_LOOPBACK is unset.
+func Loopback(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv(Env); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			tb.Fatalf("%s=%s: %v", Env, p, err)
+		}
+		return p
+	}
+	once.Do(func() {
+		dir, err := os.MkdirTemp("", "offcard-loopback-")
+		if err != nil {
+			buildEr = err
+			return
+		}
+		built, buildEr = Build(filepath.Join(dir, "liboffcard_tt_loopback.so"), nil)
+	})
+	if buildEr != nil {
+		tb.Fatalf("building the loopback: %v", buildEr)
+	}
+	return built
+}
+
+// Build compiles the loopback into out with cc. edits, when non-nil, maps a
+// source file name (e.g. "ops.c") to an edit applied before compiling: old
+// text (which must occur exactly once) and its replacement, as "old\x00new".
+func Build(out string, edits map[string]string) (string, error) {
+	src := filepath.Join(Dir(), "loopback")
+	dir := src
+	if len(edits) > 0 {
+		tmp, err := os.MkdirTemp("", "offcard-loopback-mutant-")
+		if err != nil {
+			return "", err
+		}
+		ents, err := os.ReadDir(src)
+		if err != nil {
+			return "", err
+		}
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join(src, e.Name()))
+			if err != nil {
+				return "", err
+			}
+			s := string(b)
+			if ed, ok := edits[e.Name()]; ok {
+				old, repl, _ := strings.Cut(ed, "\x00")
+				if strings.Count(s, old) != 1 {
+					return "", fmt.Errorf("mutant anchor %q occurs %d times in %s", old, strings.Count(s, old), e.Name())
+				}
+				s = strings.Replace(s, old, repl, 1)
+			}
+			if err := os.WriteFile(filepath.Join(tmp, e.Name()), []byte(s), 0o644); err != nil {
+				return "", err
+			}
+		}
+		dir = tmp
+	}
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	args := []string{"-std=c11", "-O2", "-fPIC", "-shared", "-I", filepath.Join(Dir(), "include"), "-o", out,
+		filepath.Join(dir, "loopback.c"), filepath.Join(dir, "ops.c"), "-lm"}
+	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
+	}
+	return out, nil
+}
