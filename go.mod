@@ -11,4 +11,4 @@ require (
 	golang.org/x/text v0.44.0
 )
 
-require github.com/ebitengine/purego v0.11.3 // indirect
+require github.com/ebitengine/purego v0.11.3
