@@ -46,9 +46,10 @@
  * table below lists (0 for an absent optional tensor), integer attributes
  * and float attributes. Ops whose output the device allocates (as ttnn does
  * for some ops) return the new tensors' handles in outs[]; the caller owns
- * them (offcard_tt_free). During a trace capture an op is recorded, not run
- * (ttnn validates it, and a program-cache miss is an error); a replay runs the
- * recorded ops at the recorded addresses, without validation.
+ * them (offcard_tt_free). During a trace capture an op is validated and
+ * recorded, not run (a program-cache miss is an error; outputs are
+ * allocated at capture); a replay runs the recorded ops at the recorded
+ * addresses, without validation and without allocating.
  */
 #ifndef OFFCARD_TT_H
 #define OFFCARD_TT_H
@@ -99,6 +100,9 @@ extern "C" {
 #define OFFCARD_TT_SPEC_SHARD_H 6
 #define OFFCARD_TT_SPEC_SHARD_W 7
 #define OFFCARD_TT_SPEC_SHARD_FIRST 8 /* first worker core (row-major index) of the shard grid */
+/* Height-sharded: shard i holds rows i*H..(i+1)*H-1 of the 2-D view on core
+ * first+i. Width-sharded (TILE only): shard i holds columns i*W..(i+1)*W-1
+ * of every row on core first+i, tiles row-major inside the shard. */
 #define OFFCARD_TT_SPEC_HEADER 9
 #define OFFCARD_TT_MAX_RANK 8
 
@@ -115,37 +119,45 @@ extern "C" {
 #define OFFCARD_TT_FACTS 9
 
 /*
- * Op codes and argument layouts for offcard_tt_run. T: tensors, I: int64
- * attributes, F: float attributes, O: outputs allocated by the device. The
- * ttnn entry point each op is (tt-metal 622c6fb9) is named for the shim.
+ * Op codes and argument layouts for offcard_tt_run. T: tensors in order,
+ * I: int64 attributes, F: float attributes, O: outputs the device
+ * allocates (as ttnn's entry point does for that op). For an op with O
+ * outputs, I continues after the op's own attributes with one spec array per
+ * output (OFFCARD_TT_SPEC_HEADER + rank words each): the specs the caller
+ * expects (its memory config is the memory_config passed to ttnn); the
+ * library allocates them, at dispatch and during a capture too, and returns
+ * their handles in outs[] (nouts must equal O). Each op names its ttnn entry
+ * point at tt-metal 622c6fb9.
  */
 /* ttnn::embedding. T: input ids (UINT32 ROW_MAJOR [1,1,1,B]), weight
  * (BF16 ROW_MAJOR [vocab,hidden]), output (BF16 [1,1,B,hidden]). */
 #define OFFCARD_TT_OP_EMBEDDING 1
-/* ttnn::rms_norm. T: input, weight, output. F: epsilon. */
+/* ttnn::rms_norm. T: input, weight. F: epsilon. O: 1. */
 #define OFFCARD_TT_OP_RMS_NORM 2
 /* ttnn::linear. T: input, weight, output, bias (optional). I: transpose_b. */
 #define OFFCARD_TT_OP_LINEAR 3
-/* ttnn::experimental::nlp_create_qkv_heads_decode. T: input, q, k, v.
- * I: num_heads, num_kv_heads. */
+/* ttnn::experimental::nlp_create_qkv_heads_decode. T: input.
+ * I: num_heads, num_kv_heads. O: 3 (q, k, v). */
 #define OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS_DECODE 4
 /* ttnn::experimental::rotary_embedding_hf (decode mode, HF rotate_half).
- * T: input, cos, sin, output. */
+ * T: input, cos, sin. O: 1. */
 #define OFFCARD_TT_OP_ROTARY_EMBEDDING_HF 5
-/* ttnn::experimental::paged_update_cache. T: cache, input, update_idxs
- * (optional), page_table (optional). I: share_cache, batch_offset,
- * fp32_dest_acc, n (the list length, or -1 when update_idxs is a tensor),
- * then n list entries (a -1 entry is 0xFFFFFFFF, as the uint32 vector). */
+/* ttnn::experimental::paged_update_cache, in place. T: cache, input,
+ * update_idxs (optional), page_table (optional). I: share_cache,
+ * batch_offset, fp32_dest_acc, n (the list length, or -1 when update_idxs
+ * is a tensor), then n list entries (-1 is 0xFFFFFFFF in the uint32
+ * vector). */
 #define OFFCARD_TT_OP_PAGED_UPDATE_CACHE 6
-/* ttnn::experimental::paged_fused_update_cache. T: cache1, input1, cache2,
- * input2, update_idxs (optional), page_table (optional). I: as above. */
+/* ttnn::experimental::paged_fused_update_cache, in place. T: cache1,
+ * input1, cache2, input2, update_idxs (optional), page_table (optional).
+ * I: as paged_update_cache. */
 #define OFFCARD_TT_OP_PAGED_FUSED_UPDATE_CACHE 7
-/* ttnn::experimental::paged_fill_cache. T: cache, input, page_table,
- * batch_idx_tensor (optional). I: batch_idx. */
+/* ttnn::experimental::paged_fill_cache, in place. T: cache, input,
+ * page_table, batch_idx_tensor (optional). I: batch_idx. */
 #define OFFCARD_TT_OP_PAGED_FILL_CACHE 8
 /* ttnn::transformer::paged_scaled_dot_product_attention_decode (causal).
- * T: q, k, v, page_table, cur_pos, output. I: k_chunk_size (0 dynamic).
- * F: scale (0 means 1/sqrt(head_dim)). */
+ * T: q, k, v, page_table, cur_pos. I: k_chunk_size (0 dynamic),
+ * fp32_dest_acc. F: scale (0 means 1/sqrt(head_dim)). O: 1. */
 #define OFFCARD_TT_OP_PAGED_SDPA_DECODE 9
 /* ttnn::experimental::nlp_concat_heads_decode. T: input, output.
  * I: num_heads. */
@@ -160,6 +172,12 @@ extern "C" {
 /* ttnn::operations::experimental::plus_one, in place. T: input.
  * I: skip_negative_entries. */
 #define OFFCARD_TT_OP_PLUS_ONE 14
+/* ttnn::experimental::rotary_embedding_llama (decode mode, Meta pairs).
+ * T: input, cos, sin, trans_mat. O: 1. */
+#define OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA 15
+/* ttnn::to_memory_config. T: input. O: 1 (its spec carries the new memory
+ * config). */
+#define OFFCARD_TT_OP_TO_MEMORY_CONFIG 16
 
 typedef struct offcard_tt_device offcard_tt_device;
 
@@ -219,8 +237,10 @@ int32_t offcard_tt_write_host(offcard_tt_device *dev, uint64_t tensor, const int
  * be exactly that). */
 int32_t offcard_tt_read_host(offcard_tt_device *dev, uint64_t tensor, void *data, uint64_t nbytes);
 
-/* tt.Device.Run. outs receives up to nouts handles of device-allocated
- * outputs (see the op table; none of the ops above allocates today). */
+/* tt.Device.Run: validates the op (on every call, as ttnn does), then runs
+ * it, or records it during a capture. outs receives the handles of the
+ * outputs the device allocated (nouts = the op's O count, else 0); on
+ * failure nothing stays allocated. */
 int32_t offcard_tt_run(offcard_tt_device *dev, int32_t op, const uint64_t *tensors, uint32_t ntensors,
                        const int64_t *iattrs, uint32_t niattrs, const float *fattrs, uint32_t nfattrs,
                        uint64_t *outs, uint32_t nouts);

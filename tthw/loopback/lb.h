@@ -63,6 +63,8 @@ typedef struct {
   uint32_t ni;
   float f[4];
   uint32_t nf;
+  lb_tensor out[3]; /* outputs the device allocated */
+  uint32_t nout;
 } lb_op;
 
 typedef struct {
@@ -108,6 +110,10 @@ int lb_tile_elem(int r, int c);
 
 /* ops (ops.c): validate, then execute */
 int lb_validate(offcard_tt_device *d, const lb_op *o);
+/* lb_op_form gives an op's tensor count, required tensors, own int
+ * attributes (-1: variable, the update-cache list) and allocated outputs; 0
+ * for an unknown op. */
+int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t *nout);
 int lb_exec(offcard_tt_device *d, const lb_op *o);
 const char *lb_op_name(int32_t code);
 

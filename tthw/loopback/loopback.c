@@ -273,6 +273,15 @@ static int spec_parse(const int64_t *w, uint32_t n, lb_spec *s) {
       return lb_err(OFFCARD_TT_EARG, "allocate", "bad shard spec");
     if (s->shard_w != lb_padded(s, s->rank - 1)) return lb_err(OFFCARD_TT_EARG, "allocate", "height-sharded shard width %lld != tensor width %lld", (long long)s->shard_w, (long long)lb_padded(s, s->rank - 1));
     if (s->layout == OFFCARD_TT_TILE && s->shard_h % LB_TILE) return lb_err(OFFCARD_TT_EARG, "allocate", "TILE shard height is not a multiple of 32");
+  } else if (s->memory == OFFCARD_TT_WIDTH_SHARDED) {
+    if (s->buffer != OFFCARD_TT_L1) return lb_err(OFFCARD_TT_EARG, "allocate", "only L1 tensors can be width-sharded");
+    if (s->layout != OFFCARD_TT_TILE) return lb_err(OFFCARD_TT_EARG, "allocate", "width-sharded tensors must be TILE");
+    if (s->shard_cores <= 0 || s->shard_h <= 0 || s->shard_w <= 0 || s->shard_first < 0 || s->shard_w % LB_TILE)
+      return lb_err(OFFCARD_TT_EARG, "allocate", "bad shard spec");
+    uint64_t h = 1;
+    for (int i = 0; i < s->rank - 1; i++) h *= (uint64_t)lb_padded(s, i);
+    if ((uint64_t)s->shard_h != h) return lb_err(OFFCARD_TT_EARG, "allocate", "width-sharded shard height %lld != tensor height %llu", (long long)s->shard_h, (unsigned long long)h);
+    if (s->shard_cores * s->shard_w < lb_padded(s, s->rank - 1)) return lb_err(OFFCARD_TT_EARG, "allocate", "shards cannot hold the tensor's width");
   } else {
     return lb_err(OFFCARD_TT_EARG, "allocate", "memory layout %d is not supported by the loopback", s->memory);
   }
@@ -293,7 +302,11 @@ static int geometry(offcard_tt_device *d, lb_tensor *t) {
     t->num_pages = h;
   }
   t->aligned = align_up(t->page_size, s->buffer == OFFCARD_TT_DRAM ? d->dram_align : d->l1_align);
-  if (s->memory == OFFCARD_TT_HEIGHT_SHARDED) {
+  if (s->memory == OFFCARD_TT_WIDTH_SHARDED) {
+    if (s->shard_first + s->shard_cores > d->ncores) return lb_err(OFFCARD_TT_EARG, "allocate", "shard grid exceeds the %d worker cores", d->ncores);
+    t->shard_pages = (uint64_t)(s->shard_h / LB_TILE) * (s->shard_w / LB_TILE);
+    t->per_bank = t->shard_pages * t->aligned;
+  } else if (s->memory == OFFCARD_TT_HEIGHT_SHARDED) {
     if (s->shard_first + s->shard_cores > d->ncores) return lb_err(OFFCARD_TT_EARG, "allocate", "shard grid exceeds the %d worker cores", d->ncores);
     t->shard_pages = s->layout == OFFCARD_TT_TILE ? (uint64_t)(s->shard_h / LB_TILE) * (s->shard_w / LB_TILE) : (uint64_t)s->shard_h;
     if ((uint64_t)s->shard_cores * t->shard_pages < t->num_pages) return lb_err(OFFCARD_TT_EARG, "allocate", "shards cannot hold the tensor");
@@ -310,6 +323,11 @@ static int geometry(offcard_tt_device *d, lb_tensor *t) {
  * shard_first + that index. */
 int lb_page_io(offcard_tt_device *d, const char *op, const lb_tensor *t, uint64_t p, void *buf, int write) {
   int l1 = t->s.buffer == OFFCARD_TT_L1;
+  if (t->s.memory == OFFCARD_TT_WIDTH_SHARDED) {
+    uint64_t wt = (uint64_t)lb_padded(&t->s, t->s.rank - 1) / LB_TILE, swt = (uint64_t)t->s.shard_w / LB_TILE;
+    uint64_t tr = p / wt, tc = p % wt;
+    return lb_io(d, op, 1, (int)(t->s.shard_first + tc / swt), t->addr + (tr * swt + tc % swt) * t->aligned, buf, t->page_size, write);
+  }
   if (t->s.memory == OFFCARD_TT_HEIGHT_SHARDED)
     return lb_io(d, op, 1, (int)(t->s.shard_first + p / t->shard_pages), t->addr + (p % t->shard_pages) * t->aligned, buf, t->page_size, write);
   uint64_t n = l1 ? (uint64_t)d->ncores : (uint64_t)d->nbanks;
@@ -577,12 +595,12 @@ static lb_tensor *live_tensor(offcard_tt_device *d, uint64_t id) {
   return &d->ts[id];
 }
 
-int32_t offcard_tt_allocate(offcard_tt_device *d, const int64_t *spec, uint32_t n, uint64_t *id, uint64_t *addr) {
-  clear_err();
-  if (!d || !id || !addr) return lb_err(OFFCARD_TT_EARG, "allocate", "NULL argument");
+/* alloc_tensor allocates a parsed spec and returns the new tensor. */
+static int alloc_tensor(offcard_tt_device *d, const lb_spec *spec, lb_tensor **out) {
   lb_tensor t;
   memset(&t, 0, sizeof t);
-  if (spec_parse(spec, n, &t.s) || geometry(d, &t)) return OFFCARD_TT_EARG;
+  t.s = *spec;
+  if (geometry(d, &t)) return OFFCARD_TT_EARG;
   d->n_alloc++;
   if (d->fail_alloc && d->n_alloc == d->fail_alloc)
     return lb_err(OFFCARD_TT_EINJECTED, "allocate", "injected failure of allocation %ld", d->n_alloc);
@@ -600,9 +618,27 @@ int32_t offcard_tt_allocate(offcard_tt_device *d, const int64_t *spec, uint32_t 
   }
   t.id = d->nts;
   t.live = 1;
-  d->ts[d->nts++] = t;
-  *id = t.id, *addr = t.addr;
+  d->ts[d->nts] = t;
+  *out = &d->ts[d->nts++];
+  return 0;
+}
+
+int32_t offcard_tt_allocate(offcard_tt_device *d, const int64_t *spec, uint32_t n, uint64_t *id, uint64_t *addr) {
+  clear_err();
+  if (!d || !id || !addr) return lb_err(OFFCARD_TT_EARG, "allocate", "NULL argument");
+  lb_spec s;
+  lb_tensor *t;
+  int rc = spec_parse(spec, n, &s);
+  if (!rc) rc = alloc_tensor(d, &s, &t);
+  if (rc) return rc;
+  *id = t->id, *addr = t->addr;
   return OFFCARD_TT_OK;
+}
+
+static int free_tensor(offcard_tt_device *d, lb_tensor *t) {
+  t->live = 0;
+  if (!alloc_release(t->s.buffer == OFFCARD_TT_DRAM ? &d->da : &d->la, t->addr)) return lb_err(OFFCARD_TT_EINTERNAL, "free", "out of host memory");
+  return 0;
 }
 
 int32_t offcard_tt_free(offcard_tt_device *d, uint64_t id) {
@@ -610,10 +646,7 @@ int32_t offcard_tt_free(offcard_tt_device *d, uint64_t id) {
   if (!d) return lb_err(OFFCARD_TT_EARG, "free", "device is NULL");
   lb_tensor *t = live_tensor(d, id);
   if (!t) return lb_err(OFFCARD_TT_EARG, "free", "tensor %llu is not allocated", (unsigned long long)id);
-  t->live = 0;
-  if (!alloc_release(t->s.buffer == OFFCARD_TT_DRAM ? &d->da : &d->la, t->addr))
-    return lb_err(OFFCARD_TT_EINTERNAL, "free", "out of host memory");
-  return OFFCARD_TT_OK;
+  return free_tensor(d, t) ? OFFCARD_TT_EINTERNAL : OFFCARD_TT_OK;
 }
 
 int32_t offcard_tt_address(offcard_tt_device *d, uint64_t id, uint64_t *addr) {
@@ -682,6 +715,11 @@ static int prog_key(const lb_op *o, char *k, size_t cap) {
                   (long long)s->shard_h, (long long)s->shard_w, (long long)s->shard_first);
     for (int j = 0; j < s->rank && n < cap; j++) n += snprintf(k + n, cap - n, "%lld,", (long long)s->dims[j]);
   }
+  for (uint32_t i = 0; i < o->nout && n < cap; i++) {
+    const lb_spec *s = &o->out[i].s;
+    n += snprintf(k + n, cap - n, "|out%d,%d,%d,%d,%lld,%lld,%lld,%lld", s->dtype, s->layout, s->buffer, s->memory, (long long)s->shard_cores,
+                  (long long)s->shard_h, (long long)s->shard_w, (long long)s->shard_first);
+  }
   /* attributes; the update-cache list values are runtime arguments, only
    * its length is part of the program */
   uint32_t ni = o->ni;
@@ -695,25 +733,47 @@ static int prog_key(const lb_op *o, char *k, size_t cap) {
 int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tensors, uint32_t nt, const int64_t *ia, uint32_t ni,
                        const float *fa, uint32_t nf, uint64_t *outs, uint32_t nouts) {
   clear_err();
-  (void)outs, (void)nouts;
   const char *name = lb_op_name(code);
-  if (!d || (!tensors && nt) || (!ia && ni) || (!fa && nf)) return lb_err(OFFCARD_TT_EARG, name, "NULL argument");
-  if (!*name) return lb_err(OFFCARD_TT_EARG, "run", "unknown op code %d", code);
-  if (nt > LB_MAX_T || ni > LB_MAX_I || nf > 4) return lb_err(OFFCARD_TT_EARG, name, "too many arguments");
+  uint32_t want_nt, nreq, want_out;
+  int own;
+  if (!d || (!tensors && nt) || (!ia && ni) || (!fa && nf) || (!outs && nouts)) return lb_err(OFFCARD_TT_EARG, name, "NULL argument");
+  if (!lb_op_form(code, &want_nt, &nreq, &own, &want_out)) return lb_err(OFFCARD_TT_EARG, "run", "unknown op code %d", code);
+  if (nt != want_nt) return lb_err(OFFCARD_TT_EARG, name, "%s takes %u tensors, got %u", name, want_nt, nt);
+  if (nouts != want_out) return lb_err(OFFCARD_TT_EARG, name, "%s allocates %u outputs, caller expects %u", name, want_out, nouts);
+  if (ni > LB_MAX_I || nf > 4) return lb_err(OFFCARD_TT_EARG, name, "too many attributes");
   lb_op o;
   memset(&o, 0, sizeof o);
-  o.code = code, o.nt = nt, o.ni = ni, o.nf = nf;
+  o.code = code, o.nt = nt, o.nf = nf;
   for (uint32_t i = 0; i < nt; i++) {
-    if (tensors[i] == 0) continue;
+    if (tensors[i] == 0) {
+      if (i < nreq) return lb_err(OFFCARD_TT_EARG, name, "tensor argument %u is required", i);
+      continue;
+    }
     lb_tensor *t = live_tensor(d, tensors[i]);
     if (!t) return lb_err(OFFCARD_TT_EARG, name, "tensor %llu (argument %u) is not allocated", (unsigned long long)tensors[i], i);
     o.t[i] = *t;
     o.present[i] = 1;
   }
-  memcpy(o.i, ia, ni * sizeof *ia);
+  /* own attributes, then one spec per allocated output */
+  uint32_t k = own < 0 ? ni : (uint32_t)own;
+  if (k > ni) return lb_err(OFFCARD_TT_EARG, name, "%s takes %d int attributes, got %u", name, own, ni);
+  lb_spec specs[3];
+  for (uint32_t j = 0; j < want_out; j++) {
+    if (k >= ni) return lb_err(OFFCARD_TT_EARG, name, "missing output spec %u", j);
+    uint32_t len = OFFCARD_TT_SPEC_HEADER + (uint32_t)(ia[k] > 0 && ia[k] <= OFFCARD_TT_MAX_RANK ? ia[k] : 0);
+    if (k + len > ni || spec_parse(ia + k, len, &specs[j])) return lb_err(OFFCARD_TT_EARG, name, "bad output spec %u: %s", j, err_msg);
+    k += len;
+  }
+  if (k != ni) return lb_err(OFFCARD_TT_EARG, name, "%u unused int attributes", ni - k);
+  for (uint32_t j = 0; j < want_out; j++) o.out[j].s = specs[j];
+  o.nout = want_out;
+  o.ni = own < 0 ? ni : (uint32_t)own;
+  memcpy(o.i, ia, o.ni * sizeof *ia);
   memcpy(o.f, fa, nf * sizeof *fa);
   d->n_op++;
   if (d->fail_op && d->n_op == d->fail_op) return lb_err(OFFCARD_TT_EINJECTED, name, "injected failure of op %ld", d->n_op);
+  int rc = lb_validate(d, &o); /* on every call, hits included (ttnn validate_on_program_cache_hit) */
+  if (rc) return rc;
   char key[2048];
   if (!prog_key(&o, key, sizeof key)) return lb_err(OFFCARD_TT_EARG, name, "program key too long");
   int hit = 0;
@@ -721,22 +781,34 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
   if (!hit) {
     if (d->capturing)
       return lb_err(OFFCARD_TT_EDEVICE, name,
-                    "Cannot load new binaries during trace capture. This program is not yet in program cache. Warm up before capturing a trace.");
-    int rc = lb_validate(d, &o);
-    if (rc) return rc;
-    char *k = strdup(key);
-    if (!k || !grow((void **)&d->progs, &d->capprogs, d->nprogs + 1, sizeof *d->progs)) {
-      free(k);
+                    "Cannot load new binaries during trace capture.This program is not yet in program cache. Warm up before capturing a trace.");
+    char *kk = strdup(key);
+    if (!kk || !grow((void **)&d->progs, &d->capprogs, d->nprogs + 1, sizeof *d->progs)) {
+      free(kk);
       return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
     }
-    d->progs[d->nprogs++] = k;
+    d->progs[d->nprogs++] = kk;
+  }
+  for (uint32_t j = 0; j < want_out; j++) {
+    lb_tensor *t;
+    if ((rc = alloc_tensor(d, &specs[j], &t))) {
+      for (uint32_t q = 0; q < j; q++) free_tensor(d, &d->ts[o.out[q].id]);
+      return rc;
+    }
+    o.out[j] = *t;
   }
   if (d->capturing) {
-    if (!grow((void **)&d->rec, &d->caprec, d->nrec + 1, sizeof o)) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
-    d->rec[d->nrec++] = o;
-    return OFFCARD_TT_OK;
+    if (!grow((void **)&d->rec, &d->caprec, d->nrec + 1, sizeof o)) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+    else d->rec[d->nrec++] = o;
+  } else {
+    rc = lb_exec(d, &o);
   }
-  return lb_exec(d, &o);
+  if (rc) {
+    for (uint32_t q = 0; q < o.nout; q++) free_tensor(d, &d->ts[o.out[q].id]);
+    return rc;
+  }
+  for (uint32_t q = 0; q < o.nout; q++) outs[q] = o.out[q].id;
+  return OFFCARD_TT_OK;
 }
 
 /* ---- trace ---- */

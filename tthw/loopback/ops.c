@@ -47,8 +47,37 @@ const char *lb_op_name(int32_t c) {
     case OFFCARD_TT_OP_SILU_MUL: return "multiply";
     case OFFCARD_TT_OP_ARGMAX: return "argmax";
     case OFFCARD_TT_OP_PLUS_ONE: return "plus_one";
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: return "rotary_embedding_llama";
+    case OFFCARD_TT_OP_TO_MEMORY_CONFIG: return "to_memory_config";
   }
   return "";
+}
+
+int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t *nout) {
+  static const struct {
+    uint32_t nt, nreq;
+    int nints;
+    uint32_t nout;
+  } f[] = {
+      {0, 0, 0, 0},  {3, 3, 0, 0}, /* embedding */
+      {2, 2, 0, 1},                /* rms_norm */
+      {4, 3, 1, 0},                /* linear */
+      {1, 1, 2, 3},                /* nlp_create_qkv_heads_decode */
+      {3, 3, 0, 1},                /* rotary_embedding_hf */
+      {4, 2, -1, 0},               /* paged_update_cache */
+      {6, 4, -1, 0},               /* paged_fused_update_cache */
+      {4, 3, 1, 0},                /* paged_fill_cache */
+      {5, 5, 2, 1},                /* sdpa decode */
+      {2, 2, 1, 0},                /* nlp_concat_heads_decode */
+      {3, 3, 0, 0},  {3, 3, 0, 0}, /* add, multiply */
+      {2, 2, 0, 0},                /* argmax */
+      {1, 1, 1, 0},                /* plus_one */
+      {4, 4, 0, 1},                /* rotary_embedding_llama */
+      {1, 1, 0, 1},                /* to_memory_config */
+  };
+  if (code < 1 || code > OFFCARD_TT_OP_TO_MEMORY_CONFIG) return 0;
+  *nt = f[code].nt, *nreq = f[code].nreq, *nints = f[code].nints, *nout = f[code].nout;
+  return 1;
 }
 
 /* ---- helpers ---- */
@@ -202,12 +231,13 @@ static int validate_uc(offcard_tt_device *d, const lb_op *o, int fused) {
 
 int lb_validate(offcard_tt_device *d, const lb_op *o) {
   const char *name = lb_op_name(o->code);
-  static const uint32_t want_t[] = {0, 3, 3, 4, 4, 4, 4, 6, 4, 6, 2, 3, 3, 2, 1};
-  static const uint32_t req_t[] = {0, 3, 3, 3, 4, 4, 2, 4, 3, 6, 2, 3, 3, 2, 1};
-  if (o->nt != want_t[o->code]) return lb_err(OFFCARD_TT_EARG, name, "%s takes %u tensors, got %u", name, want_t[o->code], o->nt);
-  for (uint32_t i = 0; i < req_t[o->code]; i++)
-    if (!o->present[i]) return lb_err(OFFCARD_TT_EARG, name, "tensor argument %u is required", i);
   const lb_tensor *t = o->t;
+  /* outputs the device allocates: the caller's expected specs must be what
+   * ttnn's compute_output_specs gives (the loopback checks the shapes) */
+  if (o->nout == 1 && o->code != OFFCARD_TT_OP_PAGED_SDPA_DECODE) {
+    const lb_spec *os = &o->out[0].s;
+    if (!same_shape(os, &t[0].s) || os->dtype != t[0].s.dtype || os->layout != t[0].s.layout) FAIL("output spec must have the input's shape, dtype and layout");
+  }
   switch (o->code) {
     case OFFCARD_TT_OP_EMBEDDING:
       if (t[0].s.dtype != OFFCARD_TT_UINT32 && t[0].s.dtype != OFFCARD_TT_INT32) FAIL("Input tensor must be UINT32 or INT32");
@@ -218,13 +248,12 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       return 0;
     case OFFCARD_TT_OP_RMS_NORM:
       if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want one float attribute (epsilon)");
-      for (int i = 0; i < 3; i++)
+      for (int i = 0; i < 2; i++)
         if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
-      if (!same_shape(&t[0].s, &t[2].s)) FAIL("Output shape != input shape");
+      if (t[0].s.memory == OFFCARD_TT_HEIGHT_SHARDED) FAIL("Height sharded inputs are not supported.");
       if ((int64_t)lb_volume(&t[1].s) != last(&t[0].s)) FAIL("Weight tensor has %llu elements, want %lld (the last dim)", (unsigned long long)lb_volume(&t[1].s), (long long)last(&t[0].s));
       return 0;
     case OFFCARD_TT_OP_LINEAR: {
-      if (o->ni != 1) return lb_err(OFFCARD_TT_EARG, name, "want one int attribute (transpose_b)");
       for (int i = 0; i < 4; i++)
         if (o->present[i] && want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
       int64_t k = (int64_t)rows_of(&t[1].s), n = last(&t[1].s);
@@ -235,25 +264,27 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       return 0;
     }
     case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS_DECODE: {
-      if (o->ni != 2 || o->i[0] <= 0 || o->i[1] <= 0) FAIL("num_heads and num_kv_heads must be positive");
-      for (int i = 0; i < 4; i++)
-        if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
-      for (int i = 1; i < 4; i++)
-        if (t[i].s.rank != 4) FAIL("outputs must be rank 4");
-      int64_t dh = t[1].s.dims[3];
+      if (o->i[0] <= 0 || o->i[1] <= 0) FAIL("num_heads and num_kv_heads must be positive");
+      if (want_bf16(name, "Input tensor", &t[0])) return OFFCARD_TT_EDEVICE;
+      const lb_tensor *q = o->out;
+      for (int i = 0; i < 3; i++)
+        if (q[i].s.rank != 4 || q[i].s.dtype != OFFCARD_TT_BF16) FAIL("outputs must be rank-4 BFLOAT16");
+      int64_t dh = q[0].s.dims[3];
       if (last(&t[0].s) != (o->i[0] + 2 * o->i[1]) * dh) FAIL("Input width %lld != (num_heads + 2*num_kv_heads) * head_dim = %lld", (long long)last(&t[0].s), (long long)((o->i[0] + 2 * o->i[1]) * dh));
-      for (int i = 1; i < 4; i++) {
-        int64_t heads = i == 1 ? o->i[0] : o->i[1];
-        const int64_t *sh = t[i].s.dims;
+      for (int i = 0; i < 3; i++) {
+        int64_t heads = i == 0 ? o->i[0] : o->i[1];
+        const int64_t *sh = q[i].s.dims;
         if (sh[0] != 1 || sh[1] != (int64_t)rows_of(&t[0].s) || sh[2] < heads || sh[3] != dh) FAIL("Output shape, want [1, %llu, >=%lld, %lld]", (unsigned long long)rows_of(&t[0].s), (long long)heads, (long long)dh);
       }
       return 0;
     }
-    case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF: {
-      for (int i = 0; i < 4; i++)
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF:
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: {
+      for (uint32_t i = 0; i < o->nt; i++)
         if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
       if (t[0].s.rank != 4) FAIL("Input tensor must be rank 4");
-      if (!same_shape(&t[0].s, &t[3].s)) FAIL("Output shape != input shape");
+      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && (lb_volume(&t[3].s) != LB_TILE * LB_TILE || t[0].s.dims[3] % LB_TILE))
+        FAIL("trans_mat must be [1,1,32,32] and head_dim a multiple of 32");
       const int64_t *sh = t[0].s.dims;
       if (sh[3] % 2) FAIL("head_dim %lld must be even", (long long)sh[3]);
       uint64_t want = (uint64_t)(sh[0] * sh[1] * sh[3]);
@@ -265,7 +296,6 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
     case OFFCARD_TT_OP_PAGED_FUSED_UPDATE_CACHE:
       return validate_uc(d, o, 1);
     case OFFCARD_TT_OP_PAGED_FILL_CACHE: {
-      if (o->ni != 1) return lb_err(OFFCARD_TT_EARG, name, "want one int attribute (batch_idx)");
       const lb_spec *cs = &t[0].s, *is = &t[1].s, *ps = &t[2].s;
       if (cs->layout != OFFCARD_TT_TILE || is->layout != OFFCARD_TT_TILE || cs->rank != 4 || is->rank != 4) FAIL("cache and input must be rank-4 TILE tensors");
       if (cs->dtype != is->dtype) FAIL("cache and input must have the same dtype");
@@ -283,10 +313,10 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       return 0;
     }
     case OFFCARD_TT_OP_PAGED_SDPA_DECODE: {
-      if (o->ni != 1 || o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want k_chunk_size and scale");
-      const int idx[] = {0, 1, 2, 5};
-      for (int i = 0; i < 4; i++)
-        if (want_bf16(name, "Tensor", &t[idx[i]]) || t[idx[i]].s.rank != 4) FAIL("Q, K, V and Output must be rank-4 BFLOAT16");
+      if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want k_chunk_size, fp32_dest_acc and scale");
+      for (int i = 0; i < 3; i++)
+        if (want_bf16(name, "Tensor", &t[i]) || t[i].s.rank != 4) FAIL("Q, K and V must be rank-4 BFLOAT16");
+      if (o->out[0].s.dtype != OFFCARD_TT_BF16 || o->out[0].s.layout != OFFCARD_TT_TILE) FAIL("Output must be BFLOAT16 TILE");
       if (t[1].s.layout != OFFCARD_TT_TILE || t[2].s.layout != OFFCARD_TT_TILE) FAIL("K and V caches must be TILE");
       if (t[1].s.memory != OFFCARD_TT_INTERLEAVED || t[1].s.buffer != OFFCARD_TT_DRAM || t[2].s.memory != OFFCARD_TT_INTERLEAVED || t[2].s.buffer != OFFCARD_TT_DRAM) FAIL("K and V caches must be DRAM interleaved");
       const lb_spec *ps = &t[3].s, *cp = &t[4].s;
@@ -299,12 +329,11 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (ks[2] % LB_TILE || qs[3] % LB_TILE) FAIL("block size and head dim must be multiples of 32");
       if (o->i[0] < 0 || o->i[0] % LB_TILE) FAIL("k_chunk_size must be a multiple of 32");
       if (qs[2] % ks[1]) FAIL("num_heads must be a multiple of num_kv_heads");
-      if (!same_shape(&t[5].s, &t[0].s)) FAIL("Output shape != Q shape");
+      if (!same_shape(&o->out[0].s, &t[0].s)) FAIL("Output shape != Q shape");
       if (qs[0] != 1) FAIL("Q dim 0 must be 1");
       return 0;
     }
     case OFFCARD_TT_OP_NLP_CONCAT_HEADS_DECODE: {
-      if (o->ni != 1) return lb_err(OFFCARD_TT_EARG, name, "want one int attribute (num_heads)");
       if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Output tensor", &t[1])) return OFFCARD_TT_EDEVICE;
       if (t[0].s.rank != 4) FAIL("Input tensor must be rank 4");
       const int64_t *sh = t[0].s.dims;
@@ -325,8 +354,9 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Output tensor must be ROW_MAJOR");
       if (lb_volume(&t[1].s) < rows_of(&t[0].s)) FAIL("Output tensor holds fewer than %llu indices", (unsigned long long)rows_of(&t[0].s));
       return 0;
+    case OFFCARD_TT_OP_TO_MEMORY_CONFIG:
+      return 0;
     case OFFCARD_TT_OP_PLUS_ONE:
-      if (o->ni != 1) return lb_err(OFFCARD_TT_EARG, name, "want one int attribute (skip_negative_entries)");
       if (t[0].s.dtype != OFFCARD_TT_INT32 && t[0].s.dtype != OFFCARD_TT_UINT32) FAIL("Only INT32 and UINT32 is supported for inputs!");
       if (t[0].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Only ROW_MAJOR layout is supported for inputs!");
       if (t[0].s.rank > 4) FAIL("Input tensor must be rank 1 to 4");
@@ -500,7 +530,7 @@ static int exec_fill(offcard_tt_device *d, const lb_op *o) {
 
 static int exec_sdpa(offcard_tt_device *d, const lb_op *o) {
   const char *name = lb_op_name(o->code);
-  const lb_tensor *q = &o->t[0], *k = &o->t[1], *v = &o->t[2], *pt = &o->t[3], *cp = &o->t[4], *out = &o->t[5];
+  const lb_tensor *q = &o->t[0], *k = &o->t[1], *v = &o->t[2], *pt = &o->t[3], *cp = &o->t[4], *out = &o->out[0];
   int rc = 0;
   uint32_t batch = (uint32_t)pt->s.dims[0];
   uint32_t *pos = read_u(d, name, cp, &rc);
@@ -635,7 +665,7 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
         float inv = 1.0f / sqrtf(ss / (float)w + o->f[0]);
         for (uint64_t j = 0; j < w; j++) x[j] = x[j] * inv * b[j];
       }
-      rc = write_f(d, name, &t[2], a);
+      rc = write_f(d, name, &o->out[0], a);
       break;
     }
     case OFFCARD_TT_OP_LINEAR: {
@@ -658,23 +688,27 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
     case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS_DECODE: {
       if (!(a = read_f(d, name, &t[0], &rc))) break;
       uint64_t rows = rows_of(&t[0].s), w = (uint64_t)last(&t[0].s), col = 0;
-      for (int i = 1; i < 4 && !rc; i++) {
-        uint64_t heads = (uint64_t)(i == 1 ? o->i[0] : o->i[1]), hp = (uint64_t)t[i].s.dims[2], dh = (uint64_t)t[i].s.dims[3];
-        float *dst = calloc(lb_volume(&t[i].s) + 1, sizeof *dst);
+      for (int i = 0; i < 3 && !rc; i++) {
+        const lb_tensor *ot = &o->out[i];
+        uint64_t heads = (uint64_t)(i == 0 ? o->i[0] : o->i[1]), hp = (uint64_t)ot->s.dims[2], dh = (uint64_t)ot->s.dims[3];
+        float *dst = calloc(lb_volume(&ot->s) + 1, sizeof *dst);
         if (!dst) {
           rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
           break;
         }
         for (uint64_t bb = 0; bb < rows; bb++)
           for (uint64_t h = 0; h < heads; h++) memcpy(dst + (bb * hp + h) * dh, a + bb * w + col + h * dh, dh * sizeof *dst);
-        rc = write_f(d, name, &t[i], dst);
+        rc = write_f(d, name, ot, dst);
         free(dst);
-        col += heads * (uint64_t)t[i].s.dims[3];
+        col += heads * dh;
       }
       break;
     }
-    case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF: {
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF:
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: {
+      float *tm = NULL;
       if (!(a = read_f(d, name, &t[0], &rc)) || !(b = read_f(d, name, &t[1], &rc)) || !(c = read_f(d, name, &t[2], &rc))) break;
+      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && !(tm = read_f(d, name, &t[3], &rc))) break;
       uint64_t dh = (uint64_t)t[0].s.dims[3], hh = (uint64_t)t[0].s.dims[2], rows = rows_of(&t[0].s), half = dh / 2;
       if (!(r = malloc(lb_volume(&t[0].s) * sizeof *r + 4))) {
         rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
@@ -684,10 +718,16 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
         const float *x = a + i * dh, *cs = b + (i / hh) * dh, *sn = c + (i / hh) * dh;
         for (uint64_t j = 0; j < dh; j++) {
           float rot = j < half ? -x[j + half] : x[j - half];
+          if (tm) { /* (x . trans_mat) on the 32-wide column tile of j */
+            uint64_t c0 = j / LB_TILE * LB_TILE;
+            rot = 0;
+            for (uint64_t q = 0; q < LB_TILE; q++) rot += x[c0 + q] * tm[q * LB_TILE + (j - c0)];
+          }
           r[i * dh + j] = x[j] * cs[j] + rot * sn[j];
         }
       }
-      rc = write_f(d, name, &t[3], r);
+      free(tm);
+      rc = write_f(d, name, &o->out[0], r);
       break;
     }
     case OFFCARD_TT_OP_NLP_CONCAT_HEADS_DECODE: {
@@ -724,6 +764,14 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
         u[i] = best < 0 ? 0 : (uint32_t)best;
       }
       rc = lb_write_logical(d, name, &t[1], u);
+      break;
+    }
+    case OFFCARD_TT_OP_TO_MEMORY_CONFIG: {
+      uint8_t *raw = malloc(lb_volume(&t[0].s) * lb_esize(t[0].s.dtype) + 1);
+      if (!raw) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+      rc = lb_read_logical(d, name, &t[0], raw);
+      if (!rc) rc = lb_write_logical(d, name, &o->out[0], raw);
+      free(raw);
       break;
     }
     default:
