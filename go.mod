@@ -12,3 +12,5 @@ require (
 )
 
 require github.com/ebitengine/purego v0.11.3
+
+require gonum.org/v1/gonum v0.17.0

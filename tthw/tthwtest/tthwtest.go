@@ -54,7 +54,8 @@ func Loopback(tb testing.TB) string {
 	return built
 }
 
-// Build compiles the loopback into out with cc. edits, when non-nil, maps a
+// Build compiles the loopback into out with cc (-O2; mutants, built from
+// edits, with -O0 to keep tests quick). edits, when non-nil, maps a
 // source file name (e.g. "ops.c") to an edit applied before compiling: old
 // text (which must occur exactly once) and its replacement, as "old\x00new".
 func Build(out string, edits map[string]string) (string, error) {
@@ -92,7 +93,11 @@ func Build(out string, edits map[string]string) (string, error) {
 	if cc == "" {
 		cc = "cc"
 	}
-	args := []string{"-std=c11", "-O2", "-fPIC", "-shared", "-I", filepath.Join(Dir(), "include"), "-o", out,
+	opt := "-O2"
+	if len(edits) > 0 {
+		opt = "-O0"
+	}
+	args := []string{"-std=c11", opt, "-fPIC", "-shared", "-I", filepath.Join(Dir(), "include"), "-o", out,
 		filepath.Join(dir, "loopback.c"), filepath.Join(dir, "ops.c"), "-lm"}
 	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
