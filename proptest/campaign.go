@@ -26,6 +26,9 @@ type Options struct {
 	Workers int
 	// MaxShrinks and ShrinkRuns bound shrinking (see CaseOptions).
 	MaxShrinks, ShrinkRuns int
+	// ReplayArgs are appended to each failing case's replay command (the
+	// flags that name the SUT, e.g. --engine 'CMD').
+	ReplayArgs string
 	// Progress, when set, is called after each case completes (from the
 	// goroutine of the caller of Campaign), with the number done and
 	// failed so far.
@@ -55,7 +58,7 @@ func Campaign(o Options) []CaseResult {
 			for i := range jobs {
 				start := time.Since(t0)
 				r := RunCase(CaseSeed(o.Seed, i), co)
-				r.Index, r.Start = i, start
+				r.Index, r.Start, r.ReplayArgs = i, start, o.ReplayArgs
 				res[i] = r
 				done <- i
 			}
@@ -113,6 +116,9 @@ func Summary(rs []CaseResult) (passed, failed int) {
 
 // ReplayCommand is the command line that replays case r alone.
 func (r CaseResult) ReplayCommand() string {
+	if r.ReplayArgs != "" {
+		return fmt.Sprintf("offcard check %s --seed %d --cases 1", r.ReplayArgs, r.Seed)
+	}
 	return fmt.Sprintf("offcard check --seed %d --cases 1", r.Seed)
 }
 

@@ -106,6 +106,9 @@ func (rec *recorder) failed(sc Scenario, cmds []Cmd, f *Failure) {
 	}
 	rec.last, rec.lastF = s, f
 	rec.fails++
+	if hung(f) {
+		rec.budget = rec.runs // each shrink run would wait out the timeout again
+	}
 }
 
 // machine is the commands.Commands of one case.
@@ -187,6 +190,8 @@ type CaseResult struct {
 	TimeToFail time.Duration `json:"-"`
 	Elapsed    time.Duration `json:"-"`
 	Start      time.Duration `json:"-"`
+	// ReplayArgs: see Options.ReplayArgs.
+	ReplayArgs string `json:"-"`
 }
 
 // CaseOptions tune one case.

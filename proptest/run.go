@@ -46,7 +46,7 @@ const (
 	PropKVCache = "kv-cache"
 )
 
-var propRank = []string{PropSetup, PropPanic, PropStrict, PropCurPos, PropKVWrite, PropPageTable, PropSUTError, PropReplay, PropLogits, PropKVCache}
+var propRank = []string{PropSetup, PropEngine, PropPanic, PropStrict, PropCurPos, PropKVWrite, PropPageTable, PropSUTError, PropReplay, PropLogits, PropKVCache}
 
 // Failure is the first failing step of a schedule run.
 type Failure struct {
@@ -267,6 +267,9 @@ func (r *runner) admit(c Cmd) *Failure {
 	f := r.check(call{c: c, act: []active{a}, got: got, want: want, err: gerr})
 	r.steps += c.Prompt
 	r.next[c.Seq] = want[len(want)-1].Token
+	if _, ok := r.tolerant(); ok && len(got) > 0 && f == nil {
+		r.next[c.Seq] = got[len(got)-1].Token // teacher forcing
+	}
 	return f
 }
 
@@ -294,7 +297,7 @@ func (r *runner) decode(c Cmd) *Failure {
 		}
 		r.steps++
 		for i, q := range seqs {
-			r.next[q] = want[i].Token
+			r.next[q] = r.fed(got, want, i)
 		}
 	}
 	return nil
@@ -325,7 +328,7 @@ func (r *runner) recapture(c Cmd) *Failure {
 func (r *runner) checkQuiet(c Cmd, err error) *Failure {
 	var ps []problem
 	if err != nil {
-		ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: err.Error()})
+		ps = append(ps, problem{prop: errProp(err), seq: -1, pos: -1, detail: err.Error()})
 	}
 	finding := r.findings(&ps)
 	if kv, ok := r.sut.(KVObserver); ok {
@@ -362,6 +365,9 @@ func (r *runner) findings(ps *[]problem) string {
 
 // check checks every property after one Decoder call.
 func (r *runner) check(k call) *Failure {
+	if tol, ok := r.tolerant(); ok {
+		return r.checkTolerant(k, tol)
+	}
 	var ps []problem
 	if k.err != nil {
 		ps = append(ps, problem{prop: errProp(k.err), seq: -1, pos: -1, detail: k.err.Error()})
@@ -448,6 +454,9 @@ func (r *runner) check(k call) *Failure {
 // read-back check (EngineOptions.Verify) failing on cur_pos or the rope
 // index is property 3; anything else is a refused call.
 func errProp(err error) string {
+	if p := engineProp(err); p != "" {
+		return p
+	}
 	m := err.Error()
 	if strings.Contains(m, "verify: device cur_pos") || strings.Contains(m, "verify: device rope index") {
 		return PropCurPos

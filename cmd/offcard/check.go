@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/offcard/offcard/proptest"
@@ -53,8 +55,10 @@ type timedReport struct {
 var checkFactory proptest.Factory = proptest.SimFactory
 
 func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--cases N] [--seed S] [--json [--times]] [--save DIR]")
+	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--json [--times]] [--save DIR]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
+	engine := fs.String("engine", "", "run the tolerant mode against an engine process speaking the line protocol: `'CMD ARGS'`, split at spaces (no shell); a fresh process per schedule run")
+	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take before the engine counts as hung and is killed (default 10s; hello 60s)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	cases := fs.Int("cases", 200, "number of schedules")
 	seed := fs.Uint64("seed", proptest.DefaultSeed, "campaign seed; case i runs with a seed derived from (S, i), case 0 with S itself")
@@ -64,7 +68,22 @@ func runCheck(e *env, args []string) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	factory := checkFactory
+	if *engine != "" {
+		if *device != "sim" || *lib != "" {
+			return bad("--engine runs the engine's own device: it goes without --device and --lib")
+		}
+		ef, err := engineFactory(*engine, *timeout)
+		if err != nil {
+			return err
+		}
+		defer ef.Close()
+		factory, *device = ef.Factory, proptest.EngineDevice
+	} else if *timeout != 0 {
+		return bad("--timeout goes with --engine")
+	}
 	switch *device {
+	case proptest.EngineDevice:
 	case "sim":
 		if *lib != "" {
 			return bad("--lib goes with --device tt")
@@ -83,7 +102,13 @@ func runCheck(e *env, args []string) error {
 	if *times && !*asJSON {
 		return bad("--times goes with --json")
 	}
-	opt := proptest.Options{Seed: *seed, Cases: *cases, Factory: checkFactory, Base: proptest.Base{Device: *device}}
+	opt := proptest.Options{Seed: *seed, Cases: *cases, Factory: factory, Base: proptest.Base{Device: *device}}
+	if *engine != "" {
+		opt.ReplayArgs = fmt.Sprintf("--engine '%s'", *engine)
+		if *timeout != 0 {
+			opt.ReplayArgs += " --timeout " + timeout.String()
+		}
+	}
 	if e.stderrTTY {
 		opt.Progress = func(done, failed, total int) {
 			fmt.Fprintf(e.stderr, "\rcheck: %d/%d cases, %d failed", done, total, failed)
@@ -131,7 +156,11 @@ func runCheck(e *env, args []string) error {
 		}
 		fmt.Fprintln(e.stderr, summary)
 	} else {
-		fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases\n", *device, *seed, *cases)
+		if *engine != "" {
+			fmt.Fprintf(out, "offcard check: engine %q (tolerant mode), seed %d, %d cases\n", *engine, *seed, *cases)
+		} else {
+			fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases\n", *device, *seed, *cases)
+		}
 		for _, r := range rs {
 			if !r.Passed {
 				fmt.Fprint(out, r.Report())
@@ -149,4 +178,20 @@ func runCheck(e *env, args []string) error {
 		return errFound
 	}
 	return nil
+}
+
+// engineFactory is the factory of --engine CMD: a fresh process of CMD
+// (split at spaces) per schedule run.
+func engineFactory(cmd string, timeout time.Duration) (*proptest.EngineFactory, error) {
+	argv := strings.Fields(cmd)
+	if len(argv) == 0 {
+		return nil, bad("--engine: empty command")
+	}
+	if timeout < 0 {
+		return nil, bad("--timeout %v: want a positive duration", timeout)
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, bad("--engine: %v", err)
+	}
+	return proptest.NewEngineFactory(proptest.EngineOptions{Command: argv, Timeout: timeout})
 }
