@@ -291,26 +291,72 @@ func (d *Device) spec(t tt.Tensor) (tt.Spec, error) {
 
 // Run implements tt.Device.
 func (d *Device) Run(op tt.Op) error {
+	_, err := d.run(op)
+	return err
+}
+
+// run runs op and returns the tensors the device allocated for it (none
+// when they were copied into the caller's outputs).
+func (d *Device) run(op tt.Op) ([]tt.Tensor, error) {
 	a, err := marshalOp(op)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var ts *uint64
+	ints := a.ints
+	for _, s := range a.outSpecs {
+		w, err := specWords(s)
+		if err != nil {
+			return nil, err
+		}
+		ints = append(ints, w...)
+	}
+	outs := make([]uint64, len(a.outSpecs)+1)
+	if err := d.call1(a.code, a.tensors, ints, a.floats, outs[:len(a.outSpecs)]); err != nil {
+		return nil, err
+	}
+	res := make([]tt.Tensor, len(a.outSpecs))
+	for j, s := range a.outSpecs {
+		res[j] = tt.Tensor{ID: tt.TensorID(outs[j]), Spec: s}
+		if res[j].Addr, err = d.Address(res[j]); err != nil {
+			return nil, err
+		}
+	}
+	if a.copyTo == nil {
+		return res, nil
+	}
+	for j, t := range res {
+		if err == nil {
+			err = d.call1(opCopy, []uint64{uint64(t.ID), uint64(a.copyTo[j].ID)}, nil, nil, nil)
+		}
+		err = errors.Join(err, d.Free(t))
+	}
+	return nil, err
+}
+
+// call1 is one offcard_tt_run.
+func (d *Device) call1(code int32, tensors []uint64, ints []int64, floats []float32, outs []uint64) error {
+	var ts, os *uint64
 	var ia *int64
 	var fa *float32
-	if len(a.tensors) > 0 {
-		ts = &a.tensors[0]
+	if len(tensors) > 0 {
+		ts = &tensors[0]
 	}
-	if len(a.ints) > 0 {
-		ia = &a.ints[0]
+	if len(ints) > 0 {
+		ia = &ints[0]
 	}
-	if len(a.floats) > 0 {
-		fa = &a.floats[0]
+	if len(floats) > 0 {
+		fa = &floats[0]
 	}
-	err = d.call(func() int32 {
-		return d.l.run(d.h, a.code, ts, uint32(len(a.tensors)), ia, uint32(len(a.ints)), fa, uint32(len(a.floats)), nil, 0)
+	if len(outs) > 0 {
+		os = &outs[0]
+	}
+	err := d.call(func() int32 {
+		return d.l.run(d.h, code, ts, uint32(len(tensors)), ia, uint32(len(ints)), fa, uint32(len(floats)), os, uint32(len(outs)))
 	})
-	runtime.KeepAlive(a)
+	runtime.KeepAlive(tensors)
+	runtime.KeepAlive(ints)
+	runtime.KeepAlive(floats)
+	runtime.KeepAlive(outs)
 	return err
 }
 

@@ -25,6 +25,9 @@ const (
 	opSiluMul               = 12
 	opArgmax                = 13
 	opPlusOne               = 14
+	opRotaryEmbeddingLlama  = 15
+	opToMemoryConfig        = 16
+	opCopy                  = 17
 )
 
 // The ABI's enum values (OFFCARD_TT_*), mapped explicitly so a change of
@@ -91,12 +94,28 @@ func specFromWords(w []int64) (tt.Spec, error) {
 	return s, nil
 }
 
-// opArgs is one op in the ABI's form.
+// opArgs is one op in the ABI's form. outSpecs are the specs of the
+// outputs the device allocates; copyTo, when set, are caller-allocated
+// outputs the allocated ones are copied into (ttnn::copy) and then freed,
+// for ops whose contract form takes an output that ttnn's entry point
+// does not.
 type opArgs struct {
-	code    int32
-	tensors []uint64
-	ints    []int64
-	floats  []float32
+	code     int32
+	tensors  []uint64
+	ints     []int64
+	floats   []float32
+	outSpecs []tt.Spec
+	copyTo   []tt.Tensor
+}
+
+// into makes the op's device-allocated outputs land in the caller's
+// tensors.
+func (a opArgs) into(outs ...tt.Tensor) opArgs {
+	for _, o := range outs {
+		a.outSpecs = append(a.outSpecs, o.Spec)
+	}
+	a.copyTo = outs
+	return a
 }
 
 func id(t tt.Tensor) uint64 { return uint64(t.ID) }
@@ -165,14 +184,14 @@ func marshalOp(op tt.Op) (opArgs, error) {
 	case tt.Embedding:
 		return opArgs{code: opEmbedding, tensors: []uint64{id(o.Input), id(o.Weight), id(o.Output)}}, nil
 	case tt.RMSNorm:
-		return opArgs{code: opRMSNorm, tensors: []uint64{id(o.Input), id(o.Weight), id(o.Output)}, floats: []float32{o.Epsilon}}, nil
+		return opArgs{code: opRMSNorm, tensors: []uint64{id(o.Input), id(o.Weight)}, floats: []float32{o.Epsilon}}.into(o.Output), nil
 	case tt.Linear:
 		return opArgs{code: opLinear, tensors: []uint64{id(o.Input), id(o.Weight), id(o.Output), idOpt(o.Bias)}, ints: []int64{b2i(o.TransposeB)}}, nil
 	case tt.NLPCreateQKVHeadsDecode:
-		return opArgs{code: opCreateQKVHeadsDecode, tensors: []uint64{id(o.Input), id(o.Q), id(o.K), id(o.V)},
-			ints: []int64{int64(o.NumHeads), int64(o.NumKVHeads)}}, nil
+		return opArgs{code: opCreateQKVHeadsDecode, tensors: []uint64{id(o.Input)},
+			ints: []int64{int64(o.NumHeads), int64(o.NumKVHeads)}}.into(o.Q, o.K, o.V), nil
 	case tt.RotaryEmbedding:
-		return opArgs{code: opRotaryEmbeddingHF, tensors: []uint64{id(o.Input), id(o.Cos), id(o.Sin), id(o.Output)}}, nil
+		return opArgs{code: opRotaryEmbeddingHF, tensors: []uint64{id(o.Input), id(o.Cos), id(o.Sin)}}.into(o.Output), nil
 	case tt.PagedUpdateCache:
 		return opArgs{code: opPagedUpdateCache, tensors: []uint64{id(o.Cache), id(o.Input), idOpt(o.UpdateIdxs), idOpt(o.PageTable)},
 			ints: updateInts(o.ShareCache, o.BatchOffset, o.FP32DestAcc, o.UpdateIdxsList)}, nil
@@ -184,8 +203,8 @@ func marshalOp(op tt.Op) (opArgs, error) {
 		return opArgs{code: opPagedFillCache, tensors: []uint64{id(o.Cache), id(o.Input), id(o.PageTable), idOpt(o.BatchIdxTensor)},
 			ints: []int64{int64(o.BatchIdx)}}, nil
 	case tt.PagedSDPADecode:
-		return opArgs{code: opPagedSDPADecode, tensors: []uint64{id(o.Q), id(o.K), id(o.V), id(o.PageTable), id(o.CurPos), id(o.Output)},
-			ints: []int64{int64(o.KChunkSize)}, floats: []float32{o.Scale}}, nil
+		return opArgs{code: opPagedSDPADecode, tensors: []uint64{id(o.Q), id(o.K), id(o.V), id(o.PageTable), id(o.CurPos)},
+			ints: []int64{int64(o.KChunkSize), 0}, floats: []float32{o.Scale}}.into(o.Output), nil
 	case tt.ConcatHeads:
 		return opArgs{code: opConcatHeadsDecode, tensors: []uint64{id(o.Input), id(o.Output)}, ints: []int64{int64(o.NumHeads)}}, nil
 	case tt.Add:

@@ -178,6 +178,9 @@ extern "C" {
 /* ttnn::to_memory_config. T: input. O: 1 (its spec carries the new memory
  * config). */
 #define OFFCARD_TT_OP_TO_MEMORY_CONFIG 16
+/* ttnn::copy(src, dst): src's values into the existing dst (same logical
+ * shape and dtype; layouts and memory configs may differ). T: src, dst. */
+#define OFFCARD_TT_OP_COPY 17
 
 typedef struct offcard_tt_device offcard_tt_device;
 

@@ -49,6 +49,7 @@ const char *lb_op_name(int32_t c) {
     case OFFCARD_TT_OP_PLUS_ONE: return "plus_one";
     case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: return "rotary_embedding_llama";
     case OFFCARD_TT_OP_TO_MEMORY_CONFIG: return "to_memory_config";
+    case OFFCARD_TT_OP_COPY: return "copy";
   }
   return "";
 }
@@ -74,8 +75,9 @@ int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t 
       {1, 1, 1, 0},                /* plus_one */
       {4, 4, 0, 1},                /* rotary_embedding_llama */
       {1, 1, 0, 1},                /* to_memory_config */
+      {2, 2, 0, 0},                /* copy */
   };
-  if (code < 1 || code > OFFCARD_TT_OP_TO_MEMORY_CONFIG) return 0;
+  if (code < 1 || code > OFFCARD_TT_OP_COPY) return 0;
   *nt = f[code].nt, *nreq = f[code].nreq, *nints = f[code].nints, *nout = f[code].nout;
   return 1;
 }
@@ -355,6 +357,9 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (lb_volume(&t[1].s) < rows_of(&t[0].s)) FAIL("Output tensor holds fewer than %llu indices", (unsigned long long)rows_of(&t[0].s));
       return 0;
     case OFFCARD_TT_OP_TO_MEMORY_CONFIG:
+      return 0;
+    case OFFCARD_TT_OP_COPY:
+      if (!same_shape(&t[0].s, &t[1].s) || t[0].s.dtype != t[1].s.dtype) FAIL("copy needs the same shape and dtype");
       return 0;
     case OFFCARD_TT_OP_PLUS_ONE:
       if (t[0].s.dtype != OFFCARD_TT_INT32 && t[0].s.dtype != OFFCARD_TT_UINT32) FAIL("Only INT32 and UINT32 is supported for inputs!");
@@ -766,11 +771,12 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
       rc = lb_write_logical(d, name, &t[1], u);
       break;
     }
-    case OFFCARD_TT_OP_TO_MEMORY_CONFIG: {
+    case OFFCARD_TT_OP_TO_MEMORY_CONFIG:
+    case OFFCARD_TT_OP_COPY: {
       uint8_t *raw = malloc(lb_volume(&t[0].s) * lb_esize(t[0].s.dtype) + 1);
       if (!raw) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
       rc = lb_read_logical(d, name, &t[0], raw);
-      if (!rc) rc = lb_write_logical(d, name, &o->out[0], raw);
+      if (!rc) rc = lb_write_logical(d, name, o->code == OFFCARD_TT_OP_COPY ? &t[1] : &o->out[0], raw);
       free(raw);
       break;
     }

@@ -29,6 +29,7 @@
 
 #include "ttnn/device.hpp"
 #include "ttnn/operations/core/core.hpp"
+#include "ttnn/operations/data_movement/copy/copy.hpp"
 #include "ttnn/operations/embedding/embedding.hpp"
 #include "ttnn/operations/normalization/rmsnorm/rmsnorm.hpp"
 #include "ttnn/operations/matmul/matmul.hpp"
@@ -456,8 +457,9 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t op, const uint64_t *ts, uin
                                 "argmax",
                                 "plus_one",
                                 "rotary_embedding_llama",
-                                "to_memory_config"};
-  const char *name = op >= 1 && op <= OFFCARD_TT_OP_TO_MEMORY_CONFIG ? names[op] : "run";
+                                "to_memory_config",
+                                "copy"};
+  const char *name = op >= 1 && op <= OFFCARD_TT_OP_COPY ? names[op] : "run";
   return guard(name, [&] {
     if (!d || (!ts && nt) || (!ia && ni) || (!fa && nf) || (!outs && nouts)) fail(OFFCARD_TT_EARG, "NULL argument");
     auto T = [&](uint32_t i) -> Tensor & {
@@ -522,6 +524,9 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t op, const uint64_t *ts, uin
       case OFFCARD_TT_OP_TO_MEMORY_CONFIG:
         take_specs(0, 1);
         made.push_back(ttnn::to_memory_config(T(0), mem(0)));
+        break;
+      case OFFCARD_TT_OP_COPY:
+        ttnn::copy(T(0), T(1));
         break;
       case OFFCARD_TT_OP_PAGED_UPDATE_CACHE:
       case OFFCARD_TT_OP_PAGED_FUSED_UPDATE_CACHE: {
