@@ -78,13 +78,16 @@ func Judge(teacher []float32, ours int32, band float64, topK int) (Judgement, er
 		}
 	}
 	j := Judgement{Token: ours, TeacherTop: top, Rank: rank}
-	if !math.IsNaN(float64(mine)) {
+	switch {
+	case mine == teacher[top]:
+		// A tie with the top, infinite ones included (Inf-Inf is no gap).
+	case !math.IsNaN(float64(mine)):
 		j.GapNats = float64(teacher[top]) - float64(mine)
 		j.GapSteps = bf16.Steps(bf16.FromFloat32(teacher[top]), bf16.FromFloat32(mine))
 		if j.GapSteps < 0 {
 			j.GapSteps = -j.GapSteps
 		}
-	} else {
+	default:
 		j.GapNats = math.Inf(1)
 		j.GapSteps = math.MaxInt32
 	}

@@ -54,3 +54,17 @@ func TestJudgeGapSteps(t *testing.T) {
 		t.Errorf("1 vs 2: %d steps, want 128", j.GapSteps)
 	}
 }
+
+// Equal infinite maxima: our token ties the teacher's top, so it agrees
+// (Inf - Inf is NaN, not a gap).
+func TestJudgeInfiniteTie(t *testing.T) {
+	inf := float32(math.Inf(1))
+	j, err := Judge([]float32{inf, 0, inf}, 2, 0.5, 20)
+	if err != nil || j.Verdict != Agree || j.GapNats != 0 || j.GapSteps != 0 || j.Rank != 1 {
+		t.Fatalf("%+v %v", j, err)
+	}
+	j, _ = Judge([]float32{inf, 0, inf}, 1, 0.5, 1)
+	if j.Verdict != Far || !math.IsInf(j.GapNats, 1) {
+		t.Fatalf("finite under an infinite top: %+v", j)
+	}
+}

@@ -162,7 +162,7 @@ func (rec *recorder) machine(b Base) commands.Commands {
 // CaseResult is the outcome of one case of a campaign.
 type CaseResult struct {
 	Index int    `json:"index"`
-	Seed  uint64 `json:"seed"`
+	Seed  uint64 `json:"seed,string"`
 	// Scenario is the case's scenario (the script's header lines).
 	Scenario string `json:"scenario"`
 	Passed   bool   `json:"passed"`

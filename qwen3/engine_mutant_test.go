@@ -68,8 +68,8 @@ var seedMutants = []struct {
 	{"warm-pos-global-seed-eager", []edit{
 		{"if st.Regime != RegimeReplay || posDiffers {", "if (st.Regime != RegimeReplay && e.stats.Captures == 0) || (st.Regime == RegimeReplay && posDiffers) {"},
 		{"e.warm[e.ptW] = true", `e.warm[e.ptW] = true
-		if err := e.dev.WriteHost(e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
-			return nil, err
+		if err := e.dev.WriteHost(e.a.curPos, tt.HostInt32([]int{e.opt.Capacity}, tt.RowMajor, slices.Clone(e.devPos))); err != nil {
+			return err
 		}
 		for s := range e.devPos {
 			if e.devPos[s] >= 0 {

@@ -239,11 +239,59 @@ func (e *Engine) write(st *StepStats, t tt.Tensor, h tt.HostTensor) error {
 
 // step runs one device step over all slots (req[s].active marks the
 // step's users) and returns one Output per slot (zero for inactive slots).
+// It is the sequence below, each a named stage:
+//
+//  1. pageTable: the width policy over the active slots and the host's
+//     rows of the table (a new tensor on a width change);
+//  2. regime: cold, warm, capture or replay, from the engine's own state
+//     (releasing a trace the step can no longer replay);
+//  3. writeInputs: the page table when its rows changed, cur_pos and the
+//     rope index on every non-replay step, the tokens when they differ;
+//  4. run: the graph eagerly, or captured then executed, or replayed;
+//     then advance the host's mirror by the graph's plus_one;
+//  5. results: logits and next tokens read back; verify when asked;
+//  6. account: the step's stats into the engine's.
 func (e *Engine) step(req []slotReq, eagerOnly bool) ([]Output, error) {
-	C := e.opt.Capacity
 	var st StepStats
+	table, err := e.pageTable(&st, req)
+	if err != nil {
+		return nil, err
+	}
+	active := make([]bool, len(req))
+	for s, r := range req {
+		active[s] = r.active
+	}
+	if err := e.regime(&st, active, eagerOnly); err != nil {
+		return nil, err
+	}
+	if err := e.writeInputs(&st, req, table); err != nil {
+		return nil, err
+	}
+	if err := e.run(&st, active); err != nil {
+		e.mirror = false
+		return nil, err
+	}
+	e.plusOneRan()
+	outs, err := e.results(&st, req)
+	if err != nil {
+		e.mirror = false
+		return nil, err
+	}
+	if e.opt.Verify {
+		if err := e.verify(); err != nil {
+			return nil, err
+		}
+	}
+	e.account(st, eagerOnly)
+	return outs, nil
+}
 
-	// Page-table width: the policy over the active slots' block counts.
+// pageTable applies the width policy to the active slots' block counts
+// (allocating a new page table on any width change) and returns the
+// table's host rows: each active slot's blocks padded with PagePad, and
+// PagePad for every inactive slot.
+func (e *Engine) pageTable(st *StepStats, req []slotReq) ([]int32, error) {
+	C := e.opt.Capacity
 	longest := 0
 	for _, r := range req {
 		if r.active {
@@ -273,18 +321,19 @@ func (e *Engine) step(req []slotReq, eagerOnly bool) ([]Output, error) {
 			return nil, err
 		}
 	}
+	return table, nil
+}
 
-	// Regime, from the engine's own state.
-	active := make([]bool, C)
-	for s, r := range req {
-		active[s] = r.active
-	}
+// regime sets st.Regime from the engine's own state. In captured mode a
+// live trace is released first when it no longer fits the step (another
+// page table, another set of active slots, or recapture_every reached).
+func (e *Engine) regime(st *StepStats, active []bool, eagerOnly bool) error {
 	switch {
 	case e.opt.Mode == ModeCaptured && !eagerOnly:
 		if e.trace != nil && (e.trace.pt != e.pt.ID || !slices.Equal(e.trace.active, active) ||
 			(e.opt.RecaptureEvery > 0 && e.trace.steps >= e.opt.RecaptureEvery)) {
 			if err := e.dropTrace(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		switch {
@@ -300,11 +349,19 @@ func (e *Engine) step(req []slotReq, eagerOnly bool) ([]Output, error) {
 	default:
 		st.Regime = RegimeCold
 	}
+	return nil
+}
 
-	// Inputs.
+// writeInputs copies the step's inputs the device does not already hold:
+// the page table when its rows changed; cur_pos and the rope index on
+// every non-replay step (the re-seed cur_pos = seq_len - 1), and on a
+// replay only when they differ; the tokens when they differ from the
+// device's. Afterwards the host's mirror holds what the device holds.
+func (e *Engine) writeInputs(st *StepStats, req []slotReq, table []int32) error {
+	C := e.opt.Capacity
 	if e.ptHost == nil || !slices.Equal(table, e.ptHost) {
-		if err := e.write(&st, *e.pt, tt.HostInt32([]int{C, e.ptW}, tt.RowMajor, table)); err != nil {
-			return nil, fmt.Errorf("page table: %w", err)
+		if err := e.write(st, *e.pt, tt.HostInt32([]int{C, e.ptW}, tt.RowMajor, table)); err != nil {
+			return fmt.Errorf("page table: %w", err)
 		}
 		e.ptHost = table
 		st.PageTableWrite = true
@@ -341,17 +398,17 @@ func (e *Engine) step(req []slotReq, eagerOnly bool) ([]Output, error) {
 	// Every non-replay step re-seeds the positions; a replay writes them
 	// only when the device does not already hold them.
 	if st.Regime != RegimeReplay || posDiffers {
-		if err := e.write(&st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
-			return nil, fmt.Errorf("cur_pos: %w", err)
+		if err := e.write(st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
+			return fmt.Errorf("cur_pos: %w", err)
 		}
-		if err := e.write(&st, e.a.ropeIdx, tt.HostInt32([]int{1, 1, 1, C}, tt.RowMajor, rope)); err != nil {
-			return nil, fmt.Errorf("rope index: %w", err)
+		if err := e.write(st, e.a.ropeIdx, tt.HostInt32([]int{1, 1, 1, C}, tt.RowMajor, rope)); err != nil {
+			return fmt.Errorf("rope index: %w", err)
 		}
 		st.PosWrite = true
 	}
 	if tokDiffers {
-		if err := e.write(&st, e.a.tok, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, toks)); err != nil {
-			return nil, fmt.Errorf("tokens: %w", err)
+		if err := e.write(st, e.a.tok, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, toks)); err != nil {
+			return fmt.Errorf("tokens: %w", err)
 		}
 		st.TokenWrite = true
 	}
@@ -360,55 +417,63 @@ func (e *Engine) step(req []slotReq, eagerOnly bool) ([]Output, error) {
 	copy(e.devRope, rope)
 	copy(e.devTok, toks)
 	e.mirror = true
+	return nil
+}
 
-	// Run.
+// run executes the step's graph in its regime: eagerly (cold, warm; the
+// width is warm afterwards), captured into a new trace and executed
+// (capture), or the live trace executed (replay).
+func (e *Engine) run(st *StepStats, active []bool) error {
 	switch st.Regime {
 	case RegimeCold, RegimeWarm:
 		if err := e.forward(); err != nil {
-			e.mirror = false
-			return nil, err
+			return err
 		}
 		e.warm[e.ptW] = true
 	case RegimeCapture:
 		if err := e.capture(active); err != nil {
-			e.mirror = false
-			return nil, err
+			return err
 		}
 		if err := e.dev.Execute(e.trace.id); err != nil {
-			e.mirror = false
-			return nil, fmt.Errorf("execute trace: %w", err)
+			return fmt.Errorf("execute trace: %w", err)
 		}
 		e.trace.steps++
 	case RegimeReplay:
 		if err := e.dev.Execute(e.trace.id); err != nil {
-			e.mirror = false
-			return nil, fmt.Errorf("execute trace: %w", err)
+			return fmt.Errorf("execute trace: %w", err)
 		}
 		e.trace.steps++
 		e.stats.Replays++
 	}
-	// plus_one ran at the end of the graph.
+	return nil
+}
+
+// plusOneRan advances the host's mirror as the plus_one at the end of the
+// graph advanced the device: cur_pos skipping -1 (and saturating), the
+// rope index always.
+func (e *Engine) plusOneRan() {
 	for s := range e.devPos {
 		if e.devPos[s] >= 0 && e.devPos[s] < math.MaxInt32 {
 			e.devPos[s]++
 		}
 		e.devRope[s]++
 	}
+}
 
-	// Results.
+// results reads the logits and the argmax tokens back and returns one
+// Output per active slot (the token is the device's greedy choice).
+func (e *Engine) results(st *StepStats, req []slotReq) ([]Output, error) {
 	lh, err := e.dev.ReadHost(e.a.logits)
 	if err != nil {
-		e.mirror = false
 		return nil, fmt.Errorf("read logits: %w", err)
 	}
 	th, err := e.dev.ReadHost(e.a.tok)
 	if err != nil {
-		e.mirror = false
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
 	st.HostReads += 2
 	copy(e.devTok, th.Uint32s())
-	outs := make([]Output, C)
+	outs := make([]Output, len(req))
 	lv := lh.BF16s()
 	V := e.cfg.VocabSize
 	for s, r := range req {
@@ -419,13 +484,11 @@ func (e *Engine) step(req []slotReq, eagerOnly bool) ([]Output, error) {
 		bf16.ToFloat32s(logits, lv[s*V:(s+1)*V])
 		outs[s] = Output{Seq: r.seq, Pos: r.pos, Token: int32(e.devTok[s]), Logits: logits}
 	}
-	if e.opt.Verify {
-		if err := e.verify(); err != nil {
-			return nil, err
-		}
-	}
+	return outs, nil
+}
 
-	// Stats.
+// account adds the step's stats to the engine's and keeps them as Last.
+func (e *Engine) account(st StepStats, eagerOnly bool) {
 	e.last = st
 	e.stats.Steps++
 	if eagerOnly {
@@ -445,7 +508,6 @@ func (e *Engine) step(req []slotReq, eagerOnly bool) ([]Output, error) {
 	if st.PageTableWrite {
 		e.stats.PageTableWrites++
 	}
-	return outs, nil
 }
 
 // capture records the decode graph into a new trace.

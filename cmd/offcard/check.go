@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,20 +18,37 @@ func init() {
 	commands["check"] = command{"run the property campaign: random schedules vs the ref oracle, shrunk failures", runCheck}
 }
 
-// checkReport is the --json document.
+// checkReport is the --json document. Seeds are strings (a uint64 past
+// 2^53 does not survive a JSON number in jq or JavaScript); each case
+// carries its replay command.
 type checkReport struct {
-	Device string                `json:"device"`
-	Seed   uint64                `json:"seed"`
-	Cases  int                   `json:"cases"`
-	Passed int                   `json:"passed"`
-	Failed int                   `json:"failed"`
-	Saved  []string              `json:"saved,omitempty"`
-	Result []proptest.CaseResult `json:"results"`
+	Device     string     `json:"device"`
+	Seed       uint64     `json:"seed,string"`
+	Cases      int        `json:"cases"`
+	Passed     int        `json:"passed"`
+	Failed     int        `json:"failed"`
+	Saved      []string   `json:"saved,omitempty"`
+	SaveErrors []string   `json:"save_errors,omitempty"`
+	Result     []caseJSON `json:"results"`
+}
+
+// caseJSON is one case of the --json document.
+type caseJSON struct {
+	proptest.CaseResult
+	Replay string `json:"replay"`
+}
+
+func casesJSON(rs []proptest.CaseResult) []caseJSON {
+	cs := make([]caseJSON, len(rs))
+	for i, r := range rs {
+		cs[i] = caseJSON{CaseResult: r, Replay: r.ReplayCommand()}
+	}
+	return cs
 }
 
 // timedCase is a case result with its wall times (--json --times).
 type timedCase struct {
-	proptest.CaseResult
+	caseJSON
 	TimeToRed int64 `json:"time_to_red_ns,omitempty"`
 	Start     int64 `json:"start_ns"`
 	Elapsed   int64 `json:"elapsed_ns"`
@@ -41,22 +60,23 @@ type timedCase struct {
 // is the time from the start of the campaign until the first failing
 // command was observed, before any shrinking (absent when all passed).
 type timedReport struct {
-	Device    string      `json:"device"`
-	Seed      uint64      `json:"seed"`
-	Cases     int         `json:"cases"`
-	Passed    int         `json:"passed"`
-	Failed    int         `json:"failed"`
-	Saved     []string    `json:"saved,omitempty"`
-	TimeToRed int64       `json:"time_to_red_ns,omitempty"`
-	Elapsed   int64       `json:"elapsed_ns"`
-	Result    []timedCase `json:"results"`
+	Device     string      `json:"device"`
+	Seed       uint64      `json:"seed,string"`
+	Cases      int         `json:"cases"`
+	Passed     int         `json:"passed"`
+	Failed     int         `json:"failed"`
+	Saved      []string    `json:"saved,omitempty"`
+	SaveErrors []string    `json:"save_errors,omitempty"`
+	TimeToRed  int64       `json:"time_to_red_ns,omitempty"`
+	Elapsed    int64       `json:"elapsed_ns"`
+	Result     []timedCase `json:"results"`
 }
 
 // checkFactory builds the SUT of --device sim; tests replace it.
 var checkFactory proptest.Factory = proptest.SimFactory
 
 func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--json [--times]] [--save DIR]")
+	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--json [--times]] [--save DIR] [--dump FILE.jsonl]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
 	engine := fs.String("engine", "", "run the tolerant mode against an engine process speaking the line protocol: `'CMD ARGS'`, split at spaces (no shell); a fresh process per schedule run")
 	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take before the engine counts as hung and is killed (default 10s; hello 60s)")
@@ -65,6 +85,7 @@ func runCheck(e *env, args []string) error {
 	seed := fs.Uint64("seed", proptest.DefaultSeed, "campaign seed; case i runs with a seed derived from (S, i), case 0 with S itself")
 	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
 	times := fs.Bool("times", false, "with --json: add wall times (time_to_red_ns: campaign start to the first failing command, before shrinking; per case start_ns, elapsed_ns, time_to_red_ns)")
+	dumpPath := fs.String("dump", "", "run the first failing case's shrunk script once more and write the engine's tokens to `FILE.jsonl` (for offcard adjudicate; nothing is written when every case passes)")
 	save := fs.String("save", "", "write each failure's shrunk script into `DIR` (e.g. proptest/testdata/regressions)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -104,6 +125,13 @@ func runCheck(e *env, args []string) error {
 	if *times && !*asJSON {
 		return bad("--times goes with --json")
 	}
+	// --save is checked before the campaign: a directory (created if
+	// missing) that a script can be written into.
+	if *save != "" {
+		if err := checkSaveDir(*save); err != nil {
+			return err
+		}
+	}
 	opt := proptest.Options{Seed: *seed, Cases: *cases, Factory: factory, Base: proptest.Base{Device: *device}}
 	if *device == proptest.CardDevice {
 		opt.ReplayArgs = "--device tt --lib " + *lib
@@ -126,17 +154,26 @@ func runCheck(e *env, args []string) error {
 	rs := proptest.Campaign(opt)
 	elapsed := time.Since(t0)
 	passed, failed := proptest.Summary(rs)
-	var saved []string
+	// A failed save is reported after the verdict and never hides it.
+	var saved, saveErrs []string
 	if *save != "" {
+		saved, saveErrs = saveScripts(*save, rs)
+	}
+	var dumped string
+	if *dumpPath != "" {
 		for _, r := range rs {
 			if r.Passed || r.Script == nil {
 				continue
 			}
-			p, err := r.Save(*save)
+			cmd, err := dumpCase(*dumpPath, *r.Script, factory)
 			if err != nil {
-				return fmt.Errorf("save: %w", err)
+				return fmt.Errorf("dump: %w", err)
 			}
-			saved = append(saved, p)
+			dumped = fmt.Sprintf("dumped case %d's shrunk script to %s; judge it: %s", r.Index, *dumpPath, cmd)
+			break
+		}
+		if dumped == "" {
+			dumped = "every case passed: no dump written"
 		}
 	}
 	out := bufio.NewWriter(e.stdout)
@@ -144,15 +181,17 @@ func runCheck(e *env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved, Result: rs}
+		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
+			Saved: saved, SaveErrors: saveErrs, Result: casesJSON(rs)}
 		if *times {
-			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed, Saved: saved,
+			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
+				Saved: saved, SaveErrors: saveErrs,
 				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
 			if t, ok := proptest.TimeToRed(rs); ok {
 				tr.TimeToRed = max(t.Nanoseconds(), 1)
 			}
-			for i, r := range rs {
-				tr.Result[i] = timedCase{CaseResult: r, TimeToRed: r.TimeToFail.Nanoseconds(), Start: r.Start.Nanoseconds(), Elapsed: r.Elapsed.Nanoseconds()}
+			for i, r := range casesJSON(rs) {
+				tr.Result[i] = timedCase{caseJSON: r, TimeToRed: r.TimeToFail.Nanoseconds(), Start: r.Start.Nanoseconds(), Elapsed: r.Elapsed.Nanoseconds()}
 			}
 			doc = tr
 		}
@@ -160,6 +199,9 @@ func runCheck(e *env, args []string) error {
 			return err
 		}
 		fmt.Fprintln(e.stderr, summary)
+		if dumped != "" {
+			fmt.Fprintln(e.stderr, dumped)
+		}
 	} else {
 		if *engine != "" {
 			fmt.Fprintf(out, "offcard check: engine %q (tolerant mode), seed %d, %d cases\n", *engine, *seed, *cases)
@@ -174,10 +216,16 @@ func runCheck(e *env, args []string) error {
 		for _, p := range saved {
 			fmt.Fprintf(out, "saved %s\n", p)
 		}
+		if dumped != "" {
+			fmt.Fprintln(out, dumped)
+		}
 		fmt.Fprintln(out, summary)
 	}
 	if err := out.Flush(); err != nil {
 		return err
+	}
+	for _, m := range saveErrs {
+		fmt.Fprintf(e.stderr, "offcard check: save: %s\n", m)
 	}
 	if failed > 0 {
 		return errFound
@@ -216,4 +264,35 @@ func cardFactory(lib string) (proptest.Factory, error) {
 		return nil, bad("--lib: %v", err)
 	}
 	return proptest.CardFactory(lib, proptest.Tolerance{}), nil
+}
+
+// checkSaveDir makes sure dir is a directory a script can be written
+// into, creating it if missing.
+func checkSaveDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return bad("--save %s: %v", dir, pathErr(err))
+	}
+	probe, err := createAtomic(filepath.Join(dir, "probe"))
+	if err != nil {
+		return bad("--save %s: not writable: %v", dir, pathErr(err))
+	}
+	probe.Abort()
+	return nil
+}
+
+// saveScripts writes each failing case's shrunk script into dir as
+// <property>-<seed>.script and returns the paths written and the errors.
+func saveScripts(dir string, rs []proptest.CaseResult) (saved, errs []string) {
+	for _, r := range rs {
+		if r.Passed || r.Script == nil || r.Failure == nil {
+			continue
+		}
+		p := filepath.Join(dir, fmt.Sprintf("%s-%d.script", r.Failure.Property, r.Seed))
+		if err := writeFileAtomic(p, []byte(r.RegressionScript().String())); err != nil {
+			errs = append(errs, oneLine(err.Error()))
+			continue
+		}
+		saved = append(saved, p)
+	}
+	return saved, errs
 }

@@ -2,11 +2,7 @@ package main
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/dump"
 	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/qwen3/tokenizer"
@@ -61,74 +57,6 @@ func (m *modelFlags) load(notice func(string)) (*qwen3.Weights, error) {
 	return nil, bad("need --model DIR or --synth tiny|qwen3-0.6b")
 }
 
-// dumpRecord is one line of the JSONL dump shared by generate, sim,
-// adjudicate and conform (documented in the README).
-type dumpRecord struct {
-	Step      int       `json:"step"`
-	Seq       int       `json:"seq"`
-	Pos       int       `json:"pos"`
-	Token     int32     `json:"token"`
-	TopIDs    []int32   `json:"top_ids"`
-	TopLogits []float32 `json:"top_logits"`
-	// GapSteps is the top-1/top-2 logit gap in representable bf16 steps.
-	GapSteps int `json:"gap_steps"`
-	// Digest is the first 16 hex digits of the sha256 of the full logits row
-	// as little-endian float32.
-	Digest string `json:"digest"`
-}
-
-const dumpTopK = 8
-
-func newDumpRecord(step int, o qwen3.Output) dumpRecord {
-	ids := topK(o.Logits, dumpTopK)
-	r := dumpRecord{Step: step, Seq: int(o.Seq), Pos: o.Pos, Token: o.Token, TopIDs: ids, Digest: logitsDigest(o.Logits)}
-	for _, id := range ids {
-		r.TopLogits = append(r.TopLogits, o.Logits[id])
-	}
-	if len(ids) > 1 {
-		r.GapSteps = bf16.Steps(bf16.FromFloat32(o.Logits[ids[0]]), bf16.FromFloat32(o.Logits[ids[1]]))
-	}
-	return r
-}
-
-// topK returns the indices of the k largest values, larger first, lower index
-// first among equals (so topK(v,1)[0] is the greedy token).
-func topK(v []float32, k int) []int32 {
-	if k > len(v) {
-		k = len(v)
-	}
-	out := make([]int32, 0, k+1)
-	for i, x := range v {
-		if x != x {
-			continue
-		}
-		j := len(out)
-		for j > 0 && v[out[j-1]] < x {
-			j--
-		}
-		if j >= k {
-			continue
-		}
-		out = append(out, 0)
-		copy(out[j+1:], out[j:])
-		out[j] = int32(i)
-		if len(out) > k {
-			out = out[:k]
-		}
-	}
-	return out
-}
-
-func logitsDigest(l []float32) string {
-	h := sha256.New()
-	var b [4]byte
-	for _, x := range l {
-		binary.LittleEndian.PutUint32(b[:], math.Float32bits(x))
-		h.Write(b[:])
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
 func parseIDs(s string, vocab int) ([]int32, error) {
 	var ids []int32
 	for _, f := range strings.Split(s, ",") {
@@ -151,7 +79,7 @@ func runGenerate(e *env, args []string) error {
 	tokPath := fs.String("tokenizer", "", "tokenizer.json `FILE` (default DIR/tokenizer.json with --model)")
 	steps := fs.Int("steps", 16, "number of tokens to generate (0: process the prompt only)")
 	threads := fs.Int("threads", 0, "worker threads (0: GOMAXPROCS)")
-	dumpPath := fs.String("dump", "", "write one JSON object per generated token to `FILE.jsonl`")
+	dumpPath := fs.String("dump", "", "write the dump (a prompt record, then one step record per generated token) to `FILE.jsonl`")
 	logitsPath := fs.String("logits-out", "", "write raw little-endian float32 logits of every processed position to `FILE` ([positions × vocab])")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -201,16 +129,20 @@ func runGenerate(e *env, args []string) error {
 		}
 	default:
 		ids = []int32{int32(cfg.BOSTokenID)}
+		fmt.Fprintf(e.stderr, "offcard generate: no --prompt or --prompt-ids: starting from the BOS token %d alone\n", cfg.BOSTokenID)
 	}
 	if len(ids) == 0 {
 		return bad("the prompt is empty")
 	}
+	if n, max := len(ids)+max(*steps-1, 0), cfg.MaxPositionEmbeddings; max > 0 && n > max {
+		return bad("a prompt of %d tokens and --steps %d need %d positions; the model has max_position_embeddings %d", len(ids), *steps, n, max)
+	}
 
-	var dump, logits *atomicFile
+	var dumpFile, logits *atomicFile
 	for _, o := range []struct {
 		path string
 		f    **atomicFile
-	}{{*dumpPath, &dump}, {*logitsPath, &logits}} {
+	}{{*dumpPath, &dumpFile}, {*logitsPath, &logits}} {
 		if o.path == "" {
 			continue
 		}
@@ -239,11 +171,12 @@ func runGenerate(e *env, args []string) error {
 	if logits != nil {
 		lw = bufio.NewWriterSize(logits, 1<<20)
 	}
-	var dw *json.Encoder
-	var dbuf *bufio.Writer
-	if dump != nil {
-		dbuf = bufio.NewWriter(dump)
-		dw = json.NewEncoder(dbuf)
+	var dw *dump.Writer
+	if dumpFile != nil {
+		dw = dump.NewWriter(dumpFile)
+		if err := dw.Prompt(0, ids); err != nil {
+			return err
+		}
 	}
 	writeLogits := func(outs []qwen3.Output) error {
 		if lw == nil {
@@ -271,7 +204,7 @@ func runGenerate(e *env, args []string) error {
 	for step := 0; step < *steps; step++ {
 		gen = append(gen, last.Token)
 		if dw != nil {
-			if err := dw.Encode(newDumpRecord(step, last)); err != nil {
+			if err := dw.Step(dumpStep(step, last)); err != nil {
 				return err
 			}
 		}
@@ -293,17 +226,17 @@ func runGenerate(e *env, args []string) error {
 	prog.done()
 	if lw != nil {
 		if err := lw.Flush(); err != nil {
-			return err
+			return fmt.Errorf("write %s: %v", *logitsPath, pathErr(err))
 		}
 		if err := logits.Commit(); err != nil {
 			return err
 		}
 	}
-	if dbuf != nil {
-		if err := dbuf.Flush(); err != nil {
-			return err
+	if dw != nil {
+		if err := dw.Flush(); err != nil {
+			return fmt.Errorf("write %s: %v", *dumpPath, pathErr(err))
 		}
-		if err := dump.Commit(); err != nil {
+		if err := dumpFile.Commit(); err != nil {
 			return err
 		}
 	}
@@ -359,5 +292,3 @@ func (p *progress) done() {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 }
-
-var _ = errors.New

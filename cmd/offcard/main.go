@@ -30,9 +30,10 @@ type env struct {
 
 // Exit codes of the command-line contract.
 const (
-	exitOK    = 0
-	exitFound = 1 // a check found a difference
-	exitBad   = 2 // bad usage or bad input
+	exitOK       = 0
+	exitFound    = 1 // a check found a difference
+	exitBad      = 2 // bad usage or bad input
+	exitInternal = 3 // a bug of offcard itself (a recovered panic)
 )
 
 // badInput marks an error caused by the user's arguments or files: exit 2.
@@ -54,16 +55,24 @@ func main() {
 func run(args []string, e *env) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(e.stderr, "offcard: internal error: %v\n", r)
-			code = 3
+			fmt.Fprintf(e.stderr, "offcard: internal error (a bug of offcard, please report it): %v\n", r)
+			code = exitInternal
 		}
 	}()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	switch {
+	case len(args) == 0:
 		usage(e.stderr)
-		if len(args) == 0 {
+		return exitBad
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "help" && len(args) == 1:
+		usage(e.stdout)
+		return exitOK
+	case args[0] == "help":
+		// offcard help CMD is offcard CMD --help.
+		if _, ok := commands[args[1]]; !ok || len(args) > 2 {
+			fmt.Fprintf(e.stderr, "offcard help: no command %q (try offcard --help)\n", strings.Join(args[1:], " "))
 			return exitBad
 		}
-		return exitOK
+		args = []string{args[1], "--help"}
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -84,7 +93,7 @@ func run(args []string, e *env) (code int) {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: offcard <command> [flags]   (offcard <command> --help for its flags)")
+	fmt.Fprintln(w, "usage: offcard <command> [flags]   (offcard help <command>, or offcard <command> --help, for its flags)")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
@@ -93,6 +102,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
+	fmt.Fprintln(w, "exit codes: 0 ok, 1 a check found a difference, 2 bad usage or input, 3 an internal error of offcard")
 }
 
 // flags is a command's flag set. Parse errors become one line printed by
@@ -112,19 +122,61 @@ func newFlags(e *env, name, synopsis string) *flags {
 
 // parse parses args and rejects stray positional arguments.
 func (f *flags) parse(args []string) error {
-	if err := f.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(f.e.stderr, "usage: offcard %s %s\n", f.Name(), f.synopsis)
-			f.SetOutput(f.e.stderr)
-			f.PrintDefaults()
-			return err
-		}
-		return badInput{err}
+	if err := f.parseFlags(args); err != nil {
+		return err
 	}
 	if f.NArg() > 0 {
 		return bad("unexpected argument %q", f.Arg(0))
 	}
 	return nil
+}
+
+// parseOne parses args that hold one positional argument (what), before
+// or after the flags, and returns it.
+func (f *flags) parseOne(args []string, what string) (string, error) {
+	var arg string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		arg, args = args[0], args[1:]
+	}
+	if err := f.parseFlags(args); err != nil {
+		return "", err
+	}
+	rest := f.Args()
+	if arg == "" && len(rest) > 0 {
+		arg, rest = rest[0], rest[1:]
+		if err := f.parseFlags(rest); err != nil {
+			return "", err
+		}
+		rest = f.Args()
+	}
+	if len(rest) > 0 {
+		return "", bad("unexpected argument %q", rest[0])
+	}
+	if arg == "" {
+		return "", bad("need %s", what)
+	}
+	return arg, nil
+}
+
+// parseFlags parses the flags of args; --help prints the usage on stdout.
+func (f *flags) parseFlags(args []string) error {
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(f.e.stdout, "usage: offcard %s %s\n", f.Name(), f.synopsis)
+			f.SetOutput(f.e.stdout)
+			f.PrintDefaults()
+			return err
+		}
+		return badInput{err}
+	}
+	return nil
+}
+
+// flagSet reports whether the flag called name was given.
+func flagSet(f *flags, name string) bool {
+	set := false
+	f.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
 }
 
 func oneLine(s string) string {

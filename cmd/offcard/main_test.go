@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/offcard/offcard/dump"
 )
 
 // runCLI runs offcard in-process and returns its exit code and streams.
@@ -57,29 +60,22 @@ func TestDumpRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("%d dump lines, want 4", len(lines))
+	if len(lines) != 1+4 {
+		t.Fatalf("%d dump lines, want a prompt record and 4 steps", len(lines))
 	}
-	for i, l := range lines {
-		var r dumpRecord
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Step != i || r.Pos != 1+i || len(r.TopIDs) != dumpTopK || r.TopIDs[0] != r.Token || len(r.Digest) != 16 {
+	d, err := dump.Read(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Seqs) != 1 || !slices.Equal(d.Seqs[0].Prompt, []int32{1, 2}) {
+		t.Fatalf("want one sequence with prompt 1 2: %s", data)
+	}
+	for i, r := range d.Seqs[0].Steps {
+		if r.Step != i || r.Pos != 1+i || len(r.TopIDs) != dumpTopK || r.TopIDs[0] != r.Token || len(r.Digest) != 16 || r.GapSteps < 0 {
 			t.Fatalf("bad record %d: %+v", i, r)
 		}
 		if r.TopLogits[0] < r.TopLogits[1] {
 			t.Fatalf("top logits not sorted: %v", r.TopLogits)
-		}
-	}
-}
-
-func TestTopK(t *testing.T) {
-	got := topK([]float32{1, 3, 3, 2, -1, 3}, 4)
-	want := []int32{1, 2, 5, 3}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("topK = %v, want %v", got, want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/offcard/offcard/proptest/mutants"
@@ -25,7 +26,7 @@ func runMutants(e *env, args []string) error {
 	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR]")
 	only := fs.String("only", "", "run only these mutants (comma-separated `NAMES`)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
-	cases := fs.Int("cases", 0, "`N` cases for each mutant's offcard check (0: check's default)")
+	cases := fs.Int("cases", 0, "`N` cases for each mutant's offcard check (default: check's)")
 	seed := fs.String("seed", "", "campaign seed `S` for offcard check (default: check's)")
 	repo := fs.String("repo", "", "the offcard source tree `DIR` (default: the module root above the working directory)")
 	keep := fs.String("keep", "", "keep each mutant's overlay, binary and check output under `DIR`/NAME")
@@ -34,8 +35,14 @@ func runMutants(e *env, args []string) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if *cases < 0 {
-		return bad("--cases %d: want a positive number", *cases)
+	// Usage is checked before anything is built.
+	if *cases < 0 || *cases == 0 && flagSet(fs, "cases") {
+		return bad("--cases %d: want at least 1 (leave it out for check's default)", *cases)
+	}
+	if *seed != "" {
+		if _, err := strconv.ParseUint(*seed, 10, 64); err != nil {
+			return bad("--seed %q: want an unsigned 64-bit integer", *seed)
+		}
 	}
 	ms := mutants.Catalog
 	if *only != "" {

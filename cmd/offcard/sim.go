@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -26,6 +27,7 @@ type simRun struct {
 	blockSize, recaptureEvery int
 	batch, promptLen, steps   int
 	strict                    bool
+	dump                      string
 }
 
 func runSim(e *env, args []string) error {
@@ -42,6 +44,7 @@ func runSim(e *env, args []string) error {
 	fs.IntVar(&r.steps, "steps", 40, "decode steps")
 	fs.BoolVar(&r.strict, "strict", false, "strict mode: the simulator's sanitizer; a finding fails the run")
 	fs.StringVar(&r.arch, "arch", "wormhole", "wormhole or blackhole")
+	fs.StringVar(&r.dump, "dump", "", "write the engine's tokens to `FILE.jsonl` (a prompt record per sequence, a step record per generated token; also when a property fails)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -49,7 +52,22 @@ func runSim(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runTranscript(e, s)
+	if r.dump == "" {
+		return runTranscript(e, s, nil)
+	}
+	f, err := createAtomic(r.dump)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	dw := newDumpRecorder(f)
+	if err := runTranscript(e, s, dw); err != nil && !errors.Is(err, errFound) {
+		return err
+	} else if cerr := dw.commit(f); cerr != nil {
+		return cerr
+	} else {
+		return err
+	}
 }
 
 // script turns the flags into a proptest script.
@@ -110,9 +128,9 @@ func (r *simRun) script() (proptest.Script, error) {
 // runTranscript runs s on the engine on sim against ref and prints a line
 // per engine call: a step's verdict is known when the suite lets the next
 // call start, or at the end.
-func runTranscript(e *env, s proptest.Script) error {
+func runTranscript(e *env, s proptest.Script, rec *dumpRecorder) error {
 	fmt.Fprintf(e.stdout, "offcard sim:\n%s\n", indent(s.String()))
-	t := &transcript{w: e.stdout}
+	t := &transcript{w: e.stdout, rec: rec}
 	fail, stats, err := proptest.RunScript(s, func(sc proptest.Scenario) (proptest.SUT, error) {
 		sut, err := proptest.SimFactory(sc)
 		if err != nil {
@@ -158,6 +176,7 @@ type transcript struct {
 	sut     *proptest.SimSUT
 	pending string // the last call's line, awaiting its verdict
 	step    int
+	rec     *dumpRecorder // --dump, or nil
 }
 
 func (t *transcript) flush(verdict string) {
@@ -184,6 +203,9 @@ type transcriptDecoder struct {
 func (d transcriptDecoder) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
 	d.t.flush("equal")
 	out, err := d.Decoder.Prefill(p)
+	if err == nil {
+		d.t.rec.prefill(p, out)
+	}
 	d.t.pending = fmt.Sprintf("prefill seq %d: %d positions", p.Seq, len(p.Tokens))
 	return out, err
 }
@@ -194,6 +216,9 @@ func (d transcriptDecoder) Decode(batch []qwen3.Step) ([]qwen3.Output, error) {
 		fmt.Fprintln(d.t.w, "step  seqs  positions   regime   width  host-writes  ref")
 	}
 	out, err := d.Decoder.Decode(batch)
+	if err == nil {
+		d.t.rec.decode(out)
+	}
 	lo, hi := batch[0].Pos, batch[0].Pos
 	for _, s := range batch {
 		lo, hi = min(lo, s.Pos), max(hi, s.Pos)

@@ -52,7 +52,7 @@ func runTokenize(e *env, args []string) error {
 			fmt.Fprintln(out, joinIDs(tok.Encode(string(in))))
 			return nil
 		}
-		ids, err := parseIDList(strings.FieldsFunc(string(in), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }))
+		ids, err := parseIDList(tok.VocabSize(), strings.FieldsFunc(string(in), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' }))
 		if err != nil {
 			return err
 		}
@@ -71,6 +71,11 @@ func runTokenize(e *env, args []string) error {
 			var ids []int32
 			if err := json.Unmarshal(sc.Bytes(), &ids); err != nil {
 				return bad("line %d: want a JSON array of token ids: %v", line, err)
+			}
+			for _, id := range ids {
+				if id < 0 || int(id) >= tok.VocabSize() {
+					return bad("line %d: token id %d is outside the tokenizer's vocabulary [0,%d)", line, id, tok.VocabSize())
+				}
 			}
 			if err := enc.Encode(tok.Decode(ids)); err != nil {
 				return err
@@ -92,12 +97,16 @@ func runTokenize(e *env, args []string) error {
 	return sc.Err()
 }
 
-func parseIDList(fields []string) ([]int32, error) {
+// parseIDList parses token ids in [0,vocab).
+func parseIDList(vocab int, fields []string) ([]int32, error) {
 	ids := make([]int32, 0, len(fields))
 	for _, f := range fields {
 		n, err := strconv.ParseInt(f, 10, 32)
 		if err != nil || n < 0 {
 			return nil, bad("%q is not a token id", f)
+		}
+		if n >= int64(vocab) {
+			return nil, bad("token id %d is outside the tokenizer's vocabulary [0,%d)", n, vocab)
 		}
 		ids = append(ids, int32(n))
 	}

@@ -18,25 +18,25 @@ const ModulePath = "github.com/offcard/offcard"
 // slash-separated path relative to the module root) when the edit is
 // applied.
 type Edit struct {
-	File string
-	Old  string
-	New  string
+	File string `json:"file"`
+	Old  string `json:"old"`
+	New  string `json:"new"`
 }
 
 // Mutant is one named bug.
 type Mutant struct {
 	// Name is the catalog name (offcard mutants --only NAME).
-	Name string
+	Name string `json:"name"`
 	// Idea is the bug in one sentence.
-	Idea string
+	Idea string `json:"idea"`
 	// Seed marks the seed's own bugs (seed-fix-1498).
-	Seed bool
+	Seed bool `json:"seed_bug,omitempty"`
 	// Expect says where the suite should go red and why.
-	Expect string
+	Expect string `json:"expect"`
 	// Notes documents choices (faithfulness, equivalence).
-	Notes string
+	Notes string `json:"notes,omitempty"`
 	// Edits are applied in order, each to the previous one's result.
-	Edits []Edit
+	Edits []Edit `json:"edits"`
 }
 
 // Files lists the files the mutant edits, sorted.

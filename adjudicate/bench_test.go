@@ -1,0 +1,46 @@
+package adjudicate
+
+import (
+	"testing"
+
+	"github.com/offcard/offcard/dump"
+	"github.com/offcard/offcard/qwen3"
+)
+
+// BenchmarkForce1000 is the adjudication time per 1,000 positions: one
+// op judges a sequence of 1,000 generated tokens (after an 8-token
+// prompt) teacher-forced on ref, on the tiny preset and on the qwen3-0.6b
+// shape (synthetic weights). The tokens are arbitrary: the cost does not
+// depend on them. Run the 0.6b case with -benchtime=1x.
+func BenchmarkForce1000(b *testing.B) {
+	for _, preset := range []string{"tiny", "qwen3-0.6b"} {
+		b.Run(preset, func(b *testing.B) {
+			cfg, err := qwen3.Preset(preset)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w, err := qwen3.Synth(cfg, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := &dump.Sequence{Prompt: []int32{1, 2, 3, 4, 5, 6, 7, 8}}
+			for i := range 1000 {
+				s.Steps = append(s.Steps, dump.Step{Pos: 7 + i, Token: int32((i * 7919) % cfg.VocabSize)})
+			}
+			d := &dump.Dump{Seqs: []*dump.Sequence{s}}
+			teacher, err := NewTeacher(w, d, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer teacher.Close()
+			b.ResetTimer()
+			for range b.N {
+				r, err := Force(teacher, s, Options{})
+				if err != nil || len(r.Positions) != 1000 {
+					b.Fatalf("%v, %d positions", err, len(r.Positions))
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/1000positions")
+		})
+	}
+}
