@@ -27,11 +27,11 @@ func TestCMutantsFailTheirCase(t *testing.T) {
 	dir := t.TempDir()
 	for _, m := range cMutants {
 		t.Run(m.name, func(t *testing.T) {
-			lib, err := tthwtest.Build(filepath.Join(dir, m.name+".so"), map[string]string{m.file: m.old + "\x00" + m.new})
+			lib, err := tthwtest.Build(filepath.Join(dir, m.name+".so"), tthwtest.Edit{File: m.file, Old: m.old, New: m.new})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := conform.Run(conform.Options{Lib: lib}, conform.Cases(), nil)
+			rep, err := conform.Run(conform.Options{Lib: lib, Only: m.fails}, conform.Cases(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

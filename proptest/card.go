@@ -73,10 +73,14 @@ type callLog struct {
 	d      qwen3.Decoder
 	bs     int
 	wrote  map[[2]int64][2]int // (block, row) -> (seq, pos)
+	owner  map[int64][2]int    // block -> (seq, index in its table) of the call's sequences
 	before func() error        // runs after wrote is set, before the call
 }
 
 func (r *callLog) note(seq qwen3.SeqID, pos int, blocks []int32, bs int) {
+	for j, b := range blocks {
+		r.owner[int64(b)] = [2]int{int(seq), j}
+	}
 	if pos/bs < len(blocks) {
 		r.wrote[[2]int64{int64(blocks[pos/bs]), int64(pos % bs)}] = [2]int{int(seq), pos}
 	}
@@ -86,7 +90,7 @@ func (r *callLog) Config() qwen3.Config { return r.d.Config() }
 func (r *callLog) BlockSize() int       { return r.d.BlockSize() }
 
 func (r *callLog) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
-	r.wrote = map[[2]int64][2]int{}
+	r.wrote, r.owner = map[[2]int64][2]int{}, map[int64][2]int{}
 	for i := range p.Tokens {
 		r.note(p.Seq, i, p.Blocks, r.bs)
 	}
@@ -97,7 +101,7 @@ func (r *callLog) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
 }
 
 func (r *callLog) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
-	r.wrote = map[[2]int64][2]int{}
+	r.wrote, r.owner = map[[2]int64][2]int{}, map[int64][2]int{}
 	for _, s := range b {
 		r.note(s.Seq, s.Pos, s.Blocks, r.bs)
 	}
@@ -108,7 +112,7 @@ func (r *callLog) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
 }
 
 func (r *callLog) Finish(s qwen3.SeqID) error {
-	r.wrote = map[[2]int64][2]int{}
+	r.wrote, r.owner = map[[2]int64][2]int{}, map[int64][2]int{}
 	return r.d.Finish(s)
 }
 
@@ -238,9 +242,12 @@ func (s *CardSUT) poison() error {
 // against the previous read: every (layer, K/V, block, row) whose values
 // changed is one write. It is named after the sequence and position of the
 // call that should have written there (Slot holds the sequence, as the
-// tolerant mode expects); a change where no sequence of the call wrote is
-// reported with Slot and Pos -1. A write of the very values a row already
-// held is invisible to a diff.
+// tolerant mode expects). A change elsewhere in a block of one of the
+// call's sequences is named after that sequence and the position the host
+// table gives the row (a write that landed at the wrong position); a
+// change in a block no sequence of the call holds is reported with Slot
+// and Pos -1. The rows a call should write are poisoned before it, so a
+// write of the values a row held before is seen too.
 func (s *CardSUT) TakeKVWrites() ([]KVWrite, error) {
 	now, err := s.readCaches()
 	if err != nil {
@@ -269,6 +276,8 @@ func (s *CardSUT) TakeKVWrites() ([]KVWrite, error) {
 				w := KVWrite{Layer: l, Value: i == 1, Slot: -1, Pos: -1, Block: key[0], Row: key[1]}
 				if sp, ok := s.rec.wrote[key]; ok {
 					w.Slot, w.Pos = sp[0], int64(sp[1])
+				} else if o, ok := s.rec.owner[key[0]]; ok {
+					w.Slot, w.Pos = o[0], int64(o[1]*s.bs+row)
 				}
 				out = append(out, w)
 			}

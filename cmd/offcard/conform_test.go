@@ -48,7 +48,7 @@ func TestConformLoopback(t *testing.T) {
 // names the case, and the JUnit report marks it failed.
 func TestConformMutantExits1(t *testing.T) {
 	dir := t.TempDir()
-	lib, err := tthwtest.Build(filepath.Join(dir, "mut.so"), map[string]string{"ops.c": "if (raw == 0xFFFFFFFFu) continue;\x00"})
+	lib, err := tthwtest.Build(filepath.Join(dir, "mut.so"), tthwtest.Edit{File: "ops.c", Old: "if (raw == 0xFFFFFFFFu) continue;"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func init() {
 var mutantsWorkDir = os.Getwd
 
 func runMutants(e *env, args []string) error {
-	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR]")
+	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--device sim|tt --lib PATH] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR]")
 	only := fs.String("only", "", "run only these mutants (comma-separated `NAMES`)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	cases := fs.Int("cases", 0, "`N` cases for each mutant's offcard check (default: check's)")
@@ -31,6 +31,8 @@ func runMutants(e *env, args []string) error {
 	repo := fs.String("repo", "", "the offcard source tree `DIR` (default: the module root above the working directory)")
 	keep := fs.String("keep", "", "keep each mutant's overlay, binary and check output under `DIR`/NAME")
 	list := fs.Bool("list", false, "list the catalog (name, idea, expected red) and exit")
+	device := fs.String("device", "sim", "run each mutant's check on `DEVICE`: sim, or tt (a device library, --lib; mutants the catalog marks as needing sim are skipped)")
+	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	overlayDir := fs.String("overlay", "", "only write each mutant's overlay under `DIR`/NAME (for go test -overlay) and print their paths")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -54,6 +56,35 @@ func runMutants(e *env, args []string) error {
 			}
 			ms = append(ms, m)
 		}
+	}
+	var checkArgs []string
+	switch *device {
+	case "sim":
+		if *lib != "" {
+			return bad("--lib goes with --device tt")
+		}
+	case "tt":
+		if _, err := cardFactory(*lib); err != nil {
+			return err
+		}
+		abs, err := filepath.Abs(*lib)
+		if err != nil {
+			return badInput{err}
+		}
+		checkArgs = []string{"--device", "tt", "--lib", abs}
+		var run []mutants.Mutant
+		for _, m := range ms {
+			if m.NeedsSim != "" {
+				if !*asJSON && !*list {
+					fmt.Fprintf(e.stdout, "skip %s: needs sim: %s\n", m.Name, m.NeedsSim)
+				}
+				continue
+			}
+			run = append(run, m)
+		}
+		ms = run
+	default:
+		return bad("--device %q: want sim or tt", *device)
 	}
 	if *list {
 		return listMutants(e.stdout, ms, *asJSON)
@@ -85,7 +116,7 @@ func runMutants(e *env, args []string) error {
 		}
 		return nil
 	}
-	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep}
+	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep, CheckArgs: checkArgs}
 	if e.stderrTTY {
 		cfg.Progress = e.stderr
 	}

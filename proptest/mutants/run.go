@@ -45,6 +45,9 @@ type Config struct {
 	// KeepDir, when set, keeps each mutant's overlay, build and check
 	// output under KeepDir/<name> instead of a removed temporary directory.
 	KeepDir string
+	// CheckArgs are added to every `offcard check` (e.g. --device tt --lib
+	// PATH).
+	CheckArgs []string
 }
 
 // Result is one mutant's row of the report. Everything but the durations
@@ -223,6 +226,7 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 		if c.Seed != "" {
 			args = append(args, "--seed", c.Seed)
 		}
+		args = append(args, c.CheckArgs...)
 		chk := exec.CommandContext(ctx, bin, args...)
 		chk.Dir = c.Root
 		var stdout, stderr bytes.Buffer

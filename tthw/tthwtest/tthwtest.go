@@ -46,7 +46,7 @@ func Loopback(tb testing.TB) string {
 			buildEr = err
 			return
 		}
-		built, buildEr = Build(filepath.Join(dir, "liboffcard_tt_loopback.so"), nil)
+		built, buildEr = Build(filepath.Join(dir, "liboffcard_tt_loopback.so"))
 	})
 	if buildEr != nil {
 		tb.Fatalf("building the loopback: %v", buildEr)
@@ -54,11 +54,15 @@ func Loopback(tb testing.TB) string {
 	return built
 }
 
+// Edit is a text edit of one loopback source file: Old must occur exactly
+// once in the file (after the edits before it) and becomes New.
+type Edit struct {
+	File, Old, New string
+}
+
 // Build compiles the loopback into out with cc (-O2; mutants, built from
-// edits, with -O0 to keep tests quick). edits, when non-nil, maps a
-// source file name (e.g. "ops.c") to an edit applied before compiling: old
-// text (which must occur exactly once) and its replacement, as "old\x00new".
-func Build(out string, edits map[string]string) (string, error) {
+// edits applied in order, with -O0 to keep tests quick).
+func Build(out string, edits ...Edit) (string, error) {
 	src := filepath.Join(Dir(), "loopback")
 	dir := src
 	if len(edits) > 0 {
@@ -76,12 +80,14 @@ func Build(out string, edits map[string]string) (string, error) {
 				return "", err
 			}
 			s := string(b)
-			if ed, ok := edits[e.Name()]; ok {
-				old, repl, _ := strings.Cut(ed, "\x00")
-				if strings.Count(s, old) != 1 {
-					return "", fmt.Errorf("mutant anchor %q occurs %d times in %s", old, strings.Count(s, old), e.Name())
+			for _, ed := range edits {
+				if ed.File != e.Name() {
+					continue
 				}
-				s = strings.Replace(s, old, repl, 1)
+				if strings.Count(s, ed.Old) != 1 {
+					return "", fmt.Errorf("mutant anchor %q occurs %d times in %s", ed.Old, strings.Count(s, ed.Old), e.Name())
+				}
+				s = strings.Replace(s, ed.Old, ed.New, 1)
 			}
 			if err := os.WriteFile(filepath.Join(tmp, e.Name()), []byte(s), 0o644); err != nil {
 				return "", err
