@@ -5,6 +5,8 @@
 package tthwtest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,12 +43,23 @@ func Loopback(tb testing.TB) string {
 		return p
 	}
 	once.Do(func() {
-		dir, err := os.MkdirTemp("", "offcard-loopback-")
+		// One build per source version, shared by the test binaries of a
+		// run: the file name carries a hash of the sources.
+		h, err := sourceHash()
 		if err != nil {
 			buildEr = err
 			return
 		}
-		built, buildEr = Build(filepath.Join(dir, "liboffcard_tt_loopback.so"))
+		out := filepath.Join(os.TempDir(), "offcard-loopback-"+h+".so")
+		if _, err := os.Stat(out); err == nil {
+			built = out
+			return
+		}
+		tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+		if _, buildEr = Build(tmp); buildEr == nil {
+			buildEr = os.Rename(tmp, out)
+			built = out
+		}
 	})
 	if buildEr != nil {
 		tb.Fatalf("building the loopback: %v", buildEr)
@@ -93,6 +106,7 @@ func Build(out string, edits ...Edit) (string, error) {
 				return "", err
 			}
 		}
+		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
 	cc := os.Getenv("CC")
@@ -109,4 +123,23 @@ func Build(out string, edits ...Edit) (string, error) {
 		return "", fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, b)
 	}
 	return out, nil
+}
+
+// sourceHash is a short hash of the loopback's sources and the ABI header.
+func sourceHash() (string, error) {
+	h := sha256.New()
+	files, err := filepath.Glob(filepath.Join(Dir(), "loopback", "*"))
+	if err != nil {
+		return "", err
+	}
+	files = append(files, filepath.Join(Dir(), "include", "offcard_tt.h"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
