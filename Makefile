@@ -5,7 +5,7 @@ PKGS    := ./...
 
 -include testdata.mk
 
-.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score loopback ttnn-check
+.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score crosscheck loopback ttnn-check
 all: build loopback
 
 # The C loopback of the device ABI (tthw/loopback, tthw/include/offcard_tt.h),
@@ -41,12 +41,17 @@ test: build testdata loopback
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-# Each fuzz target for a bounded time (FUZZTIME).
-fuzz:
+# Each fuzz target for a bounded time (FUZZTIME), after fetching the test
+# data the targets need (CI=1: a target whose data is missing fails
+# instead of skipping). A target that skips anyway fails the run: a skip
+# is not a pass.
+fuzz: testdata
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    out=$$(CI=1 $(GO) test -v -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || { echo "$$out"; exit 1; }; \
+	    echo "$$out" | grep -v '^fuzz: elapsed' | tail -n 3; \
+	    if echo "$$out" | grep -q -- '--- SKIP'; then echo "fuzz: $$t was skipped, not fuzzed" >&2; exit 1; fi; \
 	  done; \
 	done
 
@@ -55,7 +60,7 @@ $(STATICCHECK):
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 lint: $(STATICCHECK)
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
 
@@ -91,3 +96,20 @@ mutation-score: $(GREMLINS)
 	-GOFLAGS='-short -count=1' $(GREMLINS) unleash --workers 1 --timeout-coefficient 10 \
 	  -E '^(tokenizer|safetensors)/' -E '^(config|load|synth|weights|decoder)' $(GREMLINS_ENGINE_EXCLUDE) \
 	  -o $(GREMLINS_OUT)/gremlins-engine.json ./qwen3
+
+# The PyTorch cross-check of the ref oracle (ref/crosscheck_test.go):
+# regenerates the committed fixtures under ref/testdata/crosscheck with
+# hf_eager.py (Hugging Face's eager Qwen3 forward in bf16 on PyTorch; Debian:
+# apt-get install python3-torch, which installs into /usr/bin/python3) from
+# the synthetic weights the export helper writes into CROSSCHECK_DIR, then
+# runs the comparison. The fixtures are small (top-8 logits per position).
+PYTHON         ?= /usr/bin/python3
+CROSSCHECK_DIR ?= /tmp/offcard-crosscheck
+CROSSCHECK     := ref/testdata/crosscheck
+crosscheck:
+	@$(PYTHON) -c 'import torch' || { echo "crosscheck: $(PYTHON) has no torch (apt-get install python3-torch, or PYTHON=...)" >&2; exit 1; }
+	$(GO) run ./$(CROSSCHECK)/export --preset tiny --seed 1 --out $(CROSSCHECK_DIR)/tiny
+	$(PYTHON) $(CROSSCHECK)/hf_eager.py $(CROSSCHECK_DIR)/tiny $(CROSSCHECK)/tiny-seed1.json --name tiny --prompt 1,2,3,4,5 --steps 11
+	$(GO) run ./$(CROSSCHECK)/export --preset qwen3-0.6b --layers 2 --seed 1 --out $(CROSSCHECK_DIR)/qwen3-0.6b-2layers
+	$(PYTHON) $(CROSSCHECK)/hf_eager.py $(CROSSCHECK_DIR)/qwen3-0.6b-2layers $(CROSSCHECK)/qwen3-0.6b-2layers-seed1.json --name qwen3-0.6b-2layers --prompt 1,2,3,4,5 --steps 7
+	$(GO) test -count=1 -run '^TestCrossCheckPyTorch$$' -v ./ref

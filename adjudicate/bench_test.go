@@ -11,7 +11,8 @@ import (
 // op judges a sequence of 1,000 generated tokens (after an 8-token
 // prompt) teacher-forced on ref, on the tiny preset and on the qwen3-0.6b
 // shape (synthetic weights). The tokens are arbitrary: the cost does not
-// depend on them. Run the 0.6b case with -benchtime=1x.
+// depend on them. Run the 0.6b case with -benchtime=1x. cpu-s is the
+// process's CPU time (all threads), for a shared machine.
 func BenchmarkForce1000(b *testing.B) {
 	for _, preset := range []string{"tiny", "qwen3-0.6b"} {
 		b.Run(preset, func(b *testing.B) {
@@ -34,6 +35,7 @@ func BenchmarkForce1000(b *testing.B) {
 			}
 			defer teacher.Close()
 			b.ResetTimer()
+			cpu0 := processCPU()
 			for range b.N {
 				r, err := Force(teacher, s, Options{})
 				if err != nil || len(r.Positions) != 1000 {
@@ -41,6 +43,7 @@ func BenchmarkForce1000(b *testing.B) {
 				}
 			}
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/1000positions")
+			b.ReportMetric((processCPU()-cpu0).Seconds()/float64(b.N), "cpu-s/1000positions")
 		})
 	}
 }

@@ -15,6 +15,11 @@ import (
 // 0..⌈len/BlockSize⌉-1 of the teacher, and is finished before Force
 // returns. Tokens outside the teacher's vocabulary are an error.
 func Force(teacher qwen3.Decoder, seq *dump.Sequence, opt Options) (Report, error) {
+	return force(teacher, seq, opt, func() {})
+}
+
+// force is Force, calling tick after each judged position.
+func force(teacher qwen3.Decoder, seq *dump.Sequence, opt Options, tick func()) (Report, error) {
 	opt = opt.withDefaults()
 	r := Report{Seq: seq.Seq, Prompt: seq.Prompt}
 	if len(seq.Steps) == 0 {
@@ -59,23 +64,32 @@ func Force(teacher qwen3.Decoder, seq *dump.Sequence, opt Options) (Report, erro
 			return r, err
 		}
 		r.Positions = append(r.Positions, Position{Pos: st.Pos, Judgement: j})
+		tick()
 	}
 	return r, nil
 }
 
 // ForceAll runs Force on every sequence of d, in order; progress (if not
-// nil) is told after each sequence.
+// nil) is told the number of positions judged so far and in all after
+// each position.
 func ForceAll(teacher qwen3.Decoder, d *dump.Dump, opt Options, progress func(done, total int)) ([]Report, error) {
+	total, done := 0, 0
+	for _, s := range d.Seqs {
+		total += len(s.Steps)
+	}
+	tick := func() {
+		done++
+		if progress != nil {
+			progress(done, total)
+		}
+	}
 	out := make([]Report, 0, len(d.Seqs))
-	for i, s := range d.Seqs {
-		r, err := Force(teacher, s, opt)
+	for _, s := range d.Seqs {
+		r, err := force(teacher, s, opt, tick)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
-		if progress != nil {
-			progress(i+1, len(d.Seqs))
-		}
 	}
 	return out, nil
 }

@@ -74,7 +74,7 @@ func ranked(row []float32) []int32 {
 	return ids
 }
 
-func force(t testing.TB, w *qwen3.Weights, s *dump.Sequence, opt Options) Report {
+func forceSeq(t testing.TB, w *qwen3.Weights, s *dump.Sequence, opt Options) Report {
 	t.Helper()
 	d := &dump.Dump{Seqs: []*dump.Sequence{s}}
 	teacher, err := NewTeacher(w, d, 1)
@@ -96,7 +96,7 @@ const steps = 40
 func TestForceOwnGenerationClean(t *testing.T) {
 	w := tinyWeights(t)
 	s, _ := generate(t, w, prompt, steps, nil)
-	r := force(t, w, s, Options{})
+	r := forceSeq(t, w, s, Options{})
 	if len(r.Positions) != steps || r.FirstDifference() != nil {
 		t.Fatalf("ref's own generation: %d positions, first difference %+v", len(r.Positions), r.FirstDifference())
 	}
@@ -138,7 +138,7 @@ func TestForceNearTieStopsCascade(t *testing.T) {
 	if cascade == 0 {
 		t.Fatalf("the flip at pos %d did not change the continuation: the test shows nothing", pos)
 	}
-	r := force(t, w, ours, opt)
+	r := forceSeq(t, w, ours, opt)
 	for i, p := range r.Positions {
 		want := Agree
 		if i == flip {
@@ -183,7 +183,7 @@ func TestForceFarDivergence(t *testing.T) {
 	}
 	pos := len(prompt) - 1 + at
 	ours, _ := generate(t, w, prompt, steps, map[int]int32{pos: bad})
-	r := force(t, w, ours, Options{})
+	r := forceSeq(t, w, ours, Options{})
 	fb := r.FirstBad()
 	if fb == nil || fb.Pos != pos || fb.Verdict != Far || fb.Rank <= DefaultTopK {
 		t.Fatalf("first bad %+v, want far at pos %d", fb, pos)
@@ -194,7 +194,7 @@ func TestForceFarDivergence(t *testing.T) {
 		}
 	}
 	// The same token, band wider than its gap: a near-tie.
-	r = force(t, w, ours, Options{Band: math.Inf(1)})
+	r = forceSeq(t, w, ours, Options{Band: math.Inf(1)})
 	if r.Bad() {
 		t.Fatalf("infinite band: %+v", r.FirstBad())
 	}
@@ -212,5 +212,28 @@ func TestForceRefusesOutsideVocab(t *testing.T) {
 	defer teacher.Close()
 	if _, err := Force(teacher, s, Options{}); err == nil {
 		t.Fatal("a token outside the vocabulary was judged")
+	}
+}
+
+func TestForceAllProgress(t *testing.T) {
+	w := tinyWeights(t)
+	a, _ := generate(t, w, prompt, 4, nil)
+	b, _ := generate(t, w, []int32{5}, 3, nil)
+	b.Seq = 1
+	d := &dump.Dump{Seqs: []*dump.Sequence{a, b}}
+	teacher, err := NewTeacher(w, d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer teacher.Close()
+	var seen []int
+	rs, err := ForceAll(teacher, d, Options{}, func(done, total int) {
+		if total != 7 {
+			t.Fatalf("total %d, want 7", total)
+		}
+		seen = append(seen, done)
+	})
+	if err != nil || len(rs) != 2 || AnyBad(rs) || !slices.Equal(seen, []int{1, 2, 3, 4, 5, 6, 7}) {
+		t.Fatalf("%v, %d reports, progress %v", err, len(rs), seen)
 	}
 }

@@ -76,14 +76,6 @@ func ULP(b BF16) float32 {
 	return (m + 1).Float32() - m.Float32()
 }
 
-// FromFloat32s rounds each element of src into dst (len(dst) >= len(src)).
-func FromFloat32s(dst []BF16, src []float32) {
-	dst = dst[:len(src)]
-	for i, f := range src {
-		dst[i] = FromFloat32(f)
-	}
-}
-
 // ToFloat32s widens each element of src into dst (len(dst) >= len(src)).
 func ToFloat32s(dst []float32, src []BF16) {
 	dst = dst[:len(src)]

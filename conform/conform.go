@@ -161,7 +161,13 @@ func runCase(o Options, c Case) (res Result) {
 }
 
 // run executes op on d (the one place that knows Run's signature).
-func run(d tt.Device, op tt.Op) error { return d.Run(op) }
+func run(d tt.Device, op tt.Op) error {
+	outs, err := d.Run(op)
+	for _, t := range outs {
+		_ = d.Free(t) // conform cases run no allocating op through run
+	}
+	return err
+}
 
 // firstSentence is a message up to its first full stop: tt-metal texts
 // differ after it between the notes and the card (adjacent literals).

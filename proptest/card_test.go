@@ -8,16 +8,13 @@ import (
 	"github.com/offcard/offcard/tthw/tthwtest"
 )
 
-// relaxRMSNorm drops the loopback's one check main's engine trips: the
-// engine still runs rms_norm on height-sharded q/k heads, which ttnn (and
-// so the loopback) refuses with "Height sharded inputs are not
-// supported."; until the engine takes the to_memory_config detour (issue
-// 11), the campaign runs on a loopback built without that check.
-var relaxRMSNorm = tthwtest.Edit{File: "ops.c", Old: "if (t[0].s.memory == OFFCARD_TT_HEIGHT_SHARDED) FAIL(\"Height sharded inputs are not supported.\");"}
-
+// cardLib is the loopback, with edits (a mutant) or as built.
 func cardLib(t *testing.T, edits ...tthwtest.Edit) string {
 	t.Helper()
-	lib, err := tthwtest.Build(filepath.Join(t.TempDir(), "lb.so"), append([]tthwtest.Edit{relaxRMSNorm}, edits...)...)
+	if len(edits) == 0 {
+		return tthwtest.Loopback(t)
+	}
+	lib, err := tthwtest.Build(filepath.Join(t.TempDir(), "lb.so"), edits...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,10 @@
 //     downloaded checkpoint.
 //   - Decoder is the model-level interface (prefill, batched decode,
 //     finish) shared by ref.Decoder (the oracle) and Engine, the paged
-//     decode driver over a tt.Device, which will live in this package.
-//     The scheduler (caller) owns the paged KV blocks (package kvpage).
+//     decode driver over a tt.Device (engine.go; one device step is
+//     Engine.step in engine_step.go, in named stages: page table, regime,
+//     inputs, run, results, stats). The scheduler (caller) owns the paged
+//     KV blocks (package kvpage).
 //
 // The tokenizer is the subpackage qwen3/tokenizer.
 package qwen3

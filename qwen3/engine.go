@@ -154,10 +154,17 @@ const (
 // RecaptureEvery steps when asked. Reset releases the trace and forgets the
 // compiled widths and the host's record of the device, so the next step is
 // cold and re-seeds everything. Every persistent tensor (weights, caches,
-// inputs, activations) is allocated at NewEngine; the only allocation
-// afterwards is a page table on a width change, and it happens while the
-// live trace still holds (retires) the table it addresses, so it can never
-// land on anything a trace touches.
+// inputs, caller-allocated activations) is allocated at NewEngine; besides
+// the ops' own outputs (below), the only allocation afterwards is a page
+// table on a width change, and it happens while the live trace still holds
+// (retires) the table it addresses, so it can never land on anything a
+// trace touches.
+//
+// Device-allocated outputs. rms_norm, the head split, rotary,
+// to_memory_config and paged SDPA decode allocate their outputs (tt.Allocating);
+// the engine frees them at the end of each layer in eager steps, and keeps
+// those of a capture allocated for the trace's life (freed after Release),
+// since every replay writes them.
 //
 // Sampling. Argmax on device writes each slot's next token into the
 // token input tensor the next step (or replay) reads. A step whose tokens
@@ -191,8 +198,10 @@ type Engine struct {
 	retired []retiredPT
 
 	// trace
-	trace *engTrace
-	warm  map[int]bool // page-table widths whose programs have run eagerly
+	trace     *engTrace
+	capturing bool         // forward is recording a capture
+	captured  []tt.Tensor  // outputs allocated during the capture so far
+	warm      map[int]bool // page-table widths whose programs have run eagerly
 
 	// the host's record of the device inputs (valid when mirror is true)
 	mirror  bool
@@ -277,7 +286,8 @@ type engTrace struct {
 	pt     tt.TensorID
 	width  int
 	active []bool
-	steps  int // steps run on this trace, the capture step included
+	steps  int         // steps run on this trace, the capture step included
+	owned  []tt.Tensor // outputs the device allocated during capture; the trace writes them
 }
 
 type engLayer struct {
@@ -292,15 +302,16 @@ type engWeights struct {
 	layers              []engLayer
 }
 
-// engActs are the persistent inputs and the activations of the graph.
+// engActs are the persistent inputs and the caller-allocated activations of
+// the graph (the outputs of ops that take an output tensor). The outputs of
+// the ops that allocate their own (rms_norm, the head split, rotary,
+// to_memory_config, paged SDPA decode) are the device's, returned by Run.
 type engActs struct {
 	tok, curPos, ropeIdx tt.Tensor
 	cos, sin             tt.Tensor
-	x, h, normed         tt.Tensor
+	x, h                 tt.Tensor
 	qkv                  tt.Tensor
-	q, k, v              tt.Tensor
-	qn, kn, qr, kr       tt.Tensor
-	attn, cat, o         tt.Tensor
+	cat, o               tt.Tensor
 	gate, up, gu, down   tt.Tensor
 	logits               tt.Tensor
 }
@@ -431,12 +442,19 @@ func dramRM(dt tt.DType, shape ...int) tt.Spec {
 	return tt.Spec{Shape: shape, DType: dt, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved}
 }
 
-// heads is a [1, C, n, D] TILE tensor height-sharded one user per core, as
-// nlp_create_qkv_heads_decode produces and paged_update_cache wants (§1.1).
-func heads(C, n, d int) tt.Spec {
+// userRows is a [1, C, 1, D] BF16 TILE tensor in DRAM: one row per user,
+// each in its own tile row (the cos/sin rows gathered at the rope index).
+func userRows(C, d int) tt.Spec {
+	return tt.Spec{Shape: []int{1, C, 1, d}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}
+}
+
+// userSharded is the height-sharded L1 config of a [1, C, n, D] TILE tensor,
+// one user per core (shard [n rounded up to 32, D]): what
+// nlp_create_qkv_heads_decode produces and rotary_embedding_hf and
+// paged_update_cache want (§1.1).
+func userSharded(C, n, d int) tt.MemoryConfig {
 	rows := (n + tt.TileSize - 1) / tt.TileSize * tt.TileSize
-	return tt.Spec{Shape: []int{1, C, n, d}, DType: tt.BF16, Layout: tt.Tile,
-		Memory: tt.L1HeightSharded(C, [2]int{rows, d})}
+	return tt.L1HeightSharded(C, [2]int{rows, d})
 }
 
 func zerosFor(spec tt.Spec) tt.HostTensor {
@@ -522,7 +540,7 @@ func (e *Engine) allocActs() error {
 	c := e.cfg
 	C := e.opt.Capacity
 	h, q, kv, in, v, hd := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize, c.VocabSize, c.HeadDim
-	H, KV := c.NumAttentionHeads, c.NumKeyValueHeads
+	H := c.NumAttentionHeads
 	a := &e.a
 	specs := []struct {
 		dst  *tt.Tensor
@@ -530,22 +548,16 @@ func (e *Engine) allocActs() error {
 	}{
 		{&a.tok, dramRM(tt.UINT32, 1, 1, 1, C)},
 		{&a.curPos, dramRM(tt.INT32, C)},
-		{&a.ropeIdx, dramRM(tt.INT32, 1, 1, 1, C)},
-		{&a.cos, dramTile(1, 1, C, hd)},
-		{&a.sin, dramTile(1, 1, C, hd)},
+		{&a.ropeIdx, dramRM(tt.UINT32, 1, 1, 1, C)},
+		{&a.cos, userRows(C, hd)},
+		{&a.sin, userRows(C, hd)},
 		{&a.x, dramTile(1, 1, C, h)},
 		{&a.h, dramTile(1, 1, C, h)},
-		{&a.normed, dramTile(1, 1, C, h)},
 		{&a.qkv, dramTile(1, 1, C, q+2*kv)},
-		{&a.q, heads(C, H, hd)},
-		{&a.k, heads(C, KV, hd)},
-		{&a.v, heads(C, KV, hd)},
-		{&a.qn, heads(C, H, hd)},
-		{&a.kn, heads(C, KV, hd)},
-		{&a.qr, heads(C, H, hd)},
-		{&a.kr, heads(C, KV, hd)},
-		{&a.attn, heads(C, H, hd)},
-		{&a.cat, dramTile(1, 1, C, q)},
+		// nlp_concat_heads_decode writes a sharded output only; ttnn's
+		// default is L1 WIDTH_SHARDED, one head per core, shard [32, D].
+		{&a.cat, tt.Spec{Shape: []int{1, 1, C, q}, DType: tt.BF16, Layout: tt.Tile,
+			Memory: tt.L1WidthSharded(H, [2]int{(C + tt.TileSize - 1) / tt.TileSize * tt.TileSize, hd})}},
 		{&a.o, dramTile(1, 1, C, h)},
 		{&a.gate, dramTile(1, 1, C, in)},
 		{&a.up, dramTile(1, 1, C, in)},

@@ -184,10 +184,13 @@ func (e *Engine) dropTrace() error {
 	if e.trace == nil {
 		return nil
 	}
-	id := e.trace.id
+	id, owned := e.trace.id, e.trace.owned
 	e.trace = nil
 	err := e.dev.Release(id)
 	e.stats.Releases++
+	for _, t := range owned {
+		err = errors.Join(err, e.dev.Free(t))
+	}
 	keep := e.retired[:0]
 	for _, r := range e.retired {
 		if r.trace == id {
@@ -401,7 +404,7 @@ func (e *Engine) writeInputs(st *StepStats, req []slotReq, table []int32) error 
 		if err := e.write(st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
 			return fmt.Errorf("cur_pos: %w", err)
 		}
-		if err := e.write(st, e.a.ropeIdx, tt.HostInt32([]int{1, 1, 1, C}, tt.RowMajor, rope)); err != nil {
+		if err := e.write(st, e.a.ropeIdx, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, u32s(rope))); err != nil {
 			return fmt.Errorf("rope index: %w", err)
 		}
 		st.PosWrite = true
@@ -516,17 +519,25 @@ func (e *Engine) capture(active []bool) error {
 	if err != nil {
 		return fmt.Errorf("begin trace capture: %w", err)
 	}
-	if err := e.forward(); err != nil {
+	e.captured = e.captured[:0]
+	e.capturing = true
+	err = e.forward()
+	e.capturing = false
+	owned := append([]tt.Tensor(nil), e.captured...)
+	e.captured = e.captured[:0]
+	if err != nil {
 		// Leave the device out of capture; the partial trace is useless.
 		_ = e.dev.EndCapture(id)
 		_ = e.dev.Release(id)
+		e.freeTensors(owned)
 		return fmt.Errorf("capture: %w", err)
 	}
 	if err := e.dev.EndCapture(id); err != nil {
 		_ = e.dev.Release(id)
+		e.freeTensors(owned)
 		return fmt.Errorf("end trace capture: %w", err)
 	}
-	e.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active}
+	e.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}
 	e.stats.Captures++
 	return nil
 }
@@ -572,66 +583,143 @@ func (e *Engine) verify() error {
 	return nil
 }
 
+// u32s reinterprets int32 values as uint32.
+func u32s(v []int32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, x := range v {
+		out[i] = uint32(x)
+	}
+	return out
+}
+
+// freeTensors frees device-allocated outputs (errors joined into none: a
+// failed free of an op output changes nothing the engine relies on).
+func (e *Engine) freeTensors(ts []tt.Tensor) {
+	for _, t := range ts {
+		_ = e.dev.Free(t)
+	}
+}
+
+// fwd runs the ops of one forward pass and tracks the outputs the device
+// allocated for them.
+type fwd struct {
+	e   *Engine
+	tmp []tt.Tensor
+	err error
+}
+
+// run runs op (after an earlier failure, nothing) and returns the outputs
+// the device allocated for it.
+func (f *fwd) run(op tt.Op) []tt.Tensor {
+	if f.err != nil {
+		return nil
+	}
+	outs, err := f.e.dev.Run(op)
+	if err != nil {
+		f.err = fmt.Errorf("%s: %w", op.Name(), err)
+		return nil
+	}
+	f.tmp = append(f.tmp, outs...)
+	return outs
+}
+
+// one runs an op that allocates one output and returns it.
+func (f *fwd) one(op tt.Op) tt.Tensor {
+	outs := f.run(op)
+	if len(outs) != 1 {
+		if f.err == nil {
+			f.err = fmt.Errorf("%s: device returned %d outputs, want 1", op.Name(), len(outs))
+		}
+		return tt.Tensor{}
+	}
+	return outs[0]
+}
+
+// release ends a stretch of the pass: the outputs allocated since the
+// first from-th are freed when eager, kept for the trace during capture.
+func (f *fwd) release(from int) {
+	if f.e.capturing {
+		f.e.captured = append(f.e.captured, f.tmp[from:]...)
+	} else {
+		f.e.freeTensors(f.tmp[from:])
+	}
+	f.tmp = f.tmp[:from]
+}
+
 // forward runs (or, during capture, records) the decode graph over all C
-// slots, tt_transformers' order (§8): embedding; per layer rms_norm, fused
-// QKV linear, head split, q/k rms_norm over head_dim, rotary with cos/sin
-// rows gathered at the rope index, paged_update_cache of K and V, paged SDPA
-// decode, concat heads, o_proj, residual add, rms_norm, gate and up
-// linears, silu·mul, down linear, residual add; final rms_norm, lm_head,
-// argmax into the token input, plus_one on cur_pos (skipping -1) and on the
-// rope index.
+// slots, tt_transformers' order (§8): embedding of the tokens, and of the
+// rope index into the cos/sin tables (resharded one user per core); per
+// layer rms_norm, fused QKV linear, head split, q/k rms_norm over head_dim
+// (to L1 interleaved and back: ttnn's rms_norm refuses height-sharded input,
+// tt_transformers' norm_reshard), rotary_embedding_hf, paged_update_cache
+// of K and V, paged SDPA decode, concat heads, o_proj, residual add,
+// rms_norm, gate and up linears, silu·mul, down linear, residual add; final
+// rms_norm, lm_head, argmax into the token input, plus_one on cur_pos
+// (skipping -1) and on the rope index.
 //
 // Each op matches one step of ref's decomposition: a fused QKV row is the
 // same Dot over the same normed input as a separate q/k/v row; q_norm and
 // rope act per head row as ref does per head slice.
 func (e *Engine) forward() error {
 	a, c := &e.a, e.cfg
-	hd := c.HeadDim
+	C, hd := e.opt.Capacity, c.HeadDim
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	ops := make([]tt.Op, 0, 8+18*len(e.w.layers))
-	ops = append(ops,
-		tt.Embedding{Input: a.tok, Weight: e.w.embed, Output: a.x},
-		tt.Embedding{Input: a.ropeIdx, Weight: e.w.cos, Output: a.cos},
-		tt.Embedding{Input: a.ropeIdx, Weight: e.w.sin, Output: a.sin},
-	)
+	f := &fwd{e: e}
+	f.run(tt.Embedding{Input: a.tok, Weight: e.w.embed, Output: a.x})
+	f.run(tt.Embedding{Input: a.ropeIdx, Weight: e.w.cos, Output: a.cos})
+	f.run(tt.Embedding{Input: a.ropeIdx, Weight: e.w.sin, Output: a.sin})
+	rowsMem := userSharded(C, 1, hd)
+	cos := f.one(tt.ToMemoryConfig{Input: a.cos, Memory: rowsMem})
+	sin := f.one(tt.ToMemoryConfig{Input: a.sin, Memory: rowsMem})
+	keep := len(f.tmp) // cos and sin live for the whole pass
 	pt := *e.pt
+	// headNorm is rms_norm of a height-sharded head tensor through L1
+	// interleaved, back to the head tensor's sharding.
+	headNorm := func(x, w tt.Tensor) tt.Tensor {
+		xi := f.one(tt.ToMemoryConfig{Input: x, Memory: tt.L1Interleaved})
+		n := f.one(tt.RMSNorm{Input: xi, Weight: w, Epsilon: e.eps})
+		return f.one(tt.ToMemoryConfig{Input: n, Memory: x.Spec.Memory})
+	}
 	for l := range e.w.layers {
 		L := &e.w.layers[l]
-		ops = append(ops,
-			tt.RMSNorm{Input: a.x, Weight: L.inNorm, Output: a.normed, Epsilon: e.eps},
-			tt.Linear{Input: a.normed, Weight: L.qkv, Output: a.qkv, TransposeB: true},
-			tt.NLPCreateQKVHeadsDecode{Input: a.qkv, Q: a.q, K: a.k, V: a.v,
-				NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads},
-			tt.RMSNorm{Input: a.q, Weight: L.qNorm, Output: a.qn, Epsilon: e.eps},
-			tt.RMSNorm{Input: a.k, Weight: L.kNorm, Output: a.kn, Epsilon: e.eps},
-			tt.RotaryEmbedding{Input: a.qn, Cos: a.cos, Sin: a.sin, Output: a.qr},
-			tt.RotaryEmbedding{Input: a.kn, Cos: a.cos, Sin: a.sin, Output: a.kr},
-			tt.PagedUpdateCache{Cache: L.kc, Input: a.kr, UpdateIdxs: &a.curPos, PageTable: &pt},
-			tt.PagedUpdateCache{Cache: L.vc, Input: a.v, UpdateIdxs: &a.curPos, PageTable: &pt},
-			tt.PagedSDPADecode{Q: a.qr, K: L.kc, V: L.vc, PageTable: pt, CurPos: a.curPos,
-				Output: a.attn, Scale: scale, KChunkSize: e.opt.BlockSize},
-			tt.ConcatHeads{Input: a.attn, Output: a.cat, NumHeads: c.NumAttentionHeads},
-			tt.Linear{Input: a.cat, Weight: L.o, Output: a.o, TransposeB: true},
-			tt.Add{A: a.x, B: a.o, Output: a.h},
-			tt.RMSNorm{Input: a.h, Weight: L.postNorm, Output: a.normed, Epsilon: e.eps},
-			tt.Linear{Input: a.normed, Weight: L.gate, Output: a.gate, TransposeB: true},
-			tt.Linear{Input: a.normed, Weight: L.up, Output: a.up, TransposeB: true},
-			tt.SiluMul{Gate: a.gate, Up: a.up, Output: a.gu},
-			tt.Linear{Input: a.gu, Weight: L.down, Output: a.down, TransposeB: true},
-			tt.Add{A: a.h, B: a.down, Output: a.x},
-		)
+		normed := f.one(tt.RMSNorm{Input: a.x, Weight: L.inNorm, Epsilon: e.eps})
+		f.run(tt.Linear{Input: normed, Weight: L.qkv, Output: a.qkv, TransposeB: true})
+		qkv := f.run(tt.NLPCreateQKVHeadsDecode{Input: a.qkv,
+			NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads})
+		if f.err != nil {
+			break
+		}
+		q, k, v := qkv[0], qkv[1], qkv[2]
+		qn := headNorm(q, L.qNorm)
+		kn := headNorm(k, L.kNorm)
+		qr := f.one(tt.RotaryEmbeddingHF{Input: qn, Cos: cos, Sin: sin})
+		kr := f.one(tt.RotaryEmbeddingHF{Input: kn, Cos: cos, Sin: sin})
+		f.run(tt.PagedUpdateCache{Cache: L.kc, Input: kr, UpdateIdxs: &a.curPos, PageTable: &pt})
+		f.run(tt.PagedUpdateCache{Cache: L.vc, Input: v, UpdateIdxs: &a.curPos, PageTable: &pt})
+		attn := f.one(tt.PagedSDPADecode{Q: qr, K: L.kc, V: L.vc, PageTable: pt, CurPos: a.curPos,
+			Scale: scale, KChunkSize: e.opt.BlockSize, Memory: qr.Spec.Memory})
+		f.run(tt.ConcatHeads{Input: attn, Output: a.cat, NumHeads: c.NumAttentionHeads})
+		f.run(tt.Linear{Input: a.cat, Weight: L.o, Output: a.o, TransposeB: true})
+		f.run(tt.Add{A: a.x, B: a.o, Output: a.h})
+		normed2 := f.one(tt.RMSNorm{Input: a.h, Weight: L.postNorm, Epsilon: e.eps})
+		f.run(tt.Linear{Input: normed2, Weight: L.gate, Output: a.gate, TransposeB: true})
+		f.run(tt.Linear{Input: normed2, Weight: L.up, Output: a.up, TransposeB: true})
+		f.run(tt.SiluMul{Gate: a.gate, Up: a.up, Output: a.gu})
+		f.run(tt.Linear{Input: a.gu, Weight: L.down, Output: a.down, TransposeB: true})
+		f.run(tt.Add{A: a.h, B: a.down, Output: a.x})
+		f.release(keep) // the layer's own outputs are done with
 	}
+	normed := f.one(tt.RMSNorm{Input: a.x, Weight: e.w.norm, Epsilon: e.eps})
+	f.run(tt.Linear{Input: normed, Weight: e.w.lmHead, Output: a.logits, TransposeB: true})
+	ops := make([]tt.Op, 0, 3)
 	ops = append(ops,
-		tt.RMSNorm{Input: a.x, Weight: e.w.norm, Output: a.normed, Epsilon: e.eps},
-		tt.Linear{Input: a.normed, Weight: e.w.lmHead, Output: a.logits, TransposeB: true},
 		tt.Argmax{Input: a.logits, Output: a.tok},
 		tt.PlusOne{Input: a.curPos, SkipNegativeEntries: true},
 		tt.PlusOne{Input: a.ropeIdx},
 	)
 	for _, op := range ops {
-		if err := e.dev.Run(op); err != nil {
-			return fmt.Errorf("%s: %w", op.Name(), err)
-		}
+		f.run(op)
 	}
-	return nil
+	f.release(0)
+	return f.err
 }

@@ -58,6 +58,9 @@ type Decoder struct {
 	// dispatch)
 	job   matJob
 	jobFn func(part, parts int)
+	// per weight matrix (keyed by its first element), the cached ranges of
+	// its parts
+	ranges map[*bf16.BF16][]partRange
 }
 
 var _ qwen3.Decoder = (*Decoder)(nil)
@@ -84,6 +87,15 @@ type matSpec struct {
 	w    []bf16.BF16
 	rows int
 	dsts [][]bf16.BF16
+	// ranges[part] is the expRange of the part's rows, filled by the part's
+	// worker the first time the matrix runs (see partRange).
+	ranges []partRange
+}
+
+// partRange caches the expRange of one part of a weight matrix.
+type partRange struct {
+	r     expRange
+	known bool
 }
 
 // matJob is up to three matrices with the same input width, each split
@@ -93,6 +105,7 @@ type matJob struct {
 	nm   int
 	cols int
 	xs   [][]float32
+	xr   expRange // union of the inputs' ranges
 }
 
 func (d *Decoder) runJob(part, parts int) {
@@ -101,7 +114,11 @@ func (d *Decoder) runJob(part, parts int) {
 		s := &j.mats[m]
 		lo := s.rows * part / parts
 		hi := s.rows * (part + 1) / parts
-		matRowsF(s.dsts, s.w, j.xs, j.cols, lo, hi)
+		pr := &s.ranges[part]
+		if !pr.known {
+			pr.r, pr.known = bf16Range(s.w[lo*j.cols:hi*j.cols]), true
+		}
+		matRowsF(s.dsts, s.w, j.xs, j.cols, lo, hi, exactProducts(pr.r, j.xr))
 	}
 }
 
@@ -132,9 +149,10 @@ func New(w *qwen3.Weights, opt Options) (*Decoder, error) {
 	}
 	d := &Decoder{
 		w: w, cfg: cfg, bs: opt.BlockSize, kv: kv,
-		live:  map[qwen3.SeqID]bool{},
-		eps:   float32(cfg.RMSNormEps),
-		scale: AttnScale(cfg.HeadDim),
+		live:   map[qwen3.SeqID]bool{},
+		ranges: map[*bf16.BF16][]partRange{},
+		eps:    float32(cfg.RMSNormEps),
+		scale:  AttnScale(cfg.HeadDim),
 	}
 	d.jobFn = d.runJob
 	d.growSlots(1)
@@ -363,8 +381,10 @@ func (d *Decoder) matmul(slots []*slot, cols int, ws [3][]bf16.BF16, dsts [3]fun
 	j := &d.job
 	j.cols = cols
 	j.xs = j.xs[:0]
+	j.xr = emptyRange
 	for _, s := range slots {
 		j.xs = append(j.xs, s.xf[:cols])
+		j.xr = j.xr.union(f32Range(s.xf[:cols]))
 	}
 	j.nm = 0
 	for m, w := range ws {
@@ -374,6 +394,11 @@ func (d *Decoder) matmul(slots []*slot, cols int, ws [3][]bf16.BF16, dsts [3]fun
 		spec := &j.mats[j.nm]
 		spec.w = w
 		spec.rows = len(w) / cols
+		spec.ranges = d.ranges[&w[0]]
+		if spec.ranges == nil {
+			spec.ranges = make([]partRange, d.pool.parts)
+			d.ranges[&w[0]] = spec.ranges
+		}
 		spec.dsts = spec.dsts[:0]
 		for _, s := range slots {
 			spec.dsts = append(spec.dsts, dsts[m](s))

@@ -3,12 +3,18 @@
 package ref
 
 import (
+	"unsafe"
+
 	"github.com/offcard/offcard/bf16"
 	"golang.org/x/sys/cpu"
 )
 
-// useAVX2 selects the AVX2 kernel. Tests flip it to compare both paths.
-var useAVX2 = cpu.X86.HasAVX2
+// useAVX2 selects the AVX2 kernels and useAVX512 the AVX-512 ones (which
+// take precedence). Tests flip them to compare every path with pure Go.
+var (
+	useAVX2   = cpu.X86.HasAVX2
+	useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+)
 
 // HasFastPath reports whether dotRow uses an assembly kernel.
 var HasFastPath = useAVX2
@@ -31,11 +37,22 @@ func dotRow(a []bf16.BF16, xf []float32) float32 {
 		return dotF(a, xf)
 	}
 	var acc [Lanes]float32
-	dotLanesAVX2(&a[0], &xf[0], n16, &acc)
-	for j, l := n16, 0; j < n; j, l = j+1, l+1 {
-		acc[l] += float32(a[j].Float32() * xf[j])
+	if useAVX512 {
+		dotLanes512(&a[0], &xf[0], n16, &acc)
+	} else {
+		dotLanesAVX2(&a[0], &xf[0], n16, &acc)
 	}
-	return reduceLanes(&acc)
+	return finishLanes(&acc, a, xf, n16)
+}
+
+// finishLanes adds the products a[j]·x[j] for j >= n16 (n16 a multiple of
+// 16) to the lanes, in the canonical order, and reduces them.
+func finishLanes(acc *[Lanes]float32, a []bf16.BF16, x []float32, n16 int) float32 {
+	x = x[:len(a)]
+	for j, l := n16, 0; j < len(a); j, l = j+1, l+1 {
+		acc[l] += float32(a[j].Float32() * x[j])
+	}
+	return reduceLanes(acc)
 }
 
 //go:noescape
@@ -67,4 +84,138 @@ func dotRowX4(a []bf16.BF16, xs [][]float32, out *[4]float32) {
 		}
 		out[i] = reduceLanes(ac)
 	}
+}
+
+// The AVX-512 kernels (dot512_amd64.s). n is a multiple of 16; stride is
+// the distance between rows in bytes; fma != 0 selects fused
+// multiply-adds, allowed only when exactProducts holds.
+
+//go:noescape
+func dotLanes512(a *bf16.BF16, x *float32, n int, acc *[Lanes]float32)
+
+//go:noescape
+func rows4x1x512(a *bf16.BF16, stride int, x *float32, n int, acc *[4][Lanes]float32, fma int)
+
+//go:noescape
+func rows2x4x512(a *bf16.BF16, stride int, x *[4]*float32, n int, acc *[2][4][Lanes]float32, fma int)
+
+//go:noescape
+func rows1x8x512(a *bf16.BF16, x *[8]*float32, n int, acc *[8][Lanes]float32, fma int)
+
+// reduce512 sets out[i] = reduceLanes(lanes i) for the n lane arrays at acc.
+//
+//go:noescape
+func reduce512(acc *float32, n int, out *float32)
+
+// finishN rounds the results of n lane arrays (acc holds n·16 float32s)
+// for row into out[i][o]: in assembly when there is no tail, through
+// finishLanes otherwise.
+func finishN(acc []float32, row []bf16.BF16, xs [][]float32, n16, o int, dsts [][]bf16.BF16) {
+	n := len(acc) / Lanes
+	if n16 == len(row) {
+		var r [8]float32
+		reduce512(&acc[0], n, &r[0])
+		for i := range n {
+			dsts[i][o] = bf16.FromFloat32(r[i])
+		}
+		return
+	}
+	for i := range n {
+		dsts[i][o] = bf16.FromFloat32(finishLanes((*[Lanes]float32)(acc[i*Lanes:]), row, xs[i], n16))
+	}
+}
+
+// matRowsFast is matRowsF on the AVX-512 kernels: it walks the rows in
+// blocks of four and, per block, covers the batch in groups of eight, four
+// and one input, so that each block of weights is widened once per group
+// while it sits in the L1 cache (once for the whole batch up to eight
+// sequences). It reports false, doing nothing, without AVX-512.
+func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int, exact bool) bool {
+	if !useAVX512 || lo >= hi {
+		return useAVX512
+	}
+	n16 := cols &^ (Lanes - 1)
+	if n16 == 0 {
+		return false
+	}
+	fma := 0
+	if exact {
+		fma = 1
+	}
+	_ = w[:hi*cols]
+	for _, x := range xs {
+		_ = x[:cols] // the kernels read cols values of every input
+	}
+	stride := 2 * cols
+	o := lo
+	for ; o+4 <= hi; o += 4 {
+		b := 0
+		for ; b+8 <= len(xs); b += 8 {
+			var ptrs [8]*float32
+			for i := range ptrs {
+				ptrs[i] = &xs[b+i][0]
+			}
+			for r := o; r < o+4; r++ {
+				row := w[r*cols : (r+1)*cols]
+				var acc [8][Lanes]float32
+				rows1x8x512(&row[0], &ptrs, n16, &acc, fma)
+				finishN(flat(acc[:]), row, xs[b:b+8], n16, r, dsts[b:b+8])
+			}
+		}
+		for ; b+4 <= len(xs); b += 4 {
+			var ptrs [4]*float32
+			for i := range ptrs {
+				ptrs[i] = &xs[b+i][0]
+			}
+			for r := o; r < o+4; r += 2 {
+				var acc [2][4][Lanes]float32
+				rows2x4x512(&w[r*cols], stride, &ptrs, n16, &acc, fma)
+				for k := range acc {
+					row := w[(r+k)*cols : (r+k+1)*cols]
+					finishN(flat(acc[k][:]), row, xs[b:b+4], n16, r+k, dsts[b:b+4])
+				}
+			}
+		}
+		for ; b < len(xs); b++ {
+			var acc [4][Lanes]float32
+			rows4x1x512(&w[o*cols], stride, &xs[b][0], n16, &acc, fma)
+			for k := range acc {
+				row := w[(o+k)*cols : (o+k+1)*cols]
+				finishN(acc[k][:], row, xs[b:b+1], n16, o+k, dsts[b:b+1])
+			}
+		}
+	}
+	for ; o < hi; o++ {
+		row := w[o*cols : (o+1)*cols]
+		for b := range xs {
+			var acc [Lanes]float32
+			dotLanes512(&row[0], &xs[b][0], n16, &acc)
+			dsts[b][o] = bf16.FromFloat32(finishLanes(&acc, row, xs[b], n16))
+		}
+	}
+	return true
+}
+
+// flat views an array of lane arrays as one slice of float32s.
+func flat(a [][Lanes]float32) []float32 {
+	return unsafe.Slice(&a[0][0], len(a)*Lanes)
+}
+
+//go:noescape
+func minMax512(p *bf16.BF16, n int, lo1, hi *[32]uint16)
+
+// minMaxFast folds the first done values of v into bf16Range's lo1 and hi
+// (min of m-1 and max of m, m = bits & 0x7FFF) at memory speed.
+func minMaxFast(v []bf16.BF16) (lo1, hi uint16, done int) {
+	done = len(v) &^ 31
+	lo1 = 0xFFFF
+	if !useAVX512 || done == 0 {
+		return lo1, 0, 0
+	}
+	var l, h [32]uint16
+	minMax512(&v[0], done, &l, &h)
+	for k := range l {
+		lo1, hi = min(lo1, l[k]), max(hi, h[k])
+	}
+	return lo1, hi, done
 }

@@ -17,6 +17,10 @@ func TestFastPathEqualsPureGo(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no AVX2")
 	}
+	withEachPath(t, testFastPathEqualsPureGo)
+}
+
+func testFastPathEqualsPureGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	gen := []func() bf16.BF16{
 		func() bf16.BF16 { return bf16.BF16(rng.Uint32()) },                      // any pattern
@@ -39,24 +43,44 @@ func TestFastPathEqualsPureGo(t *testing.T) {
 		fast := dotRow(a, x)
 		slow := dotF(a, x)
 		if !sameFloat(fast, slow) {
-			t.Fatalf("trial %d n=%d: AVX2 %v (%#x), pure Go %v (%#x)", trial, n, fast, math.Float32bits(fast), slow, math.Float32bits(slow))
+			t.Fatalf("trial %d n=%d: fast path %v (%#x), pure Go %v (%#x)", trial, n, fast, math.Float32bits(fast), slow, math.Float32bits(slow))
 		}
 	}
 }
 
-// The decoder's results do not depend on which path runs.
+// The decoder's results do not depend on which path runs (pure Go, AVX2,
+// AVX-512 with its batch kernels and fused multiply-adds where guarded).
 func TestDecoderFastPathInvariant(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no AVX2")
 	}
-	defer func(v bool) { useAVX2 = v }(useAVX2)
-	useAVX2 = false
+	defer func(v2, v512 bool) { useAVX2, useAVX512 = v2, v512 }(useAVX2, useAVX512)
+	has512 := useAVX512
+	useAVX2, useAVX512 = false, false
 	slow, toks := goldenRun(t)
 	useAVX2 = true
 	fast, toks2 := goldenRun(t)
 	if digest(slow) != digest(fast) || len(toks) != len(toks2) {
 		t.Fatal("AVX2 and pure-Go decoders differ")
 	}
+	if has512 {
+		useAVX512 = true
+		fast, toks2 = goldenRun(t)
+		if digest(slow) != digest(fast) || len(toks) != len(toks2) {
+			t.Fatal("AVX-512 and pure-Go decoders differ")
+		}
+	}
+}
+
+// withEachPath runs f once per available row-kernel path: AVX-512, then
+// AVX2 alone.
+func withEachPath(t *testing.T, f func(t *testing.T)) {
+	defer func(v bool) { useAVX512 = v }(useAVX512)
+	if useAVX512 {
+		t.Run("avx512", f)
+	}
+	useAVX512 = false
+	t.Run("avx2", f)
 }
 
 func TestFastPathX4EqualsPureGo(t *testing.T) {

@@ -17,3 +17,11 @@ func dotRowX4(a []bf16.BF16, xs [][]float32, out *[4]float32) {
 		out[i] = dotF(a, xs[i])
 	}
 }
+
+// matRowsFast is the assembly batch path; there is none here.
+func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int, exact bool) bool {
+	return false
+}
+
+// minMaxFast is bf16Range's assembly prefix; there is none here.
+func minMaxFast(v []bf16.BF16) (lo1, hi uint16, done int) { return 0xFFFF, 0, 0 }

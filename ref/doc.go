@@ -34,12 +34,24 @@
 // Any faster implementation of these kernels (assembly, the simulator's
 // ops) must reproduce this order bit for bit; the simulator calls these
 // kernels in the same decomposition, so engine-on-sim equals ref exactly.
-// On amd64 with AVX2 the decoder's matrix-vector products use an assembly
-// inner loop that keeps lanes 0-7 and 8-15 in two YMM registers and uses a
-// multiply followed by a separate add (never FMA), which is the same float32
-// operation sequence per lane; tests compare it with the pure-Go loop on
-// random bit patterns (denormals, infinities, NaNs). Build with -tags purego
-// to use pure Go only; results are identical.
+// On amd64 the decoder's matrix-vector products run in assembly. With
+// AVX-512 one ZMM register holds the 16 lanes of a (row, input) pair; the
+// kernels take blocks of four rows against one input, two rows against
+// four inputs, or one row against eight inputs, so a batch of up to eight
+// sequences widens each block of weights once (the weights stay in the
+// memory-mapped file; they are not repacked). With AVX2 only, lanes 0-7 and
+// 8-15 sit in two YMM registers. Every kernel multiplies and then adds,
+// which is the float32 operation sequence of the pure-Go loop, except where
+// a fused multiply-add is proved to give the same bits: the product of two
+// bf16 values has at most 16 significant bits, so it is exact in float32
+// unless it underflows or overflows, and then round(acc + a·x) is the same
+// either way. The decoder fuses only when the exponent ranges of a weight
+// part and of the batch's inputs rule out underflow, overflow, denormals,
+// infinities and NaNs (exact.go states the bounds). Tests compare every
+// kernel with the pure-Go loop on random bit patterns (denormals,
+// infinities, NaNs, overflowing products), check the guard over every pair
+// of exponents, and show that fusing without it changes bits. Build with
+// -tags purego to use pure Go only; results are identical.
 //
 // # The decoder
 //

@@ -130,7 +130,12 @@ func MatVec(dst, w, x []bf16.BF16) {
 // matRowsF computes rows lo..hi-1 of w·x for each (x, dst) pair, with every
 // x already widened: dsts[b][o] = R(dotF(row o, xs[b])). The weight row is
 // reused across the batch while it is in cache. Bit-identical to MatVec.
-func matRowsF(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int) {
+// exact may be true only if exactProducts holds for the rows and every x
+// (it lets an assembly path fuse multiply and add; see exact.go).
+func matRowsF(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int, exact bool) {
+	if matRowsFast(dsts, w, xs, cols, lo, hi, exact) {
+		return
+	}
 	for o := lo; o < hi; o++ {
 		row := w[o*cols : (o+1)*cols : (o+1)*cols]
 		b := 0
@@ -227,24 +232,6 @@ func SiluMul(dst, gate, up []bf16.BF16) {
 	for i := range dst {
 		s := r(Silu(gate[i].Float32()))
 		dst[i] = bf16.FromFloat32(s * up[i].Float32())
-	}
-}
-
-// Mul computes dst = R(a·b) elementwise. dst may alias a or b.
-func Mul(dst, a, b []bf16.BF16) {
-	n := len(dst)
-	a, b = a[:n], b[:n]
-	for i := range dst {
-		dst[i] = bf16.FromFloat32(a[i].Float32() * b[i].Float32())
-	}
-}
-
-// Scale computes dst = R(a·s) elementwise with s a float32. dst may alias a.
-func Scale(dst, a []bf16.BF16, s float32) {
-	n := len(dst)
-	a = a[:n]
-	for i := range dst {
-		dst[i] = bf16.FromFloat32(a[i].Float32() * s)
 	}
 }
 

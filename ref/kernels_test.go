@@ -128,7 +128,7 @@ func TestMatVecRowsEqualDot(t *testing.T) {
 		dst := make([]bf16.BF16, sh.rows)
 		MatVec(dst, w, x)
 		d2 := make([]bf16.BF16, sh.rows)
-		matRowsF([][]bf16.BF16{d2}, w, [][]float32{widen(x)}, sh.cols, 0, sh.rows)
+		matRowsF([][]bf16.BF16{d2}, w, [][]float32{widen(x)}, sh.cols, 0, sh.rows, false)
 		for o := range dst {
 			want := bf16.FromFloat32(laneDot(widen(w[o*sh.cols:(o+1)*sh.cols]), widen(x)))
 			if dst[o] != want || d2[o] != want {

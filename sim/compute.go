@@ -17,57 +17,37 @@ import (
 // ttnn's text.
 
 // runCompute runs the ops of this file, sdpa.go, fill.go and plusone.go;
-// handled is false for any other op.
-func (d *Device) runCompute(op tt.Op) (handled bool, err error) {
+// handled is false for any other op. outs are an Allocating op's outputs.
+func (d *Device) runCompute(op tt.Op, outs []tt.Tensor) (handled bool, err error) {
 	switch o := op.(type) {
 	case tt.Embedding:
 		return true, d.embedding(o)
-	case *tt.Embedding:
-		return true, d.embedding(*o)
 	case tt.RMSNorm:
-		return true, d.rmsNorm(o)
-	case *tt.RMSNorm:
-		return true, d.rmsNorm(*o)
+		return true, d.rmsNorm(o, outs[0])
 	case tt.Linear:
 		return true, d.linear(o)
-	case *tt.Linear:
-		return true, d.linear(*o)
 	case tt.NLPCreateQKVHeadsDecode:
-		return true, d.createHeads(o)
-	case *tt.NLPCreateQKVHeadsDecode:
-		return true, d.createHeads(*o)
-	case tt.RotaryEmbedding:
-		return true, d.rotary(o)
-	case *tt.RotaryEmbedding:
-		return true, d.rotary(*o)
+		return true, d.createHeads(o, outs)
+	case tt.RotaryEmbeddingHF:
+		return true, d.rotary(rotaryArgs{name: o.Name(), in: o.Input, cos: o.Cos, sin: o.Sin, out: outs[0]})
+	case tt.RotaryEmbeddingLlama:
+		return true, d.rotary(rotaryArgs{name: o.Name(), in: o.Input, cos: o.Cos, sin: o.Sin, trans: &o.TransMat, out: outs[0]})
+	case tt.ToMemoryConfig:
+		return true, d.toMemoryConfig(o, outs[0])
 	case tt.ConcatHeads:
 		return true, d.concatHeads(o)
-	case *tt.ConcatHeads:
-		return true, d.concatHeads(*o)
 	case tt.Add:
-		return true, d.eltwise(o.Name(), o.A, o.B, o.Output, false)
-	case *tt.Add:
 		return true, d.eltwise(o.Name(), o.A, o.B, o.Output, false)
 	case tt.SiluMul:
 		return true, d.eltwise(o.Name(), o.Gate, o.Up, o.Output, true)
-	case *tt.SiluMul:
-		return true, d.eltwise(o.Name(), o.Gate, o.Up, o.Output, true)
 	case tt.Argmax:
 		return true, d.argmax(o)
-	case *tt.Argmax:
-		return true, d.argmax(*o)
 	case tt.PlusOne:
 		return true, d.plusOne(o)
-	case *tt.PlusOne:
-		return true, d.plusOne(*o)
 	case tt.PagedSDPADecode:
-		return true, d.sdpaDecode(o)
-	case *tt.PagedSDPADecode:
-		return true, d.sdpaDecode(*o)
+		return true, d.sdpaDecode(o, outs[0])
 	case tt.PagedFillCache:
 		return true, d.fillCache(o)
-	case *tt.PagedFillCache:
-		return true, d.fillCache(*o)
 	}
 	return false, nil
 }
@@ -223,9 +203,9 @@ func readAllWords(x *opIO, s *scratch, b *buffer) ([]uint32, error) {
 // rmsNorm: Input and Output BF16 with the same logical shape [..., n] (any
 // layout); Weight BF16 with n elements (ttnn's [1,1,n/32,32] ROW_MAJOR, or
 // any shape of that volume). Each logical row: ref.RMSNorm.
-func (d *Device) rmsNorm(o tt.RMSNorm) error {
+func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 	const name = "rms_norm"
-	return d.launchOp(name, attrKey{uint64(math.Float32bits(o.Epsilon))}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{uint64(math.Float32bits(o.Epsilon))}, []*tt.Tensor{&o.Input, &o.Weight, &output}, func(bs []*buffer) error {
 		in, w, out := bs[0], bs[1], bs[2]
 		for _, c := range []struct {
 			what string
@@ -386,9 +366,9 @@ func transpose(dst, raw []bf16.BF16, g geom, k, n int) {
 // the tile padding); K and V [1,B,Hkv,D] with Hkv >= NumKVHeads. Row (b,h) of
 // Q is columns h*D.. of user b's row; K follows the Q heads, V the K heads.
 // Logical rows past the real heads are written as zero.
-func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode) error {
+func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode, outs []tt.Tensor) error {
 	const name = "nlp_create_qkv_heads_decode"
-	return d.launchOp(name, attrKey{uint64(o.NumHeads), uint64(o.NumKVHeads)}, []*tt.Tensor{&o.Input, &o.Q, &o.K, &o.V}, func(bs []*buffer) error {
+	return d.launchOp(name, attrKey{uint64(o.NumHeads), uint64(o.NumKVHeads)}, []*tt.Tensor{&o.Input, &outs[0], &outs[1], &outs[2]}, func(bs []*buffer) error {
 		in := bs[0]
 		if o.NumHeads <= 0 || o.NumKVHeads <= 0 {
 			return opErr(name, "num_heads (%d) and num_kv_heads (%d) must be positive", o.NumHeads, o.NumKVHeads)
@@ -457,16 +437,31 @@ func execCreateHeads(l *opLaunch, x *opIO, s *scratch) error {
 	return nil
 }
 
-// ---- rotary_embedding_llama (decode) ----
+// ---- rotary_embedding_hf / rotary_embedding_llama (decode) ----
+
+type rotaryArgs struct {
+	name              string
+	in, cos, sin, out tt.Tensor
+	trans             *tt.Tensor // llama only
+}
 
 // rotary: Input and Output BF16 [1,B,H,D] (same shape); Cos and Sin BF16
 // with B*D logical elements (e.g. [1,B,1,D] or [1,1,B,D]), user b's row at
-// b*D. Each logical row (b,h): ref.Rope with user b's cos/sin.
-func (d *Device) rotary(o tt.RotaryEmbedding) error {
-	const name = "rotary_embedding_llama"
-	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &o.Cos, &o.Sin, &o.Output}, func(bs []*buffer) error {
+// b*D. Each logical row (b,h): rotary_embedding_hf is ref.Rope (rotate_half,
+// pairs i and i+D/2) with user b's cos/sin; rotary_embedding_llama rotates
+// with the transformation matrix (each 32-wide column tile of x times
+// TransMat, exact in float32 for tt_transformers' ±1 matrix) and rounds as
+// ref.Rope does: R(R(x·cos) + R(rot·sin)).
+func (d *Device) rotary(o rotaryArgs) error {
+	name := o.name
+	ts := []*tt.Tensor{&o.in, &o.cos, &o.sin, &o.out}
+	if o.trans != nil {
+		ts = append(ts, o.trans)
+	}
+	llama := o.trans != nil
+	return d.launchOp(name, attrKey{b2u(llama)}, ts, func(bs []*buffer) error {
 		for i, b := range bs {
-			if err := wantBF16(name, []string{"Input tensor", "Cos", "Sin", "Output tensor"}[i], b); err != nil {
+			if err := wantBF16(name, []string{"Input tensor", "Cos", "Sin", "Output tensor", "Trans mat"}[i], b); err != nil {
 				return err
 			}
 		}
@@ -485,8 +480,13 @@ func (d *Device) rotary(o tt.RotaryEmbedding) error {
 		if bs[1].spec.Volume() != want || bs[2].spec.Volume() != want {
 			return opErr(name, "Cos/Sin must hold %d users of %d, got shapes %v and %v", sh[0]*sh[1], sh[3], bs[1].spec.Shape, bs[2].spec.Shape)
 		}
+		if llama {
+			if tm := bs[4].spec; !shapeEqual(tm.Shape, []int{1, 1, tt.TileSize, tt.TileSize}) || tm.Layout != tt.Tile {
+				return opErr(name, "Transformation matrix must be [1, 1, 32, 32] TILE, got %v", tm)
+			}
+		}
 		return nil
-	}, opLaunch{run: execRotary})
+	}, opLaunch{flag: llama, run: execRotary})
 }
 
 func execRotary(l *opLaunch, x *opIO, s *scratch) error {
@@ -505,14 +505,79 @@ func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 	if err := x.readLogical(s, 3, sb, sin); err != nil {
 		return err
 	}
+	var tm []bf16.BF16
+	if l.flag {
+		tm = s.buf(5, tt.TileSize*tt.TileSize)
+		if err := x.readLogical(s, 3, l.bufs[4], tm); err != nil {
+			return err
+		}
+	}
 	dst := s.buf(4, gout.size())
 	clear(dst)
 	for r := 0; r < gi.rows(); r++ {
 		u := r / gi.h
 		a, b := gi.prow(r)*gi.wp, gout.prow(r)*gout.wp
+		if l.flag {
+			ropeLlama(dst[b:b+dh], src[a:a+dh], cos[u*dh:(u+1)*dh], sin[u*dh:(u+1)*dh], tm)
+			continue
+		}
 		ref.Rope(dst[b:b+dh], src[a:a+dh], cos[u*dh:(u+1)*dh], sin[u*dh:(u+1)*dh])
 	}
 	return x.writePadded(s, out, dst, nil)
+}
+
+// ropeLlama is rotary_embedding_llama on one head row: rot = x·T per
+// 32-wide column tile (float32 sums in column order), then
+// dst = R(R(x·cos) + R(R(rot)·sin)).
+func ropeLlama(dst, x, cos, sin, tm []bf16.BF16) {
+	const n = tt.TileSize
+	var rot [n]float32
+	for t0 := 0; t0+n <= len(x); t0 += n {
+		for j := 0; j < n; j++ {
+			var acc float32
+			for i := 0; i < n; i++ {
+				if v := tm[i*n+j]; v != 0 {
+					acc += x[t0+i].Float32() * v.Float32()
+				}
+			}
+			rot[j] = bf16.FromFloat32(acc).Float32()
+		}
+		for j := 0; j < n; j++ {
+			k := t0 + j
+			a := bf16.FromFloat32(x[k].Float32() * cos[k].Float32()).Float32()
+			b := bf16.FromFloat32(rot[j] * sin[k].Float32()).Float32()
+			dst[k] = bf16.FromFloat32(a + b)
+		}
+	}
+}
+
+// ---- to_memory_config ----
+
+// toMemoryConfig copies Input's pages into Output (the same spec in another
+// memory config): a data move, values unchanged.
+func (d *Device) toMemoryConfig(o tt.ToMemoryConfig, output tt.Tensor) error {
+	const name = "to_memory_config"
+	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &output}, func(bs []*buffer) error {
+		in, out := bs[0], bs[1]
+		if !shapeEqual(in.spec.Shape, out.spec.Shape) || in.spec.DType != out.spec.DType || in.spec.Layout != out.spec.Layout {
+			return opErr(name, "Output spec %v does not match input spec %v", out.spec, in.spec)
+		}
+		return nil
+	}, opLaunch{run: execCopy})
+}
+
+func execCopy(l *opLaunch, x *opIO, s *scratch) error {
+	in, out := l.bufs[0], l.bufs[1]
+	pg := s.pageBuf(int(in.pageSize))
+	for p := 0; p < in.numPages; p++ {
+		if err := x.pageIO(in, p, pg, false); err != nil {
+			return err
+		}
+		if err := x.pageIO(out, p, pg, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ---- nlp_concat_heads_decode ----

@@ -31,7 +31,7 @@ type miniEngine struct {
 	// inputs
 	tok, pos, rope, pt tt.Tensor
 	// activations
-	x, a, o, qkv, q, q2, q3, k, k2, k3, v, attn, cat, g, u, cos, sin, logits, next tt.Tensor
+	x, o, qkv, cat, g, u, cos, sin, logits, next tt.Tensor
 }
 
 type miniLayer struct {
@@ -76,19 +76,14 @@ func newMiniEngine(t testing.TB, w *qwen3.Weights, B, W, bs, blocks int, o Optio
 	}
 	al := func(s tt.Spec) tt.Tensor { return cAlloc(t, d, s) }
 	bf := func(shape ...int) tt.Tensor { return al(cSpec(tt.BF16, tt.Tile, shape...)) }
-	sharded := func(heads int) tt.Tensor {
-		return al(tt.Spec{Shape: []int{1, B, heads, hd}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, hd})})
-	}
 	e.tok = al(cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, B))
 	e.rope = al(cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, B))
 	e.pos = al(cSpec(tt.INT32, tt.RowMajor, B))
 	e.pt = al(cSpec(tt.INT32, tt.RowMajor, B, W))
-	e.x, e.a, e.o = bf(1, 1, B, h), bf(1, 1, B, h), bf(1, 1, B, h)
+	e.x, e.o = bf(1, 1, B, h), bf(1, 1, B, h)
 	e.qkv = bf(1, 1, B, qd+2*kvd)
-	e.q, e.q2, e.q3 = bf(1, B, c.NumAttentionHeads, hd), bf(1, B, c.NumAttentionHeads, hd), bf(1, B, c.NumAttentionHeads, hd)
-	e.k, e.k2, e.k3, e.v = sharded(c.NumKeyValueHeads), sharded(c.NumKeyValueHeads), sharded(c.NumKeyValueHeads), sharded(c.NumKeyValueHeads)
-	e.attn = bf(1, B, c.NumAttentionHeads, hd)
-	e.cat = bf(1, 1, B, qd)
+	e.cat = al(tt.Spec{Shape: []int{1, 1, B, qd}, DType: tt.BF16, Layout: tt.Tile,
+		Memory: tt.L1WidthSharded(c.NumAttentionHeads, [2]int{32, hd})})
 	e.g, e.u = bf(1, 1, B, in), bf(1, 1, B, in)
 	e.cos, e.sin = bf(1, B, 1, hd), bf(1, B, 1, hd)
 	e.logits = bf(1, 1, B, c.VocabSize)
@@ -96,52 +91,82 @@ func newMiniEngine(t testing.TB, w *qwen3.Weights, B, W, bs, blocks int, o Optio
 	return e
 }
 
-// ops is one decode step's op list.
-func (e *miniEngine) ops() []tt.Op {
+// forward runs one decode step's ops. traced: the host-free step (argmax
+// writes the next token into the token input, plus_one advances cur_pos
+// (skipping -1) and the rope index). keep: the outputs the device allocated
+// stay allocated (a capture: the trace writes them); otherwise they are
+// freed at the end. It returns the ops run, for counting.
+func (e *miniEngine) forward(t testing.TB, traced, keep bool) int {
+	t.Helper()
 	c := e.cfg
 	eps := float32(c.RMSNormEps)
-	ops := []tt.Op{
-		tt.Embedding{Input: e.tok, Weight: e.embed, Output: e.x},
-		tt.Embedding{Input: e.rope, Weight: e.cosT, Output: e.cos},
-		tt.Embedding{Input: e.rope, Weight: e.sinT, Output: e.sin},
+	n := 0
+	var tmp []tt.Tensor
+	run := func(op tt.Op) []tt.Tensor {
+		t.Helper()
+		outs, err := e.d.Run(op)
+		if err != nil {
+			t.Fatalf("%s: %v", op.Name(), err)
+		}
+		n++
+		tmp = append(tmp, outs...)
+		return outs
+	}
+	one := func(op tt.Op) tt.Tensor { t.Helper(); return run(op)[0] }
+	run(tt.Embedding{Input: e.tok, Weight: e.embed, Output: e.x})
+	run(tt.Embedding{Input: e.rope, Weight: e.cosT, Output: e.cos})
+	run(tt.Embedding{Input: e.rope, Weight: e.sinT, Output: e.sin})
+	rows := tt.L1HeightSharded(e.B, [2]int{32, c.HeadDim})
+	cos := one(tt.ToMemoryConfig{Input: e.cos, Memory: rows})
+	sin := one(tt.ToMemoryConfig{Input: e.sin, Memory: rows})
+	norm := func(x, w tt.Tensor) tt.Tensor {
+		xi := one(tt.ToMemoryConfig{Input: x, Memory: tt.L1Interleaved})
+		y := one(tt.RMSNorm{Input: xi, Weight: w, Epsilon: eps})
+		return one(tt.ToMemoryConfig{Input: y, Memory: x.Spec.Memory})
 	}
 	for _, L := range e.layers {
 		pt := e.pt
 		idx := e.pos
-		ops = append(ops,
-			tt.RMSNorm{Input: e.x, Weight: L.inorm, Output: e.a, Epsilon: eps},
-			tt.Linear{Input: e.a, Weight: L.wqkv, Output: e.qkv, TransposeB: true},
-			tt.NLPCreateQKVHeadsDecode{Input: e.qkv, Q: e.q, K: e.k, V: e.v, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads},
-			tt.RMSNorm{Input: e.q, Weight: L.qn, Output: e.q2, Epsilon: eps},
-			tt.RMSNorm{Input: e.k, Weight: L.kn, Output: e.k2, Epsilon: eps},
-			tt.RotaryEmbedding{Input: e.q2, Cos: e.cos, Sin: e.sin, Output: e.q3},
-			tt.RotaryEmbedding{Input: e.k2, Cos: e.cos, Sin: e.sin, Output: e.k3},
-		)
+		a := one(tt.RMSNorm{Input: e.x, Weight: L.inorm, Epsilon: eps})
+		run(tt.Linear{Input: a, Weight: L.wqkv, Output: e.qkv, TransposeB: true})
+		qkv := run(tt.NLPCreateQKVHeadsDecode{Input: e.qkv, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads})
+		q3 := one(tt.RotaryEmbeddingHF{Input: norm(qkv[0], L.qn), Cos: cos, Sin: sin})
+		k3 := one(tt.RotaryEmbeddingHF{Input: norm(qkv[1], L.kn), Cos: cos, Sin: sin})
 		if e.fused {
-			ops = append(ops, tt.PagedFusedUpdateCache{Cache1: L.kc, Input1: e.k3, Cache2: L.vc, Input2: e.v, UpdateIdxs: &idx, PageTable: &pt})
+			v := one(tt.ToMemoryConfig{Input: qkv[2], Memory: tt.L1HeightShardedAt(e.B, e.B, [2]int{32, c.HeadDim})})
+			run(tt.PagedFusedUpdateCache{Cache1: L.kc, Input1: k3, Cache2: L.vc, Input2: v, UpdateIdxs: &idx, PageTable: &pt})
 		} else {
-			ops = append(ops,
-				tt.PagedUpdateCache{Cache: L.kc, Input: e.k3, UpdateIdxs: &idx, PageTable: &pt},
-				tt.PagedUpdateCache{Cache: L.vc, Input: e.v, UpdateIdxs: &idx, PageTable: &pt})
+			run(tt.PagedUpdateCache{Cache: L.kc, Input: k3, UpdateIdxs: &idx, PageTable: &pt})
+			run(tt.PagedUpdateCache{Cache: L.vc, Input: qkv[2], UpdateIdxs: &idx, PageTable: &pt})
 		}
-		ops = append(ops,
-			tt.PagedSDPADecode{Q: e.q3, K: L.kc, V: L.vc, PageTable: e.pt, CurPos: e.pos, Output: e.attn},
-			tt.ConcatHeads{Input: e.attn, Output: e.cat, NumHeads: c.NumAttentionHeads},
-			tt.Linear{Input: e.cat, Weight: L.wo, Output: e.o, TransposeB: true},
-			tt.Add{A: e.x, B: e.o, Output: e.x},
-			tt.RMSNorm{Input: e.x, Weight: L.post, Output: e.a, Epsilon: eps},
-			tt.Linear{Input: e.a, Weight: L.gate, Output: e.g, TransposeB: true},
-			tt.Linear{Input: e.a, Weight: L.up, Output: e.u, TransposeB: true},
-			tt.SiluMul{Gate: e.g, Up: e.u, Output: e.g},
-			tt.Linear{Input: e.g, Weight: L.down, Output: e.o, TransposeB: true},
-			tt.Add{A: e.x, B: e.o, Output: e.x},
-		)
+		attn := one(tt.PagedSDPADecode{Q: q3, K: L.kc, V: L.vc, PageTable: e.pt, CurPos: e.pos, Memory: q3.Spec.Memory})
+		run(tt.ConcatHeads{Input: attn, Output: e.cat, NumHeads: c.NumAttentionHeads})
+		run(tt.Linear{Input: e.cat, Weight: L.wo, Output: e.o, TransposeB: true})
+		run(tt.Add{A: e.x, B: e.o, Output: e.x})
+		a2 := one(tt.RMSNorm{Input: e.x, Weight: L.post, Epsilon: eps})
+		run(tt.Linear{Input: a2, Weight: L.gate, Output: e.g, TransposeB: true})
+		run(tt.Linear{Input: a2, Weight: L.up, Output: e.u, TransposeB: true})
+		run(tt.SiluMul{Gate: e.g, Up: e.u, Output: e.g})
+		run(tt.Linear{Input: e.g, Weight: L.down, Output: e.o, TransposeB: true})
+		run(tt.Add{A: e.x, B: e.o, Output: e.x})
 	}
-	return append(ops,
-		tt.RMSNorm{Input: e.x, Weight: e.norm, Output: e.a, Epsilon: eps},
-		tt.Linear{Input: e.a, Weight: e.lm, Output: e.logits, TransposeB: true},
-		tt.Argmax{Input: e.logits, Output: e.next},
-	)
+	a := one(tt.RMSNorm{Input: e.x, Weight: e.norm, Epsilon: eps})
+	run(tt.Linear{Input: a, Weight: e.lm, Output: e.logits, TransposeB: true})
+	if traced {
+		run(tt.Argmax{Input: e.logits, Output: e.tok})
+		run(tt.PlusOne{Input: e.pos, SkipNegativeEntries: true})
+		run(tt.PlusOne{Input: e.rope})
+	} else {
+		run(tt.Argmax{Input: e.logits, Output: e.next})
+	}
+	if !keep {
+		for _, x := range tmp {
+			if err := e.d.Free(x); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return n
 }
 
 func (e *miniEngine) step(t testing.TB, toks []uint32, pos []int32, table []int32) {
@@ -163,19 +188,12 @@ func (e *miniEngine) step(t testing.TB, toks []uint32, pos []int32, table []int3
 			t.Fatal(err)
 		}
 	}
-	for _, op := range e.ops() {
-		cRun(t, d, op)
-	}
+	e.forward(t, false, false)
 }
 
 // useFused makes the engine update K and V with one
-// paged_fused_update_cache (§1.5), V's input sharded on cores B..2B-1.
-func (e *miniEngine) useFused(t testing.TB) {
-	c := e.cfg
-	e.v = cAlloc(t, e.d, tt.Spec{Shape: []int{1, e.B, c.NumKeyValueHeads, c.HeadDim}, DType: tt.BF16, Layout: tt.Tile,
-		Memory: tt.L1HeightShardedAt(e.B, e.B, [2]int{32, c.HeadDim})})
-	e.fused = true
-}
+// paged_fused_update_cache (§1.5), V's input resharded on cores B..2B-1.
+func (e *miniEngine) useFused() { e.fused = true }
 
 // Engine-on-sim equals ref.Decoder bit for bit: 4 slots that join at
 // different steps (inactive slots carry -1), positions crossing block
@@ -204,7 +222,7 @@ func testMiniEngineMatchesRef(t *testing.T, fused bool) {
 	defer rd.Close()
 	e := newMiniEngine(t, w, B, W, bs, blocks, Options{Strict: true})
 	if fused {
-		e.useFused(t)
+		e.useFused()
 	}
 	r := rand.New(rand.NewPCG(1, 1))
 	perm := r.Perm(blocks)
@@ -283,17 +301,13 @@ func BenchmarkTinyDecodeStep(b *testing.B) {
 				pos[i] = int32(96 + i)
 			}
 			e.step(b, toks, pos, table)
-			ops := e.ops()
 			b.ReportAllocs()
 			b.ResetTimer()
+			n := 0
 			for i := 0; i < b.N; i++ {
-				for _, op := range ops {
-					if err := e.d.Run(op); err != nil {
-						b.Fatal(err)
-					}
-				}
+				n = e.forward(b, false, false)
 			}
-			b.ReportMetric(float64(len(ops)), "ops/step")
+			b.ReportMetric(float64(n), "ops/step")
 		})
 	}
 }
@@ -358,7 +372,6 @@ func BenchmarkPagedKVDecode(b *testing.B) {
 			}
 			k, v := in(), in()
 			q := cUpload(b, d, cSpec(tt.BF16, tt.Tile, 1, B, HQ, D), cRand(r, B*HQ*D, false))
-			out := cAlloc(b, d, cSpec(tt.BF16, tt.Tile, 1, B, HQ, D))
 			pos := make([]int32, B)
 			for i := range pos {
 				pos[i] = int32(96 + i)
@@ -372,19 +385,26 @@ func BenchmarkPagedKVDecode(b *testing.B) {
 			ops := []tt.Op{
 				tt.PagedUpdateCache{Cache: kc, Input: k, UpdateIdxs: &cp, PageTable: &pt},
 				tt.PagedUpdateCache{Cache: vc, Input: v, UpdateIdxs: &cp, PageTable: &pt},
-				tt.PagedSDPADecode{Q: q, K: kc, V: vc, PageTable: pt, CurPos: cp, Output: out},
+				tt.PagedSDPADecode{Q: q, K: kc, V: vc, PageTable: pt, CurPos: cp},
 			}
-			for _, op := range ops {
-				cRun(b, d, op)
+			runAll := func() {
+				for _, op := range ops {
+					outs, err := d.Run(op)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, o := range outs {
+						if err := d.Free(o); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
 			}
+			runAll()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				for _, op := range ops {
-					if err := d.Run(op); err != nil {
-						b.Fatal(err)
-					}
-				}
+				runAll()
 			}
 			b.ReportMetric(float64(b.N*len(ops))/b.Elapsed().Seconds(), "ops/s")
 			if fs := d.Findings(); len(fs) != 0 {
@@ -392,16 +412,6 @@ func BenchmarkPagedKVDecode(b *testing.B) {
 			}
 		})
 	}
-}
-
-// tracedOps is the host-free step: argmax writes the next token into the
-// token input, plus_one advances cur_pos (skipping -1) and the rope index.
-func (e *miniEngine) tracedOps() []tt.Op {
-	ops := e.ops()
-	am := ops[len(ops)-1].(tt.Argmax)
-	am.Output = e.tok
-	ops[len(ops)-1] = am
-	return append(ops, tt.PlusOne{Input: e.pos, SkipNegativeEntries: true}, tt.PlusOne{Input: e.rope})
 }
 
 // A captured host-free step replays to the same logits as ref.Decoder, step
@@ -455,7 +465,6 @@ func TestMiniEngineTraceReplayMatchesRef(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ops := e.tracedOps()
 	check := func(step int) {
 		var batch []qwen3.Step
 		for _, b := range []int{0, 2} {
@@ -486,17 +495,13 @@ func TestMiniEngineTraceReplayMatchesRef(t *testing.T) {
 			t.Fatalf("inactive slot advanced to %d", gotPos[1])
 		}
 	}
-	for _, op := range ops {
-		cRun(t, e.d, op)
-	}
+	e.forward(t, true, false)
 	check(0)
 	id, err := e.d.BeginCapture()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range ops {
-		cRun(t, e.d, op)
-	}
+	e.forward(t, true, true)
 	if err := e.d.EndCapture(id); err != nil {
 		t.Fatal(err)
 	}

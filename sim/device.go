@@ -208,8 +208,17 @@ func (b *buffer) nbanks(d *Device) int {
 
 // pageLoc is the interleaved/sharded placement of page p (§6.3):
 // interleaved bank = p % nbanks, address = base + (p / nbanks) * aligned page;
-// height-sharded: shard p / pagesPerShard on core of that index.
+// height-sharded: shard p / pagesPerShard on core of that index;
+// width-sharded: the shard holding the tile's column.
 func (d *Device) pageLoc(b *buffer, p int) PageLoc {
+	if m := b.spec.Memory; m.Layout == tt.WidthSharded {
+		// Tile (tr, tc) of the [Height/32, Width/32] grid lives in shard
+		// tc / (shard width / 32), row-major inside the shard.
+		wt := b.spec.Width() / tt.TileSize
+		swt := m.Shard.Shape[1] / tt.TileSize
+		tr, tc := p/wt, p%wt
+		return PageLoc{tt.L1, m.Shard.FirstCore + tc/swt, b.addr + uint64(tr*swt+tc%swt)*b.aligned}
+	}
 	if b.spec.Memory.Sharded() {
 		return PageLoc{tt.L1, b.spec.Memory.Shard.FirstCore + p/b.shardPage, b.addr + uint64(p%b.shardPage)*b.aligned}
 	}

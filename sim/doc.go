@@ -55,9 +55,8 @@
 //
 // Performance: eager launches run on the live buffers without allocating
 // (program-cache keys are built in a reused buffer from per-tensor spec
-// strings), and linear's dot products use an AVX2 lane kernel that performs
-// ref's canonical per-lane multiply-then-add order (no FMA), so results stay
-// bit-equal to ref. BenchmarkTinyDecodeStep / BenchmarkTinyRefStep compare a
+// strings), and linear's dot products call ref.DotWidened (ref's canonical
+// order over a once-widened input row), so results stay bit-equal to ref. BenchmarkTinyDecodeStep / BenchmarkTinyRefStep compare a
 // tiny-model step with ref's; BenchmarkPagedKVDecode measures the paged ops.
 //
 // Device implements tt.Device: every op of package tt runs.

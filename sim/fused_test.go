@@ -181,33 +181,33 @@ func TestFusedUpdateCacheValidation(t *testing.T) {
 	f := newFusedFix(t, Options{}, 2, 1, 32, 32, 4, 2, 0, 2)
 	o := f.fused()
 	o.BatchOffset = 1
-	if err := f.d.Run(o); !tt.HasMsg(err, "batch_offset must be 0") {
+	if err := run1(f.d, o); !tt.HasMsg(err, "batch_offset must be 0") {
 		t.Errorf("batch_offset: %v", err)
 	}
 	o = f.fused()
 	o.UpdateIdxsList = []int32{0, 0}
-	if err := f.d.Run(o); !tt.HasMsg(err, "Only an update tensor or an update vector can be provided. Not both or neither.") {
+	if err := run1(f.d, o); !tt.HasMsg(err, "Only an update tensor or an update vector can be provided. Not both or neither.") {
 		t.Errorf("both index kinds: %v", err)
 	}
 	// Pair 2 is checked too: V input interleaved.
 	vi := mustAlloc(t, f.d, tt.Spec{Shape: []int{1, 2, 1, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1Interleaved})
 	o = f.fused()
 	o.Input2 = vi
-	if err := f.d.Run(o); !tt.HasMsg(err, "Input tensor must be sharded") {
+	if err := run1(f.d, o); !tt.HasMsg(err, "Input tensor must be sharded") {
 		t.Errorf("pair 2: %v", err)
 	}
 	// Overlapping grids.
 	ov := mustAlloc(t, f.d, tt.Spec{Shape: []int{1, 2, 1, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightShardedAt(1, 2, [2]int{32, 32})})
 	o = f.fused()
 	o.Input2 = ov
-	if err := f.d.Run(o); err == nil || !strings.Contains(err.Error(), "must not overlap") {
+	if err := run1(f.d, o); err == nil || !strings.Contains(err.Error(), "must not overlap") {
 		t.Errorf("overlapping grids: %v", err)
 	}
 	// Page table wider than the cache.
 	wide := mustAlloc(t, f.d, rmSpec(2, 5))
 	o = f.fused()
 	o.PageTable = &wide
-	if err := f.d.Run(o); !tt.HasMsg(err, "max_num_blocks_per_seq must be less than max_num_blocks: max_num_blocks_per_seq=5, max_num_blocks=4") {
+	if err := run1(f.d, o); !tt.HasMsg(err, "max_num_blocks_per_seq must be less than max_num_blocks: max_num_blocks_per_seq=5, max_num_blocks=4") {
 		t.Errorf("wide table: %v", err)
 	}
 	if h, m := f.d.ProgramCacheStats(); h != 0 || m != 0 {

@@ -141,43 +141,27 @@ func tid(t *tt.Tensor) string {
 // control tensors).
 func opArgs(op tt.Op) string {
 	switch o := op.(type) {
-	case *tt.RMSNorm:
-		return opArgs(*o)
+	case boundOp:
+		return opArgs(o.Op)
 	case tt.RMSNorm:
 		return fmt.Sprintf("eps=%g", o.Epsilon)
-	case *tt.Linear:
-		return opArgs(*o)
 	case tt.Linear:
 		return fmt.Sprintf("transpose_b=%t bias=%s", o.TransposeB, tid(o.Bias))
-	case *tt.NLPCreateQKVHeadsDecode:
-		return opArgs(*o)
 	case tt.NLPCreateQKVHeadsDecode:
 		return fmt.Sprintf("num_heads=%d num_kv_heads=%d", o.NumHeads, o.NumKVHeads)
-	case *tt.PagedUpdateCache:
-		return opArgs(*o)
 	case tt.PagedUpdateCache:
 		return ucArgsString(o.UpdateIdxs, o.UpdateIdxsList, o.PageTable, o.ShareCache, o.BatchOffset, o.FP32DestAcc)
-	case *tt.PagedFusedUpdateCache:
-		return opArgs(*o)
 	case tt.PagedFusedUpdateCache:
 		return ucArgsString(o.UpdateIdxs, o.UpdateIdxsList, o.PageTable, o.ShareCache, o.BatchOffset, o.FP32DestAcc)
-	case *tt.PagedFillCache:
-		return opArgs(*o)
 	case tt.PagedFillCache:
 		if o.BatchIdxTensor != nil {
 			return "page_table=" + tid(&o.PageTable) + " batch_idx_tensor=" + tid(o.BatchIdxTensor)
 		}
 		return fmt.Sprintf("page_table=%s batch_idx=%d", tid(&o.PageTable), o.BatchIdx)
-	case *tt.PagedSDPADecode:
-		return opArgs(*o)
 	case tt.PagedSDPADecode:
 		return fmt.Sprintf("cur_pos=%s page_table=%s scale=%g k_chunk_size=%d", tid(&o.CurPos), tid(&o.PageTable), o.Scale, o.KChunkSize)
-	case *tt.ConcatHeads:
-		return opArgs(*o)
 	case tt.ConcatHeads:
 		return fmt.Sprintf("num_heads=%d", o.NumHeads)
-	case *tt.PlusOne:
-		return opArgs(*o)
 	case tt.PlusOne:
 		return fmt.Sprintf("skip_negative_entries=%t", o.SkipNegativeEntries)
 	}

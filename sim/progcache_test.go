@@ -59,7 +59,7 @@ func TestUpdateCacheProgramCache(t *testing.T) {
 	table := [][]int32{{0, 1}, {2, 3}}
 	f.setTable(table)
 	run := func(o tt.PagedUpdateCache) error {
-		return f.d.Run(o)
+		return run1(f.d, o)
 	}
 	o := f.op()
 	o.BatchOffset = 1
@@ -148,12 +148,12 @@ func TestUpdateCacheValidation(t *testing.T) {
 		}), "Input shard grid must have one core per user"},
 		{mod(func(o *tt.PagedUpdateCache) { o.BatchOffset = 2 }), "batch_offset must be 0"},
 	} {
-		err := d.Run(c.op)
+		err := run1(d, c.op)
 		if !tt.HasMsg(err, c.want) {
 			t.Errorf("want %q, got %v", c.want, err)
 		}
 	}
-	if err := d.Run(good); err != nil {
+	if err := run1(d, good); err != nil {
 		t.Fatalf("good op: %v", err)
 	}
 }
@@ -186,7 +186,7 @@ func TestUpdateCacheNonPaged(t *testing.T) {
 			d.WriteHost(idx, tt.HostInt32([]int{B}, tt.RowMajor, pos))
 			o.UpdateIdxs = &idx
 		}
-		if err := d.Run(o); err != nil {
+		if err := run1(d, o); err != nil {
 			t.Fatal(err)
 		}
 		for b, p := range pos {
@@ -213,7 +213,7 @@ func TestCBClash(t *testing.T) {
 	f.setTable([][]int32{{0, 1}, {2, 3}})
 	big := mustAlloc(t, f.d, tt.Spec{Shape: []int{64, 12 * 1024}, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.L1Interleaved})
 	_ = big
-	err := f.d.Run(f.op())
+	err := run1(f.d, f.op())
 	if err == nil || !strings.Contains(err.Error(), "Statically allocated circular buffers") {
 		t.Fatalf("got %v", err)
 	}

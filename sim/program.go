@@ -106,48 +106,142 @@ func (d *Device) enqueue(op string, p program, l launch) error {
 	return l.exec(d)
 }
 
-// Run implements tt.Device.Run. During capture the
-// launches an op enqueues are recorded with the op's operands (their ids and
-// addresses at capture time), which strict mode checks on every replay.
-func (d *Device) Run(op tt.Op) error {
+// boundOp is an Allocating op with the outputs the device allocated for it:
+// what the launch writes, for op events, footprints and strict checks.
+type boundOp struct {
+	tt.Op
+	outs []tt.Tensor
+}
+
+func (b boundOp) Outputs() []tt.Tensor { return b.outs }
+
+// derefOp turns a pointer to one of package tt's op structs into the value.
+func derefOp(op tt.Op) tt.Op {
+	switch o := op.(type) {
+	case *tt.Embedding:
+		return *o
+	case *tt.RMSNorm:
+		return *o
+	case *tt.Linear:
+		return *o
+	case *tt.NLPCreateQKVHeadsDecode:
+		return *o
+	case *tt.RotaryEmbeddingHF:
+		return *o
+	case *tt.RotaryEmbeddingLlama:
+		return *o
+	case *tt.ToMemoryConfig:
+		return *o
+	case *tt.PagedUpdateCache:
+		return *o
+	case *tt.PagedFusedUpdateCache:
+		return *o
+	case *tt.PagedFillCache:
+		return *o
+	case *tt.PagedSDPADecode:
+		return *o
+	case *tt.ConcatHeads:
+		return *o
+	case *tt.Add:
+		return *o
+	case *tt.SiluMul:
+		return *o
+	case *tt.Argmax:
+		return *o
+	case *tt.PlusOne:
+		return *o
+	}
+	return op
+}
+
+// Run implements tt.Device.Run. An Allocating op's outputs are allocated
+// through the device's allocator after its input checks and before its
+// program runs (ttnn's create_output_tensors, inside a capture too); they
+// are freed again if the op fails. During capture the launches an op
+// enqueues are recorded with the op's operands (their ids and addresses at
+// capture time), which strict mode checks on every replay.
+func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
+	op = derefOp(op)
+	var outs []tt.Tensor
+	eff := op
+	if a, ok := op.(tt.Allocating); ok {
+		if err := d.checkAllocating(op); err != nil {
+			return nil, err
+		}
+		for _, spec := range a.OutputSpecs() {
+			t, err := d.Allocate(spec)
+			if err != nil {
+				d.freeAll(outs)
+				return nil, err
+			}
+			outs = append(outs, t)
+		}
+		eff = boundOp{Op: op, outs: outs}
+	}
 	start := len(d.recorded)
-	err := d.dispatch(op)
+	err := d.dispatch(op, outs)
 	if err != nil {
 		if d.capturing {
 			d.recorded = d.recorded[:start] // a failed op records nothing
 		}
-		return err
+		d.freeAll(outs)
+		return nil, err
 	}
 	if d.capturing {
 		if len(d.recorded) > start {
-			fp := d.footprintOf(op, start)
+			fp := d.footprintOf(eff, start)
 			d.footprints = append(d.footprints, fp)
 			if d.observing() {
 				d.emit(OpEvent{Op: fp.op, Regime: Capture, Trace: d.traceID, Args: fp.args, Touched: fp.touches()})
 			}
 		}
-		return nil
+		return outs, nil
 	}
 	if d.observing() {
-		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(op)})
+		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(eff)})
 	}
-	return nil
+	return outs, nil
 }
 
-// dispatch runs one op.
-func (d *Device) dispatch(op tt.Op) error {
+func (d *Device) freeAll(ts []tt.Tensor) {
+	for _, t := range ts {
+		_ = d.Free(t)
+	}
+}
+
+// dispatch runs one op; outs are an Allocating op's outputs.
+func (d *Device) dispatch(op tt.Op, outs []tt.Tensor) error {
 	switch o := op.(type) {
 	case tt.PagedUpdateCache:
 		return d.pagedUpdateCache(&o)
-	case *tt.PagedUpdateCache:
-		return d.pagedUpdateCache(o)
 	case tt.PagedFusedUpdateCache:
 		return d.pagedFusedUpdateCache(&o)
-	case *tt.PagedFusedUpdateCache:
-		return d.pagedFusedUpdateCache(o)
 	}
-	if handled, err := d.runCompute(op); handled {
+	if handled, err := d.runCompute(op, outs); handled {
 		return err
 	}
 	return fmt.Errorf("sim: op %s is not implemented yet", op.Name())
+}
+
+// checkAllocating runs the input checks an Allocating op needs before its
+// outputs can be allocated (ttnn validates before create_output_tensors).
+func (d *Device) checkAllocating(op tt.Op) error {
+	for _, t := range op.Inputs() {
+		if _, err := d.operandOf(op.Name(), t); err != nil {
+			return err
+		}
+	}
+	switch o := op.(type) {
+	case tt.NLPCreateQKVHeadsDecode:
+		sh := o.Input.Spec.Shape
+		if len(sh) != 4 || o.NumHeads <= 0 || o.NumKVHeads <= 0 || sh[3]%(o.NumHeads+2*o.NumKVHeads) != 0 {
+			return opErr(op.Name(), "Input shape %v does not split into %d query and 2x%d kv heads", sh, o.NumHeads, o.NumKVHeads)
+		}
+	case tt.ToMemoryConfig:
+		s := o.OutputSpecs()[0]
+		if err := s.Validate(); err != nil {
+			return opErr(op.Name(), "%v", err)
+		}
+	}
+	return nil
 }

@@ -40,9 +40,9 @@ const opSDPA = "paged_scaled_dot_product_attention_decode"
 //
 // KChunkSize 0 (dynamic) takes Sk_chunk_t = the smallest power of two >=
 // cur_pos/32+1 (tt-metal's nearest_pow2_capped; its cap is not in the notes).
-func (d *Device) sdpaDecode(o tt.PagedSDPADecode) error {
+func (d *Device) sdpaDecode(o tt.PagedSDPADecode, output tt.Tensor) error {
 	const name = opSDPA
-	bs, err := d.operands(name, &o.Q, &o.K, &o.V, &o.PageTable, &o.CurPos, &o.Output)
+	bs, err := d.operands(name, &o.Q, &o.K, &o.V, &o.PageTable, &o.CurPos, &output)
 	if err != nil {
 		return err
 	}

@@ -32,11 +32,11 @@ func TestTraceCaptureReplay(t *testing.T) {
 	}
 	o := f.op()
 	o.FP32DestAcc = true // a program never compiled
-	if err := f.d.Run(o); !tt.HasMsg(err, tt.MsgProgramCacheMissDuringCapture) {
+	if err := run1(f.d, o); !tt.HasMsg(err, tt.MsgProgramCacheMissDuringCapture) {
 		t.Errorf("miss during capture: %v", err)
 	}
 	f.d.ResetKVLog()
-	if err := f.d.Run(f.op()); err != nil {
+	if err := run1(f.d, f.op()); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.d.KVLog()) != 0 {
@@ -82,11 +82,11 @@ func TestTraceBakedAddress(t *testing.T) {
 	f := newUCFix(t, Options{Arch: Wormhole, Strict: true, LogKV: true}, 2, 1, 32, 32, 8, 2)
 	f.setTable([][]int32{{0, 1}, {2, 3}})
 	f.write(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{1, 2}))
-	if err := f.d.Run(f.op()); err != nil {
+	if err := run1(f.d, f.op()); err != nil {
 		t.Fatal(err)
 	}
 	id, _ := f.d.BeginCapture()
-	if err := f.d.Run(f.op()); err != nil {
+	if err := run1(f.d, f.op()); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.d.EndCapture(id); err != nil {
@@ -132,11 +132,11 @@ func TestTraceRegionBudget(t *testing.T) {
 	f := newUCFix(t, Options{Arch: Wormhole, TraceRegionSize: 1024}, 2, 1, 32, 32, 8, 2)
 	f.setTable([][]int32{{0, 1}, {2, 3}})
 	f.write(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{1, 2}))
-	if err := f.d.Run(f.op()); err != nil {
+	if err := run1(f.d, f.op()); err != nil {
 		t.Fatal(err)
 	}
 	id, _ := f.d.BeginCapture()
-	f.d.Run(f.op())
+	run1(f.d, f.op())
 	err := f.d.EndCapture(id)
 	if !tt.HasMsg(err, "Creating trace buffers of size 2048B on MeshDevice 0, but only 1024B is allocated for trace region.") {
 		t.Fatalf("got %v", err)

@@ -81,7 +81,7 @@ func (f *ucFix) step(pos []int32, table [][]int32) error {
 	}
 	f.write(f.in, tt.HostBF16([]int{1, f.B, f.H, f.D}, tt.Tile, in))
 	f.write(f.idx, tt.HostInt32([]int{f.B}, tt.RowMajor, pos))
-	if err := f.d.Run(f.op()); err != nil {
+	if err := run1(f.d, f.op()); err != nil {
 		return err
 	}
 	for b, p := range pos {

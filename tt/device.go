@@ -21,9 +21,13 @@ type Device interface {
 	// ReadHost copies a device tensor to the host (logical shape, dst layout
 	// and dtype).
 	ReadHost(src Tensor) (HostTensor, error)
-	// Run executes one op (one of the Op structs of this package). During
-	// capture it records the op instead (§5.2).
-	Run(op Op) error
+	// Run executes one op (one of the Op structs of this package), after
+	// validating it as ttnn does on every call (program-cache hits
+	// included). During capture it records the op instead (§5.2). For an
+	// Allocating op it returns the tensors the device allocated for the
+	// outputs (in OutputSpecs order; allocated during capture too); for
+	// every other op it returns nil. On error nothing stays allocated.
+	Run(op Op) ([]Tensor, error)
 	// BeginCapture is ttnn.begin_trace_capture(device, cq_id=0).
 	BeginCapture() (TraceID, error)
 	// EndCapture is ttnn.end_trace_capture.

@@ -38,21 +38,25 @@ func HasMsg(err error, prefix string) bool {
 // tt-metal message texts (section numbers of the semantics notes). Texts with
 // format verbs are printed with the values tt-metal prints.
 const (
-	// §7 copy_host_to_device_tensor, checked in this order.
-	MsgSourceNotOnHost      = "Source tensor is not on host."
-	MsgDestinationNotDevice = "Destination tensor is not on device."
-	MsgBufferNotAllocated   = "Buffer must be allocated on device."
-	MsgHostShape            = "Host tensor has different shape"
-	MsgHostDType            = "Host tensor has different dtype"
-	MsgHostPageConfig       = "Host tensor has different page config"
+	// §7 copy_host_to_device_tensor, checked in this order
+	// (tt_metal/impl/tensor/tensor_apis.cpp enqueue_write_tensor). The older
+	// "Source tensor is not on host." / "Destination tensor is not on
+	// device." texts are gone at the pinned commit.
+	MsgBufferNotAllocated = "Buffer must be allocated on device."
+	MsgHostShape          = "Host tensor has different shape"
+	MsgHostDType          = "Host tensor has different dtype"
+	MsgHostPageConfig     = "Host tensor has different page config"
 
 	// §5.3 prohibited during capture.
 	MsgWritesDuringCapture = "Writes are not supported during trace capture."
 	MsgReadsDuringCapture  = "Reads are not supported during trace capture."
 	MsgEventsDuringCapture = "Event Synchronization is not supported during trace capture."
-	// MsgProgramCacheMissDuringCapture was seen only in logs quoting
-	// tt_metal/distributed/mesh_workload.cpp (§5.3).
-	MsgProgramCacheMissDuringCapture = "Cannot load new binaries during trace capture. This program is not yet in program cache. Warm up before capturing a trace."
+	// MsgProgramCacheMissDuringCapture is the first sentence of the
+	// TT_FATAL in tt_metal/distributed/mesh_workload.cpp (load_binaries).
+	// The card's text continues with adjacent string literals and no space
+	// ("...trace capture.This program is not yet in program cache. ..."),
+	// so match this sentence only (HasMsg is a prefix match).
+	MsgProgramCacheMissDuringCapture = "Cannot load new binaries during trace capture."
 	// Format: cq id, trace id.
 	MsgAlreadyTracing = "CQ %d is already being used for tracing tid %d"
 	MsgNotTracing     = "CQ %d is not being used for tracing tid %d"

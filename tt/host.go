@@ -79,15 +79,6 @@ func HostUint32(shape []int, layout Layout, v []uint32) HostTensor {
 	return HostTensor{Shape: cloneShape(shape), DType: UINT32, Layout: layout, Data: b}
 }
 
-// HostUint16 builds a UINT16 host tensor.
-func HostUint16(shape []int, layout Layout, v []uint16) HostTensor {
-	b := make([]byte, 2*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint16(b[2*i:], x)
-	}
-	return HostTensor{Shape: cloneShape(shape), DType: UINT16, Layout: layout, Data: b}
-}
-
 // BF16s decodes the data as BF16 values (any 2-byte dtype is reinterpreted).
 func (h HostTensor) BF16s() []bf16.BF16 {
 	v := make([]bf16.BF16, len(h.Data)/2)

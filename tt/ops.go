@@ -1,16 +1,39 @@
 package tt
 
-// Op is one device operation: a plain struct naming its input tensors, its
-// output tensors and its attributes. Outputs are allocated by the caller, so
-// every address an op touches is one the engine chose. In-place ops list the
-// updated tensor among their outputs.
+// Op is one device operation: a plain struct naming its input tensors, the
+// output tensors the caller passes, and its attributes. Where ttnn's entry
+// point takes an output tensor, the contract requires the caller to pass one
+// (Outputs lists it; in-place ops list the updated tensor). Where ttnn's entry
+// point allocates its own output (rms_norm, nlp_create_qkv_heads_decode,
+// rotary_embedding_hf, rotary_embedding_llama, paged SDPA decode,
+// to_memory_config), the op is an Allocating op: the device allocates the
+// outputs at dispatch and Device.Run returns them.
 type Op interface {
 	// Name is ttnn's name for the op.
 	Name() string
 	// Inputs are the tensors the op reads.
 	Inputs() []Tensor
-	// Outputs are the tensors the op writes.
+	// Outputs are the caller's tensors the op writes (nil for an
+	// Allocating op).
 	Outputs() []Tensor
+}
+
+// Allocating is an op whose ttnn entry point allocates its outputs (at
+// tt-metal 622c6fb9 none of these accepts a preallocated output, or, for
+// nlp_create_qkv_heads_decode, it accepts one and ignores it). The device
+// validates the op, then allocates one tensor per OutputSpecs entry through
+// its allocator (DRAM bottom-up, L1 top-down, exactly as Device.Allocate),
+// then runs it; during a trace capture it allocates too, and the recorded
+// program writes those addresses on every replay. Device.Run returns the
+// tensors in OutputSpecs order; the caller owns them and frees them with
+// Device.Free (keeping them allocated for as long as a trace that wrote
+// them lives).
+type Allocating interface {
+	Op
+	// OutputSpecs are the specs of the tensors the device allocates, as
+	// ttnn's compute_output_specs gives them for these inputs and
+	// attributes. Only meaningful for an op that validates.
+	OutputSpecs() []Spec
 }
 
 func opt(ts ...*Tensor) []Tensor {
@@ -24,18 +47,27 @@ func opt(ts ...*Tensor) []Tensor {
 }
 
 // Embedding is ttnn.embedding: Output[.., i, :] = Weight[Input[i], :].
-// Input: UINT32 (or INT32) ROW_MAJOR ids, logical shape [1,1,1,B]; Weight:
-// BF16 ROW_MAJOR [vocab, hidden]; Output: BF16 [1,1,B,hidden].
+// Input: UINT32 or BFLOAT16 ROW_MAJOR ids, interleaved (ttnn refuses INT32:
+// "Input must be UINT32 or BFLOAT16", ttnn/cpp/ttnn/operations/embedding/
+// device/embedding_device_operation.cpp), logical shape [1,1,1,B]; Weight:
+// BF16 ROW_MAJOR [vocab, hidden], interleaved; Output: BF16 [1,1,B,hidden]
+// (caller-allocated; ttnn's optional_output_tensor).
 type Embedding struct {
 	Input, Weight, Output Tensor
 }
 
-// RMSNorm is ttnn.rms_norm over the last dim: Output = x / sqrt(mean(x²) +
-// Epsilon) * Weight. Input/Output: BF16 TILE [..., n]; Weight: BF16 [n] laid
-// out as ttnn expects ([1,1,n/32,32] ROW_MAJOR).
+// RMSNorm is ttnn.rms_norm over the last dim: out = x / sqrt(mean(x²) +
+// Epsilon) * Weight. Input: BF16 TILE [..., n], interleaved or width-sharded
+// (ttnn refuses HEIGHT_SHARDED input: "Height sharded inputs are not
+// supported.", ttnn/cpp/ttnn/operations/normalization/layernorm/device/
+// layernorm_device_operation.cpp); Weight: BF16 [n] laid out as ttnn expects
+// ([1,1,n/32,32] ROW_MAJOR). Allocating: one output with the input's shape,
+// dtype and layout, in Memory (zero value: the input's memory config, ttnn's
+// default).
 type RMSNorm struct {
-	Input, Weight, Output Tensor
-	Epsilon               float32
+	Input, Weight Tensor
+	Epsilon       float32
+	Memory        MemoryConfig
 }
 
 // Linear is ttnn.linear: Output = Input · Weight (+ Bias). Input [1,1,M,K];
@@ -48,23 +80,53 @@ type Linear struct {
 }
 
 // NLPCreateQKVHeadsDecode is ttnn.experimental.nlp_create_qkv_heads_decode:
-// splits the fused QKV row of each user, Input [1,1,B,(NumHeads+2*NumKVHeads)*D],
-// into Q [1,B,NumHeads(padded to 32),D], K and V [1,B,NumKVHeads(padded),D],
-// height-sharded one user per core.
+// splits the fused QKV row of each user, Input BF16 TILE
+// [1,1,B,(NumHeads+2*NumKVHeads)*D] (interleaved), into Q [1,B,NumHeads,D],
+// K and V [1,B,NumKVHeads,D]. Allocating: three outputs, BF16 TILE, L1
+// HEIGHT_SHARDED one user per core (shard [heads rounded up to 32, D]) on the
+// B cores starting at Memory.Shard.FirstCore (Memory zero value: core 0).
+// ttnn's optional_output_tensors argument is ignored by the op at the pinned
+// commit, so the contract has none.
 type NLPCreateQKVHeadsDecode struct {
 	Input                Tensor
-	Q, K, V              Tensor
 	NumHeads, NumKVHeads int
+	Memory               MemoryConfig
 }
 
-// RotaryEmbedding is ttnn.experimental.rotary_embedding_llama in decode mode.
-// Cos and Sin are [1,B,1,D] rows already gathered at each user's position (an
-// Embedding of the rope index tensor into the cos/sin tables); Input/Output
-// are [1,B,heads,D]. Offcard's contract applies the rotation in Hugging
-// Face's rotate_half form (pairs i and i+D/2), so no transformation matrix is
-// passed.
-type RotaryEmbedding struct {
-	Input, Cos, Sin, Output Tensor
+// RotaryEmbeddingHF is ttnn.experimental.rotary_embedding_hf in decode mode
+// (ttnn/cpp/ttnn/operations/experimental/transformer/rotary_embedding_hf):
+// Hugging Face's rotate_half form, pairs i and i+D/2:
+// out = x*cos + rotate_half(x)*sin, no transformation matrix. Input BF16 TILE
+// [1,B,heads,D] HEIGHT_SHARDED; Cos and Sin BF16 TILE [1,B,1,D] (user b's row
+// gathered at its position), HEIGHT_SHARDED, same shape. Allocating: one
+// output with the input's spec (Memory zero value: the input's config).
+type RotaryEmbeddingHF struct {
+	Input, Cos, Sin Tensor
+	Memory          MemoryConfig
+}
+
+// RotaryEmbeddingLlama is ttnn.experimental.rotary_embedding_llama in decode
+// mode (ttnn/cpp/ttnn/operations/experimental/transformer/
+// rotary_embedding_llama): Meta's interleaved-pair form,
+// out = x*cos + (x·TransMat)*sin, where TransMat [1,1,32,32] BF16 TILE
+// HEIGHT_SHARDED (shard [32,32]) acts on each 32-wide column tile of x
+// (tt_transformers' get_rot_transformation_mat: TransMat[2i][2i+1] = 1,
+// TransMat[2i+1][2i] = -1, so (x0,x1) -> (-x1,x0)). Input, Cos, Sin as for
+// RotaryEmbeddingHF but cos/sin rows in interleaved order (cos[2i] =
+// cos[2i+1]). Allocating: one output with the input's spec.
+type RotaryEmbeddingLlama struct {
+	Input, Cos, Sin, TransMat Tensor
+	Memory                    MemoryConfig
+}
+
+// ToMemoryConfig is ttnn.to_memory_config (ttnn/cpp/ttnn/operations/core/
+// core.hpp): the same values in another memory config (interleaved <->
+// sharded, L1 <-> DRAM). Allocating: one output, the input's spec with
+// Memory. tt_transformers uses it around rms_norm on head tensors
+// (attention.py norm_reshard).
+type ToMemoryConfig struct {
+	Input  Tensor
+	Memory MemoryConfig
 }
 
 // PagedUpdateCache is ttnn.experimental.paged_update_cache (§1): for each user
@@ -108,18 +170,26 @@ type PagedFillCache struct {
 
 // PagedSDPADecode is ttnn.transformer.paged_scaled_dot_product_attention_decode
 // (§3), causal: user b attends positions 0..CurPos[b] inclusive through its
-// page-table row; CurPos[b] == -1 skips the user (no output written).
-// Q [1,B,heads,D]; K, V caches [blocks, kv_heads, block_size, D]; Output
-// [1,B,heads,D]. Scale 0 means 1/sqrt(D); KChunkSize 0 means dynamic.
+// page-table row; CurPos[b] == -1 skips the user (its output rows are not
+// written). Q BF16 TILE [1,B,heads,D] (DRAM interleaved or HEIGHT_SHARDED);
+// K, V caches [blocks, kv_heads, block_size, D]; PageTable INT32 ROW_MAJOR
+// [B, W]; CurPos INT32 ROW_MAJOR [B]. Scale 0 means 1/sqrt(D); KChunkSize 0
+// means dynamic (capped at 8 tiles, 4 with FP32DestAcc), otherwise a power
+// of two and a multiple of 32. Allocating: one output, BF16 TILE
+// [1,B,heads,D] in Memory (zero value: DRAM interleaved, ttnn's default).
 type PagedSDPADecode struct {
 	Q, K, V, PageTable, CurPos Tensor
-	Output                     Tensor
 	Scale                      float32
 	KChunkSize                 int
+	FP32DestAcc                bool
+	Memory                     MemoryConfig
 }
 
-// ConcatHeads is ttnn.experimental.nlp_concat_heads_decode: Input
-// [1,B,heads(padded),D] -> Output [1,1,B,NumHeads*D].
+// ConcatHeads is ttnn.experimental.nlp_concat_heads_decode: Input BF16 TILE
+// [1,B,heads,D] HEIGHT_SHARDED one user per core -> Output [1,1,B,NumHeads*D].
+// The caller's Output must be sharded (the program factory reads its shard
+// spec); ttnn's default is L1 WIDTH_SHARDED over NumHeads cores, shard
+// [32, D].
 type ConcatHeads struct {
 	Input, Output Tensor
 	NumHeads      int
@@ -155,7 +225,9 @@ func (Embedding) Name() string               { return "embedding" }
 func (RMSNorm) Name() string                 { return "rms_norm" }
 func (Linear) Name() string                  { return "linear" }
 func (NLPCreateQKVHeadsDecode) Name() string { return "nlp_create_qkv_heads_decode" }
-func (RotaryEmbedding) Name() string         { return "rotary_embedding_llama" }
+func (RotaryEmbeddingHF) Name() string       { return "rotary_embedding_hf" }
+func (RotaryEmbeddingLlama) Name() string    { return "rotary_embedding_llama" }
+func (ToMemoryConfig) Name() string          { return "to_memory_config" }
 func (PagedUpdateCache) Name() string        { return "paged_update_cache" }
 func (PagedFusedUpdateCache) Name() string   { return "paged_fused_update_cache" }
 func (PagedFillCache) Name() string          { return "paged_fill_cache" }
@@ -169,15 +241,19 @@ func (PlusOne) Name() string                 { return "plus_one" }
 func (o Embedding) Inputs() []Tensor  { return []Tensor{o.Input, o.Weight} }
 func (o Embedding) Outputs() []Tensor { return []Tensor{o.Output} }
 func (o RMSNorm) Inputs() []Tensor    { return []Tensor{o.Input, o.Weight} }
-func (o RMSNorm) Outputs() []Tensor   { return []Tensor{o.Output} }
+func (o RMSNorm) Outputs() []Tensor   { return nil }
 func (o Linear) Inputs() []Tensor {
 	return append([]Tensor{o.Input, o.Weight}, opt(o.Bias)...)
 }
 func (o Linear) Outputs() []Tensor                  { return []Tensor{o.Output} }
 func (o NLPCreateQKVHeadsDecode) Inputs() []Tensor  { return []Tensor{o.Input} }
-func (o NLPCreateQKVHeadsDecode) Outputs() []Tensor { return []Tensor{o.Q, o.K, o.V} }
-func (o RotaryEmbedding) Inputs() []Tensor          { return []Tensor{o.Input, o.Cos, o.Sin} }
-func (o RotaryEmbedding) Outputs() []Tensor         { return []Tensor{o.Output} }
+func (o NLPCreateQKVHeadsDecode) Outputs() []Tensor { return nil }
+func (o RotaryEmbeddingHF) Inputs() []Tensor        { return []Tensor{o.Input, o.Cos, o.Sin} }
+func (o RotaryEmbeddingHF) Outputs() []Tensor       { return nil }
+func (o RotaryEmbeddingLlama) Inputs() []Tensor     { return []Tensor{o.Input, o.Cos, o.Sin, o.TransMat} }
+func (o RotaryEmbeddingLlama) Outputs() []Tensor    { return nil }
+func (o ToMemoryConfig) Inputs() []Tensor           { return []Tensor{o.Input} }
+func (o ToMemoryConfig) Outputs() []Tensor          { return nil }
 func (o PagedUpdateCache) Inputs() []Tensor {
 	return append([]Tensor{o.Cache, o.Input}, opt(o.UpdateIdxs, o.PageTable)...)
 }
@@ -191,7 +267,7 @@ func (o PagedFillCache) Inputs() []Tensor {
 }
 func (o PagedFillCache) Outputs() []Tensor  { return []Tensor{o.Cache} }
 func (o PagedSDPADecode) Inputs() []Tensor  { return []Tensor{o.Q, o.K, o.V, o.PageTable, o.CurPos} }
-func (o PagedSDPADecode) Outputs() []Tensor { return []Tensor{o.Output} }
+func (o PagedSDPADecode) Outputs() []Tensor { return nil }
 func (o ConcatHeads) Inputs() []Tensor      { return []Tensor{o.Input} }
 func (o ConcatHeads) Outputs() []Tensor     { return []Tensor{o.Output} }
 func (o Add) Inputs() []Tensor              { return []Tensor{o.A, o.B} }
@@ -202,3 +278,67 @@ func (o Argmax) Inputs() []Tensor           { return []Tensor{o.Input} }
 func (o Argmax) Outputs() []Tensor          { return []Tensor{o.Output} }
 func (o PlusOne) Inputs() []Tensor          { return []Tensor{o.Input} }
 func (o PlusOne) Outputs() []Tensor         { return []Tensor{o.Input} }
+
+// withMemory is s in memory config m, or s unchanged when m is the zero value.
+func withMemory(s Spec, m MemoryConfig) Spec {
+	s.Shape = append([]int(nil), s.Shape...)
+	if m != (MemoryConfig{}) {
+		s.Memory = m
+	}
+	return s
+}
+
+func roundTile(x int) int { return roundUp(x, TileSize) }
+
+// OutputSpecs: the input's spec in Memory (default the input's config).
+func (o RMSNorm) OutputSpecs() []Spec { return []Spec{withMemory(o.Input.Spec, o.Memory)} }
+
+// OutputSpecs: Q, K, V, each [1,B,heads,D] BF16 TILE L1 HEIGHT_SHARDED on B
+// cores from Memory.Shard.FirstCore, shard [heads rounded up to 32, D].
+func (o NLPCreateQKVHeadsDecode) OutputSpecs() []Spec {
+	in := o.Input.Spec
+	if len(in.Shape) != 4 || o.NumHeads <= 0 || o.NumKVHeads <= 0 {
+		return nil
+	}
+	b := in.Shape[2]
+	d := in.Shape[3] / (o.NumHeads + 2*o.NumKVHeads)
+	mk := func(h int) Spec {
+		m := L1HeightShardedAt(o.Memory.Shard.FirstCore, b, [2]int{roundTile(h), d})
+		return Spec{Shape: []int{1, b, h, d}, DType: in.DType, Layout: Tile, Memory: m}
+	}
+	return []Spec{mk(o.NumHeads), mk(o.NumKVHeads), mk(o.NumKVHeads)}
+}
+
+// OutputSpecs: the input's spec in Memory (default the input's config).
+func (o RotaryEmbeddingHF) OutputSpecs() []Spec { return []Spec{withMemory(o.Input.Spec, o.Memory)} }
+
+// OutputSpecs: the input's spec in Memory (default the input's config).
+func (o RotaryEmbeddingLlama) OutputSpecs() []Spec {
+	return []Spec{withMemory(o.Input.Spec, o.Memory)}
+}
+
+// OutputSpecs: the input's spec in Memory.
+func (o ToMemoryConfig) OutputSpecs() []Spec {
+	s := o.Input.Spec
+	s.Shape = append([]int(nil), s.Shape...)
+	s.Memory = o.Memory
+	return []Spec{s}
+}
+
+// OutputSpecs: Q's shape, BF16 TILE, in Memory (default DRAM interleaved).
+func (o PagedSDPADecode) OutputSpecs() []Spec {
+	m := o.Memory
+	if m == (MemoryConfig{}) {
+		m = DRAMInterleaved
+	}
+	return []Spec{{Shape: append([]int(nil), o.Q.Spec.Shape...), DType: BF16, Layout: Tile, Memory: m}}
+}
+
+var (
+	_ Allocating = RMSNorm{}
+	_ Allocating = NLPCreateQKVHeadsDecode{}
+	_ Allocating = RotaryEmbeddingHF{}
+	_ Allocating = RotaryEmbeddingLlama{}
+	_ Allocating = ToMemoryConfig{}
+	_ Allocating = PagedSDPADecode{}
+)

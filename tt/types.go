@@ -102,6 +102,12 @@ type MemoryLayout uint8
 const (
 	Interleaved MemoryLayout = iota + 1
 	HeightSharded
+	// WidthSharded splits the 2-D view by columns: shard i holds columns
+	// i*Shape[1] .. (i+1)*Shape[1]-1 of every row (nlp_concat_heads_decode's
+	// output, ttnn/cpp/ttnn/operations/experimental/transformer/
+	// nlp_concat_heads_decode/device/nlp_concat_heads_decode_device_operation.cpp).
+	// The contract supports it for TILE tensors only.
+	WidthSharded
 )
 
 // String is ttnn's name for the memory layout.
@@ -111,13 +117,16 @@ func (m MemoryLayout) String() string {
 		return "INTERLEAVED"
 	case HeightSharded:
 		return "HEIGHT_SHARDED"
+	case WidthSharded:
+		return "WIDTH_SHARDED"
 	}
 	return fmt.Sprintf("MemoryLayout(%d)", uint8(m))
 }
 
-// ShardSpec describes a height-sharded tensor: shard i (rows
+// ShardSpec describes a sharded tensor. Height-sharded: shard i (rows
 // i*Shape[0] .. (i+1)*Shape[0]-1 of the tensor's 2-D view) lives on worker
-// core FirstCore+i, cores taken in row-major order of the worker grid
+// core FirstCore+i; width-sharded: shard i (columns i*Shape[1] ..
+// (i+1)*Shape[1]-1 of every row) lives on core FirstCore+i; cores taken in row-major order of the worker grid
 // (ROW_MAJOR shard orientation, the only one paged_update_cache accepts,
 // §1.1). The grid is the contiguous core range FirstCore ..
 // FirstCore+NumCores-1; paged_fused_update_cache puts its two inputs on two
@@ -160,11 +169,18 @@ func L1HeightShardedAt(firstCore, numCores int, shardShape [2]int) MemoryConfig 
 	return m
 }
 
-// Sharded reports whether the config is sharded.
-func (m MemoryConfig) Sharded() bool { return m.Layout == HeightSharded }
+// L1WidthSharded is a width-sharded L1 config over numCores cores with the
+// given shard shape [height, width] (ttnn's default output of
+// nlp_concat_heads_decode: num_heads cores, shard [32, head_dim]).
+func L1WidthSharded(numCores int, shardShape [2]int) MemoryConfig {
+	return MemoryConfig{Layout: WidthSharded, Buffer: L1, Shard: ShardSpec{NumCores: numCores, Shape: shardShape}}
+}
+
+// Sharded reports whether the config is sharded (height or width).
+func (m MemoryConfig) Sharded() bool { return m.Layout == HeightSharded || m.Layout == WidthSharded }
 
 // String renders the config, e.g. "DRAM_INTERLEAVED",
-// "L1_HEIGHT_SHARDED(cores=8,shard=[32,128])" or, for a grid not starting at
+// "L1_HEIGHT_SHARDED(cores=8,shard=[32,128])", "L1_WIDTH_SHARDED(cores=16,shard=[32,64])" or, for a grid not starting at
 // core 0, "L1_HEIGHT_SHARDED(cores=8,shard=[32,128],first=8)".
 func (m MemoryConfig) String() string {
 	s := m.Buffer.String() + "_" + m.Layout.String()
@@ -224,7 +240,7 @@ func (s Spec) Height() int {
 func (s Spec) Width() int { p := s.PaddedShape(); return p[len(p)-1] }
 
 // PageSize is the byte size of one page (§6.6): a 32x32 tile for TILE; one
-// row for ROW_MAJOR (one shard row when sharded). It is not aligned.
+// row for ROW_MAJOR (one shard row when height-sharded). It is not aligned.
 func (s Spec) PageSize() int {
 	e := s.DType.Size()
 	if s.Layout == Tile {
@@ -277,6 +293,26 @@ func (s Spec) Validate() error {
 	case Interleaved:
 		if m.Shard != (ShardSpec{}) {
 			return fmt.Errorf("tt: interleaved memory config carries a shard spec")
+		}
+	case WidthSharded:
+		if m.Buffer != L1 {
+			return fmt.Errorf("tt: only L1 tensors can be width-sharded")
+		}
+		sh := m.Shard
+		if s.Layout != Tile {
+			return fmt.Errorf("tt: width-sharded tensors must be TILE in this contract")
+		}
+		if sh.NumCores <= 0 || sh.Shape[0] <= 0 || sh.Shape[1] <= 0 || sh.FirstCore < 0 {
+			return fmt.Errorf("tt: bad shard spec %+v", sh)
+		}
+		if sh.Shape[0] != s.Height() {
+			return fmt.Errorf("tt: width-sharded shard height %d != tensor height %d", sh.Shape[0], s.Height())
+		}
+		if sh.Shape[1]%TileSize != 0 {
+			return fmt.Errorf("tt: TILE shard width %d is not a multiple of 32", sh.Shape[1])
+		}
+		if sh.NumCores*sh.Shape[1] < s.Width() {
+			return fmt.Errorf("tt: %d shards of width %d cannot hold width %d", sh.NumCores, sh.Shape[1], s.Width())
 		}
 	case HeightSharded:
 		if m.Buffer != L1 {

@@ -289,15 +289,9 @@ func (d *Device) spec(t tt.Tensor) (tt.Spec, error) {
 	return specFromWords(w[:n])
 }
 
-// Run implements tt.Device.
-func (d *Device) Run(op tt.Op) error {
-	_, err := d.run(op)
-	return err
-}
-
-// run runs op and returns the tensors the device allocated for it (none
-// when they were copied into the caller's outputs).
-func (d *Device) run(op tt.Op) ([]tt.Tensor, error) {
+// Run implements tt.Device. For an Allocating op it returns the tensors
+// the device allocated, with the specs the device reports for them.
+func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	a, err := marshalOp(op)
 	if err != nil {
 		return nil, err
@@ -310,32 +304,33 @@ func (d *Device) run(op tt.Op) ([]tt.Tensor, error) {
 		}
 		ints = append(ints, w...)
 	}
-	outs := make([]uint64, len(a.outSpecs)+1)
-	if err := d.call1(a.code, a.tensors, ints, a.floats, outs[:len(a.outSpecs)]); err != nil {
+	outs := make([]uint64, len(a.outSpecs))
+	if err := d.call1(a.code, a.tensors, ints, a.floats, outs); err != nil {
 		return nil, err
 	}
-	res := make([]tt.Tensor, len(a.outSpecs))
-	for j, s := range a.outSpecs {
-		res[j] = tt.Tensor{ID: tt.TensorID(outs[j]), Spec: s}
-		if res[j].Addr, err = d.Address(res[j]); err != nil {
+	if len(outs) == 0 {
+		return nil, nil
+	}
+	res := make([]tt.Tensor, len(outs))
+	for j, id := range outs {
+		t := tt.Tensor{ID: tt.TensorID(id)}
+		if t.Spec, err = d.spec(t); err == nil {
+			t.Addr, err = d.Address(t)
+		}
+		if err != nil {
+			for _, x := range outs {
+				_ = d.Free(tt.Tensor{ID: tt.TensorID(x)})
+			}
 			return nil, err
 		}
+		res[j] = t
 	}
-	if a.copyTo == nil {
-		return res, nil
-	}
-	for j, t := range res {
-		if err == nil {
-			err = d.call1(opCopy, []uint64{uint64(t.ID), uint64(a.copyTo[j].ID)}, nil, nil, nil)
-		}
-		err = errors.Join(err, d.Free(t))
-	}
-	return nil, err
+	return res, nil
 }
 
 // call1 is one offcard_tt_run.
 func (d *Device) call1(code int32, tensors []uint64, ints []int64, floats []float32, outs []uint64) error {
-	var ts, os *uint64
+	var ts, outp *uint64
 	var ia *int64
 	var fa *float32
 	if len(tensors) > 0 {
@@ -348,10 +343,10 @@ func (d *Device) call1(code int32, tensors []uint64, ints []int64, floats []floa
 		fa = &floats[0]
 	}
 	if len(outs) > 0 {
-		os = &outs[0]
+		outp = &outs[0]
 	}
 	err := d.call(func() int32 {
-		return d.l.run(d.h, code, ts, uint32(len(tensors)), ia, uint32(len(ints)), fa, uint32(len(floats)), os, uint32(len(outs)))
+		return d.l.run(d.h, code, ts, uint32(len(tensors)), ia, uint32(len(ints)), fa, uint32(len(floats)), outp, uint32(len(outs)))
 	})
 	runtime.KeepAlive(tensors)
 	runtime.KeepAlive(ints)

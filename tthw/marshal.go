@@ -36,7 +36,7 @@ var (
 	dtypeCode  = map[tt.DType]int64{tt.BF16: 1, tt.FP32: 2, tt.INT32: 3, tt.UINT32: 4, tt.UINT16: 5}
 	layoutCode = map[tt.Layout]int64{tt.Tile: 1, tt.RowMajor: 2}
 	bufferCode = map[tt.BufferType]int64{tt.DRAM: 1, tt.L1: 2}
-	memoryCode = map[tt.MemoryLayout]int64{tt.Interleaved: 1, tt.HeightSharded: 2}
+	memoryCode = map[tt.MemoryLayout]int64{tt.Interleaved: 1, tt.HeightSharded: 2, tt.WidthSharded: 3}
 )
 
 func inverse[K comparable](m map[K]int64) map[int64]K {
@@ -94,27 +94,19 @@ func specFromWords(w []int64) (tt.Spec, error) {
 	return s, nil
 }
 
-// opArgs is one op in the ABI's form. outSpecs are the specs of the
-// outputs the device allocates; copyTo, when set, are caller-allocated
-// outputs the allocated ones are copied into (ttnn::copy) and then freed,
-// for ops whose contract form takes an output that ttnn's entry point
-// does not.
+// opArgs is one op in the ABI's form; outSpecs are the specs of the
+// outputs the device allocates (tt.Allocating ops).
 type opArgs struct {
 	code     int32
 	tensors  []uint64
 	ints     []int64
 	floats   []float32
 	outSpecs []tt.Spec
-	copyTo   []tt.Tensor
 }
 
-// into makes the op's device-allocated outputs land in the caller's
-// tensors.
-func (a opArgs) into(outs ...tt.Tensor) opArgs {
-	for _, o := range outs {
-		a.outSpecs = append(a.outSpecs, o.Spec)
-	}
-	a.copyTo = outs
+// alloc records an Allocating op's output specs.
+func (a opArgs) alloc(o tt.Allocating) opArgs {
+	a.outSpecs = o.OutputSpecs()
 	return a
 }
 
@@ -160,7 +152,11 @@ func marshalOp(op tt.Op) (opArgs, error) {
 		return marshalOp(*o)
 	case *tt.NLPCreateQKVHeadsDecode:
 		return marshalOp(*o)
-	case *tt.RotaryEmbedding:
+	case *tt.RotaryEmbeddingHF:
+		return marshalOp(*o)
+	case *tt.RotaryEmbeddingLlama:
+		return marshalOp(*o)
+	case *tt.ToMemoryConfig:
 		return marshalOp(*o)
 	case *tt.PagedUpdateCache:
 		return marshalOp(*o)
@@ -184,14 +180,18 @@ func marshalOp(op tt.Op) (opArgs, error) {
 	case tt.Embedding:
 		return opArgs{code: opEmbedding, tensors: []uint64{id(o.Input), id(o.Weight), id(o.Output)}}, nil
 	case tt.RMSNorm:
-		return opArgs{code: opRMSNorm, tensors: []uint64{id(o.Input), id(o.Weight)}, floats: []float32{o.Epsilon}}.into(o.Output), nil
+		return opArgs{code: opRMSNorm, tensors: []uint64{id(o.Input), id(o.Weight)}, floats: []float32{o.Epsilon}}.alloc(o), nil
 	case tt.Linear:
 		return opArgs{code: opLinear, tensors: []uint64{id(o.Input), id(o.Weight), id(o.Output), idOpt(o.Bias)}, ints: []int64{b2i(o.TransposeB)}}, nil
 	case tt.NLPCreateQKVHeadsDecode:
 		return opArgs{code: opCreateQKVHeadsDecode, tensors: []uint64{id(o.Input)},
-			ints: []int64{int64(o.NumHeads), int64(o.NumKVHeads)}}.into(o.Q, o.K, o.V), nil
-	case tt.RotaryEmbedding:
-		return opArgs{code: opRotaryEmbeddingHF, tensors: []uint64{id(o.Input), id(o.Cos), id(o.Sin)}}.into(o.Output), nil
+			ints: []int64{int64(o.NumHeads), int64(o.NumKVHeads)}}.alloc(o), nil
+	case tt.RotaryEmbeddingHF:
+		return opArgs{code: opRotaryEmbeddingHF, tensors: []uint64{id(o.Input), id(o.Cos), id(o.Sin)}}.alloc(o), nil
+	case tt.RotaryEmbeddingLlama:
+		return opArgs{code: opRotaryEmbeddingLlama, tensors: []uint64{id(o.Input), id(o.Cos), id(o.Sin), id(o.TransMat)}}.alloc(o), nil
+	case tt.ToMemoryConfig:
+		return opArgs{code: opToMemoryConfig, tensors: []uint64{id(o.Input)}}.alloc(o), nil
 	case tt.PagedUpdateCache:
 		return opArgs{code: opPagedUpdateCache, tensors: []uint64{id(o.Cache), id(o.Input), idOpt(o.UpdateIdxs), idOpt(o.PageTable)},
 			ints: updateInts(o.ShareCache, o.BatchOffset, o.FP32DestAcc, o.UpdateIdxsList)}, nil
@@ -204,7 +204,7 @@ func marshalOp(op tt.Op) (opArgs, error) {
 			ints: []int64{int64(o.BatchIdx)}}, nil
 	case tt.PagedSDPADecode:
 		return opArgs{code: opPagedSDPADecode, tensors: []uint64{id(o.Q), id(o.K), id(o.V), id(o.PageTable), id(o.CurPos)},
-			ints: []int64{int64(o.KChunkSize), 0}, floats: []float32{o.Scale}}.into(o.Output), nil
+			ints: []int64{int64(o.KChunkSize), b2i(o.FP32DestAcc)}, floats: []float32{o.Scale}}.alloc(o), nil
 	case tt.ConcatHeads:
 		return opArgs{code: opConcatHeadsDecode, tensors: []uint64{id(o.Input), id(o.Output)}, ints: []int64{int64(o.NumHeads)}}, nil
 	case tt.Add:

@@ -149,11 +149,11 @@ func TestTraceReplayBakedAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := tt.PlusOne{Input: pos, SkipNegativeEntries: true}
-	if err := d.Run(op); err != nil { // warm: program cache
+	if _, err := d.Run(op); err != nil { // warm: program cache
 		t.Fatal(err)
 	}
 	id, _ := d.BeginCapture()
-	if err := d.Run(op); err != nil {
+	if _, err := d.Run(op); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.EndCapture(id); err != nil {
@@ -185,7 +185,7 @@ func TestTraceReplayBakedAddress(t *testing.T) {
 	}
 	// a program-cache miss during capture is refused with tt-metal's text
 	id2, _ := d.BeginCapture()
-	if err := d.Run(tt.PlusOne{Input: other}); !tt.HasMsg(err, "Cannot load new binaries during trace capture.") {
+	if _, err := d.Run(tt.PlusOne{Input: other}); !tt.HasMsg(err, "Cannot load new binaries during trace capture.") {
 		t.Errorf("miss during capture: %v", err)
 	}
 	d.EndCapture(id2)
@@ -212,10 +212,10 @@ func TestFaultInjection(t *testing.T) {
 
 	d = open(t, tthw.Options{FailOp: 1})
 	x, _ := d.Allocate(spec)
-	if err := d.Run(tt.PlusOne{Input: x}); !tthw.Injected(err) {
+	if _, err := d.Run(tt.PlusOne{Input: x}); !tthw.Injected(err) {
 		t.Errorf("1st op: %v", err)
 	}
-	if err := d.Run(tt.PlusOne{Input: x}); err != nil {
+	if _, err := d.Run(tt.PlusOne{Input: x}); err != nil {
 		t.Errorf("2nd op: %v", err)
 	}
 

@@ -123,7 +123,7 @@ func runAdjudicate(e *env, args []string) error {
 		for _, s := range ours.Seqs {
 			total += len(s.Steps)
 		}
-		prog := newProgress(e, "adjudicate", len(ours.Seqs))
+		prog := newProgress(e, "adjudicate: positions", total)
 		reps, err = adjudicate.ForceAll(dec, ours, opt, func(done, _ int) { prog.update(done) })
 		prog.done()
 		if err != nil {

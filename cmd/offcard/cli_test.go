@@ -311,3 +311,41 @@ func TestTokenizeDecodeOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// The README's command examples name only commands that exist, every
+// command appears in it, and its tokenize example prints what it says.
+func TestReadmeMatchesCommands(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	for n := range commands {
+		if !strings.Contains(readme, "offcard "+n) {
+			t.Errorf("README never shows offcard %s", n)
+		}
+	}
+	inCode := false
+	for _, line := range strings.Split(readme, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+			continue
+		}
+		if f := strings.Fields(line); inCode && len(f) > 1 && f[0] == "offcard" {
+			if _, ok := commands[f[1]]; !ok && f[1] != "help" && f[1] != "--help" {
+				t.Errorf("README example names no command: %q", line)
+			}
+		}
+		if strings.HasPrefix(line, `echo "Hello world" | offcard tokenize`) {
+			want := strings.TrimSpace(strings.SplitN(strings.SplitN(line, "#", 2)[1], "(", 2)[0])
+			withStdin(t, "Hello world\n")
+			code, out, errs := runCLI(t, "tokenize", "--tokenizer", realTokenizer(t))
+			if code != 0 || strings.TrimSpace(out) != want {
+				t.Errorf("README's tokenize example says %q, tokenize prints %q (exit %d, %s)", want, out, code, errs)
+			}
+		}
+	}
+	if !strings.HasPrefix(readme, "# offcard\n\n```sh\ngo run ./cmd/offcard check") {
+		t.Errorf("the README no longer starts with the two setup commands")
+	}
+}

@@ -163,8 +163,8 @@ var Catalog = []Mutant{
 			"only the sanitizer sees it, as on the card only a hang or a later owner would.",
 		Edits: []Edit{
 			{File: engineStep,
-				Old: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active}\n",
-				New: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active}\n" +
+				Old: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}\n",
+				New: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}\n" +
 					"\told := e.a.gu // mutant: a scratch allocated after capture\n" +
 					"\tif err := e.dev.Free(old); err != nil {\n\t\treturn err\n\t}\n" +
 					"\tscratch, err := e.dev.Allocate(dramTile(1, 1, e.opt.Capacity, e.cfg.IntermediateSize))\n" +

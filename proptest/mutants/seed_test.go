@@ -131,11 +131,13 @@ func probe(t *testing.T, m string, script string) *proptest.Failure {
 	return f
 }
 
-// The seed's two bugs go red where the seed's gate saw them: the [C,1]
+// The seed's two bugs go red at the step that causes them: the [C,1]
 // page table at the first step past the first block boundary (position 32),
-// the global warm-position skip at the first step after the re-capture
-// that follows the boundary's cold eager step (position 33, a capture
-// step); the real engine is green on the same script. Each probe builds
+// the global warm-position skip at the boundary's cold eager step
+// (position 32, regime cold), whose cur_pos advance it skipped; the
+// property suite reads cur_pos after every step, so it fires one step
+// before the seed's gate saw wrong logits (position 33, the re-capture).
+// The real engine is green on the same script. Each probe builds
 // the test binary once (~10-20 s on 2 cores).
 func TestSeedMutantsRedSteps(t *testing.T) {
 	if testing.Short() {

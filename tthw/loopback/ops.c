@@ -242,7 +242,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
   }
   switch (o->code) {
     case OFFCARD_TT_OP_EMBEDDING:
-      if (t[0].s.dtype != OFFCARD_TT_UINT32 && t[0].s.dtype != OFFCARD_TT_INT32) FAIL("Input tensor must be UINT32 or INT32");
+      if (t[0].s.dtype != OFFCARD_TT_UINT32 && t[0].s.dtype != OFFCARD_TT_BF16) FAIL("Input must be UINT32 or BFLOAT16");
       if (t[0].s.layout != OFFCARD_TT_ROW_MAJOR || t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Input and weight tensors must be ROW_MAJOR");
       if (t[1].s.rank < 2) FAIL("Weight tensor must be [vocab, hidden]");
       if (want_bf16(name, "Weight tensor", &t[1]) || want_bf16(name, "Output tensor", &t[2])) return OFFCARD_TT_EDEVICE;
@@ -652,8 +652,14 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
     case OFFCARD_TT_OP_PLUS_ONE:
       return exec_plus_one(d, o);
     case OFFCARD_TT_OP_EMBEDDING: {
-      if (!(u = read_u(d, name, &t[0], &rc))) return rc;
       uint64_t n = lb_volume(&t[0].s), hidden = (uint64_t)last(&t[1].s);
+      if (t[0].s.dtype == OFFCARD_TT_BF16) { /* ids as bf16 values */
+        if (!(a = read_f(d, name, &t[0], &rc))) return rc;
+        if (!(u = malloc(n * 4 + 4))) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+        for (uint64_t i = 0; i < n; i++) u[i] = (uint32_t)a[i];
+      } else if (!(u = read_u(d, name, &t[0], &rc))) {
+        return rc;
+      }
       uint8_t *out = malloc(n * hidden * 2 + 2);
       if (!out) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
       for (uint64_t i = 0; i < n && !rc; i++) rc = lb_page_io(d, name, &t[1], u[i], out + i * hidden * 2, 0);

@@ -1,0 +1,337 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX-512 kernels of the canonical order. One ZMM register holds the 16
+// lanes of one (row, input) pair: lane l receives a[j]·x[j] for j ≡ l
+// (mod 16), j increasing, exactly as the pure-Go loop. A bf16 row is
+// widened by zero-extending each 16-bit value into a 32-bit lane and
+// shifting it left by 16 (exact).
+//
+// With fma == 0 each step is VMULPS then VADDPS (the pure-Go operations).
+// With fma != 0 it is VFMADD231PS, which rounds once: the caller passes
+// fma != 0 only when it has proved every product a[j]·x[j] exact in
+// float32 (no underflow, no overflow, no Inf/NaN; see exactProducts), and
+// then round(acc + p) is the same number either way.
+
+// MULADD(w, x, acc, tmp): acc += w·x, rounded after the multiply and after the add.
+#define MULADD(w, x, acc, tmp) VMULPS x, w, tmp; VADDPS tmp, acc, acc
+// FMADD(w, x, acc): acc = round(acc + w·x).
+#define FMADD(w, x, acc) VFMADD231PS x, w, acc
+
+// WIDEN(mem, z): z = the 16 bf16 values at mem, widened to float32.
+#define WIDEN(mem, z) VPMOVZXWD mem, z; VPSLLD $16, z, z
+
+// func dotLanes512(a *bf16.BF16, x *float32, n int, acc *[16]float32)
+TEXT ·dotLanes512(SB), NOSPLIT, $0-32
+	MOVQ a+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ acc+24(FP), DX
+	VPXORD Z0, Z0, Z0
+	SHRQ $4, CX
+	JZ   done1
+
+loop1:
+	WIDEN((SI), Z1)
+	MULADD(Z1, (DI), Z0, Z2)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  loop1
+
+done1:
+	VMOVUPS Z0, (DX)
+	VZEROUPPER
+	RET
+
+// func rows4x1x512(a *bf16.BF16, stride int, x *float32, n int, acc *[4][16]float32, fma int)
+// Four rows (a, a+stride, a+2·stride, a+3·stride; stride in bytes) against
+// one input: four independent chains, the input loaded once per step.
+TEXT ·rows4x1x512(SB), NOSPLIT, $0-48
+	MOVQ a+0(FP), SI
+	MOVQ stride+8(FP), BX
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), CX
+	MOVQ acc+32(FP), DX
+	MOVQ fma+40(FP), AX
+	LEAQ (SI)(BX*1), R8
+	LEAQ (SI)(BX*2), R9
+	LEAQ (R8)(BX*2), R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	SHRQ $4, CX
+	JZ   done41
+	TESTQ AX, AX
+	JNZ  fma41
+
+loop41:
+	VMOVUPS (DI), Z8
+	WIDEN((SI), Z4)
+	WIDEN((R8), Z5)
+	WIDEN((R9), Z6)
+	WIDEN((R10), Z7)
+	MULADD(Z4, Z8, Z0, Z12)
+	MULADD(Z5, Z8, Z1, Z13)
+	MULADD(Z6, Z8, Z2, Z14)
+	MULADD(Z7, Z8, Z3, Z15)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  loop41
+	JMP  done41
+
+fma41:
+	VMOVUPS (DI), Z8
+	WIDEN((SI), Z4)
+	WIDEN((R8), Z5)
+	WIDEN((R9), Z6)
+	WIDEN((R10), Z7)
+	FMADD(Z4, Z8, Z0)
+	FMADD(Z5, Z8, Z1)
+	FMADD(Z6, Z8, Z2)
+	FMADD(Z7, Z8, Z3)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	ADDQ $32, R10
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  fma41
+
+done41:
+	VMOVUPS Z0, 0(DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VZEROUPPER
+	RET
+
+// func rows2x4x512(a *bf16.BF16, stride int, x *[4]*float32, n int, acc *[2][4][16]float32, fma int)
+// Two rows against four inputs: eight chains; each row is widened once per
+// step for the four inputs.
+TEXT ·rows2x4x512(SB), NOSPLIT, $0-48
+	MOVQ a+0(FP), SI
+	MOVQ stride+8(FP), BX
+	MOVQ x+16(FP), AX
+	MOVQ n+24(FP), CX
+	MOVQ acc+32(FP), DX
+	MOVQ fma+40(FP), R12
+	LEAQ (SI)(BX*1), R8
+	MOVQ 0(AX), DI
+	MOVQ 8(AX), R9
+	MOVQ 16(AX), R10
+	MOVQ 24(AX), R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	SHRQ $4, CX
+	JZ   done24
+	TESTQ R12, R12
+	JNZ  fma24
+
+loop24:
+	VMOVUPS (DI), Z8
+	VMOVUPS (R9), Z9
+	VMOVUPS (R10), Z10
+	VMOVUPS (R11), Z11
+	WIDEN((SI), Z12)
+	WIDEN((R8), Z13)
+	MULADD(Z12, Z8, Z0, Z16)
+	MULADD(Z12, Z9, Z1, Z17)
+	MULADD(Z12, Z10, Z2, Z18)
+	MULADD(Z12, Z11, Z3, Z19)
+	MULADD(Z13, Z8, Z4, Z20)
+	MULADD(Z13, Z9, Z5, Z21)
+	MULADD(Z13, Z10, Z6, Z22)
+	MULADD(Z13, Z11, Z7, Z23)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $64, DI
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	DECQ CX
+	JNZ  loop24
+	JMP  done24
+
+fma24:
+	VMOVUPS (DI), Z8
+	VMOVUPS (R9), Z9
+	VMOVUPS (R10), Z10
+	VMOVUPS (R11), Z11
+	WIDEN((SI), Z12)
+	WIDEN((R8), Z13)
+	FMADD(Z12, Z8, Z0)
+	FMADD(Z12, Z9, Z1)
+	FMADD(Z12, Z10, Z2)
+	FMADD(Z12, Z11, Z3)
+	FMADD(Z13, Z8, Z4)
+	FMADD(Z13, Z9, Z5)
+	FMADD(Z13, Z10, Z6)
+	FMADD(Z13, Z11, Z7)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $64, DI
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	DECQ CX
+	JNZ  fma24
+
+done24:
+	VMOVUPS Z0, 0(DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VMOVUPS Z4, 256(DX)
+	VMOVUPS Z5, 320(DX)
+	VMOVUPS Z6, 384(DX)
+	VMOVUPS Z7, 448(DX)
+	VZEROUPPER
+	RET
+
+// func rows1x8x512(a *bf16.BF16, x *[8]*float32, n int, acc *[8][16]float32, fma int)
+// One row against eight inputs: eight chains; the row is widened once per
+// step for all eight. The inputs are addressed as base + 4·j (R12 = j).
+TEXT ·rows1x8x512(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), SI
+	MOVQ x+8(FP), R13
+	MOVQ n+16(FP), CX
+	MOVQ fma+32(FP), DX
+	MOVQ 0(R13), AX
+	MOVQ 8(R13), BX
+	MOVQ 16(R13), DI
+	MOVQ 24(R13), R8
+	MOVQ 32(R13), R9
+	MOVQ 40(R13), R10
+	MOVQ 48(R13), R11
+	MOVQ 56(R13), R13
+	XORQ R12, R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ CX, CX
+	JZ   done18
+	TESTQ DX, DX
+	JNZ  fma18
+
+loop18:
+	WIDEN((SI)(R12*2), Z8)
+	MULADD(Z8, (AX)(R12*4), Z0, Z16)
+	MULADD(Z8, (BX)(R12*4), Z1, Z17)
+	MULADD(Z8, (DI)(R12*4), Z2, Z18)
+	MULADD(Z8, (R8)(R12*4), Z3, Z19)
+	MULADD(Z8, (R9)(R12*4), Z4, Z20)
+	MULADD(Z8, (R10)(R12*4), Z5, Z21)
+	MULADD(Z8, (R11)(R12*4), Z6, Z22)
+	MULADD(Z8, (R13)(R12*4), Z7, Z23)
+	ADDQ $16, R12
+	CMPQ R12, CX
+	JLT  loop18
+	JMP  done18
+
+fma18:
+	WIDEN((SI)(R12*2), Z8)
+	FMADD(Z8, (AX)(R12*4), Z0)
+	FMADD(Z8, (BX)(R12*4), Z1)
+	FMADD(Z8, (DI)(R12*4), Z2)
+	FMADD(Z8, (R8)(R12*4), Z3)
+	FMADD(Z8, (R9)(R12*4), Z4)
+	FMADD(Z8, (R10)(R12*4), Z5)
+	FMADD(Z8, (R11)(R12*4), Z6)
+	FMADD(Z8, (R13)(R12*4), Z7)
+	ADDQ $16, R12
+	CMPQ R12, CX
+	JLT  fma18
+
+done18:
+	MOVQ acc+24(FP), DX
+	VMOVUPS Z0, 0(DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VMOVUPS Z4, 256(DX)
+	VMOVUPS Z5, 320(DX)
+	VMOVUPS Z6, 384(DX)
+	VMOVUPS Z7, 448(DX)
+	VZEROUPPER
+	RET
+
+// func reduce512(acc *float32, n int, out *float32)
+// out[i] = the canonical tree reduction of the 16 lanes acc[16i..16i+15]:
+// for h = 8, 4, 2, 1: lane[l] += lane[l+h] (l < h). Each step adds the
+// upper half of the live lanes to the lower half, which is that tree
+// (float32 addition is commutative).
+TEXT ·reduce512(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ out+16(FP), DI
+	TESTQ CX, CX
+	JZ   doner
+
+loopr:
+	VMOVUPS (SI), Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VPERMILPS $0x0E, X0, X1
+	VADDPS X1, X0, X0
+	VPERMILPS $0x01, X0, X1
+	VADDSS X1, X0, X0
+	VMOVSS X0, (DI)
+	ADDQ $64, SI
+	ADDQ $4, DI
+	DECQ CX
+	JNZ  loopr
+
+doner:
+	VZEROUPPER
+	RET
+
+// func minMax512(p *bf16.BF16, n int, lo1, hi *[32]uint16)
+// For the first n (a multiple of 32, > 0) values, with m = bits & 0x7FFF:
+// lo1[k] = min over the values at k mod 32 of uint16(m-1) (0 wraps to
+// 0xFFFF) and hi[k] = max of m; bf16Range folds the 32 lanes.
+TEXT ·minMax512(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ lo1+16(FP), DI
+	MOVQ hi+24(FP), DX
+	MOVL $0x7FFF7FFF, AX
+	VPBROADCASTD AX, Z3
+	MOVL $0x00010001, AX
+	VPBROADCASTD AX, Z4
+	VPTERNLOGD $0xFF, Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	SHRQ $5, CX
+
+loopm:
+	VPANDD  (SI), Z3, Z2
+	VPMAXUW Z2, Z1, Z1
+	VPSUBW  Z4, Z2, Z2
+	VPMINUW Z2, Z0, Z0
+	ADDQ $64, SI
+	DECQ CX
+	JNZ  loopm
+
+	VMOVDQU64 Z0, (DI)
+	VMOVDQU64 Z1, (DX)
+	VZEROUPPER
+	RET

@@ -1,0 +1,222 @@
+//go:build amd64 && !purego
+
+package ref
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/offcard/offcard/bf16"
+)
+
+func need512(t *testing.T) {
+	t.Helper()
+	if !useAVX512 {
+		t.Skip("no AVX-512 on this machine")
+	}
+}
+
+// bf16Gens are the value generators of the random-pattern tests: any bit
+// pattern (NaN and Inf included), denormals and zeros, typical values,
+// the smallest normals.
+func bf16Gens(rng *rand.Rand) []func() bf16.BF16 {
+	return []func() bf16.BF16{
+		func() bf16.BF16 { return bf16.BF16(rng.Uint32()) },
+		func() bf16.BF16 { return bf16.BF16(rng.Uint32() & 0x807F) },
+		func() bf16.BF16 { return bf16.FromFloat32(float32(rng.NormFloat64())) },
+		func() bf16.BF16 { return bf16.BF16(rng.Uint32()&0x807F | 0x0080) },
+	}
+}
+
+// exactGen returns values whose exponent fields lie in [lo, hi] (signs,
+// mantissas and some zeros random): the guard's edge cases when lo+lo is
+// 128 or hi+hi is 380.
+func exactGen(rng *rand.Rand, lo, hi int) func() bf16.BF16 {
+	return func() bf16.BF16 {
+		if rng.IntN(16) == 0 {
+			return bf16.BF16(rng.Uint32() & 0x8000) // ±0
+		}
+		e := lo + rng.IntN(hi-lo+1)
+		return bf16.BF16(uint16(rng.Uint32())&0x807F | uint16(e)<<7)
+	}
+}
+
+// checkRows runs matRowsFast on (w, xs) and compares every output with the
+// pure-Go dotF, rounded.
+func checkRows(t *testing.T, what string, w []bf16.BF16, xs [][]float32, rows, cols int, exact bool) {
+	t.Helper()
+	dsts := make([][]bf16.BF16, len(xs))
+	for i := range dsts {
+		dsts[i] = make([]bf16.BF16, rows)
+	}
+	lo := 0
+	if rows > 1 {
+		lo = 1 // a range that does not start at row 0
+	}
+	if !matRowsFast(dsts, w, xs, cols, lo, rows, exact) {
+		if cols >= Lanes {
+			t.Fatalf("%s: matRowsFast declined %d columns", what, cols)
+		}
+		return // shorter rows are left to the pure-Go loop
+	}
+	for b := range xs {
+		for o := lo; o < rows; o++ {
+			want := bf16.FromFloat32(dotF(w[o*cols:(o+1)*cols], xs[b]))
+			got := dsts[b][o]
+			if got != want && !(got.IsNaN() && want.IsNaN()) {
+				t.Fatalf("%s: rows=%d cols=%d batch=%d exact=%v: out[%d][%d] = %#04x, pure Go %#04x",
+					what, rows, cols, len(xs), exact, b, o, uint16(got), uint16(want))
+			}
+		}
+	}
+}
+
+// Every AVX-512 kernel (groups of 8, 4 and 1 inputs, blocks of 4 rows and
+// single rows, tails of any length) equals the pure-Go order bit for bit on
+// random bit patterns (denormals, Inf, NaN, products that overflow) with
+// the separate multiply and add; NaNs compare as a class.
+func TestKernels512EqualPureGo(t *testing.T) {
+	need512(t)
+	rng := rand.New(rand.NewPCG(51, 52))
+	gen := bf16Gens(rng)
+	for trial := range 400 {
+		rows := 1 + rng.IntN(11)
+		cols := rng.IntN(80)
+		if trial%2 == 0 {
+			cols &^= Lanes - 1 // no tail: the lanes are reduced in assembly
+		}
+		if trial%20 == 0 {
+			cols = 1024 + rng.IntN(20)
+		}
+		batch := 1 + rng.IntN(19)
+		ga, gb := gen[rng.IntN(len(gen))], gen[rng.IntN(len(gen))]
+		if trial%4 == 0 {
+			// Products at the overflow edge, where a fused multiply-add
+			// gives other bits: the unguarded loops must not fuse.
+			ga, gb = exactGen(rng, 190, 191), exactGen(rng, 190, 191)
+		}
+		w := make([]bf16.BF16, rows*cols)
+		for i := range w {
+			w[i] = ga()
+		}
+		xs := make([][]float32, batch)
+		for b := range xs {
+			xs[b] = make([]float32, cols+rng.IntN(3)) // inputs may be longer
+			for j := range xs[b] {
+				xs[b][j] = gb().Float32()
+			}
+		}
+		checkRows(t, fmt.Sprintf("trial %d (seed 51,52)", trial), w, xs, rows, cols, false)
+		// Whatever the guard says is what the decoder passes.
+		guard := exactProducts(bf16Range(w), f32Range(xs[0]))
+		checkRows(t, fmt.Sprintf("trial %d guarded", trial), w, xs, rows, cols, guard)
+	}
+}
+
+// With fused multiply-adds (exact = true), the kernels still equal the
+// pure-Go order on every input the guard admits, including the edges of
+// the guard (exponent sums of 128 and 380) and accumulators that overflow
+// to infinity.
+func TestKernels512FMAWhereGuardHolds(t *testing.T) {
+	need512(t)
+	rng := rand.New(rand.NewPCG(53, 54))
+	ranges := []struct{ wlo, whi, xlo, xhi int }{
+		{64, 64, 64, 64},     // products at 2^-126..2^-124: the underflow edge
+		{60, 70, 58, 68},     // around it, both sides of the guard
+		{190, 190, 190, 190}, // products near 2^126..2^128: the overflow edge
+		{100, 140, 100, 140}, // typical magnitudes
+		{1, 254, 1, 254},     // anything finite and normal
+	}
+	admitted := 0
+	for trial := range 300 {
+		rg := ranges[trial%len(ranges)]
+		rows := 1 + rng.IntN(9)
+		cols := 16*rng.IntN(5) + rng.IntN(17)
+		batch := 1 + rng.IntN(17)
+		gw, gx := exactGen(rng, rg.wlo, rg.whi), exactGen(rng, rg.xlo, rg.xhi)
+		w := make([]bf16.BF16, rows*cols)
+		for i := range w {
+			w[i] = gw()
+		}
+		xs := make([][]float32, batch)
+		xr := emptyRange
+		for b := range xs {
+			xs[b] = make([]float32, cols)
+			for j := range xs[b] {
+				xs[b][j] = gx().Float32()
+			}
+			xr = xr.union(f32Range(xs[b]))
+		}
+		if !exactProducts(bf16Range(w), xr) {
+			continue
+		}
+		admitted++
+		checkRows(t, fmt.Sprintf("trial %d (seed 53,54)", trial), w, xs, rows, cols, true)
+	}
+	if admitted < 100 {
+		t.Fatalf("only %d of 300 trials passed the guard; the FMA path is not exercised", admitted)
+	}
+}
+
+// overflowCase builds rows×batch dot products that tell a fused
+// multiply-add from a separate multiply and add in every (row, input)
+// pair: input b is zero except at its lane l in the last two 16-column
+// chunks, where the products are -1.5·2^127 (finite) and then 1.5·2^128
+// (infinite when rounded alone). The canonical order gives +Inf; a fused
+// add gives 1.5·2^127.
+func overflowCase(rng *rand.Rand, rows, batch int) (w []bf16.BF16, xs [][]float32, cols int) {
+	k := rng.IntN(3)
+	cols = 16*(k+2) + rng.IntN(5)
+	w = make([]bf16.BF16, rows*cols)
+	for o := range rows {
+		for l := range Lanes {
+			w[o*cols+16*k+l] = bf16.FromFloat32(-1.5 * (1 << 62) * 4)
+			w[o*cols+16*(k+1)+l] = bf16.FromFloat32(1.5 * (1 << 62) * 4)
+		}
+	}
+	xs = make([][]float32, batch)
+	for b := range xs {
+		xs[b] = make([]float32, cols)
+		l := rng.IntN(Lanes)
+		xs[b][16*k+l] = 1 << 63
+		xs[b][16*(k+1)+l] = 1 << 63 * 2
+	}
+	return w, xs, cols
+}
+
+// The unguarded loops of every kernel shape never fuse: on overflowCase
+// every output is the canonical +Inf. With exact = true (which the guard
+// would never allow here) the fused loops give finite values, so this test
+// sees a fused operation in any accumulator of any kernel.
+func TestKernels512UnfusedAndFused(t *testing.T) {
+	need512(t)
+	rng := rand.New(rand.NewPCG(55, 56))
+	for _, batch := range []int{1, 2, 4, 5, 8, 9, 12, 13, 16, 17} {
+		for rows := 1; rows <= 9; rows++ {
+			w, xs, cols := overflowCase(rng, rows, batch)
+			if exactProducts(bf16Range(w), f32Range(xs[0])) {
+				t.Fatal("guard admits products of 2^128")
+			}
+			checkRows(t, fmt.Sprintf("overflow case batch=%d rows=%d (seed 55,56)", batch, rows), w, xs, rows, cols, false)
+			dsts := make([][]bf16.BF16, batch)
+			for i := range dsts {
+				dsts[i] = make([]bf16.BF16, rows)
+			}
+			matRowsFast(dsts, w, xs, cols, 0, rows, true)
+			for b := range xs {
+				for o := range rows {
+					if want := bf16.FromFloat32(dotF(w[o*cols:(o+1)*cols], xs[b])); want != bf16.PosInf {
+						t.Fatalf("pure Go gives %#04x, want +Inf", uint16(want))
+					}
+					fused := dsts[b][o]
+					// Rows past the last block of four use the unfused
+					// single-row kernel.
+					if o < rows&^3 && (fused == bf16.PosInf || fused.IsNaN()) {
+						t.Fatalf("batch=%d rows=%d: fused kernel out[%d][%d] = %#04x, want finite", batch, rows, b, o, uint16(fused))
+					}
+				}
+			}
+		}
+	}
+}
