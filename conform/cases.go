@@ -30,6 +30,13 @@ func Cases() []Case {
 		{"silu-mul", func(p *Pair) error { return caseEltwise(p, true) }},
 		{"linear", caseLinear},
 		{"argmax", caseArgmax},
+		{"create-qkv-heads", caseCreateHeads},
+		{"concat-heads", caseConcatHeads},
+		{"to-memory-config", caseToMemoryConfig},
+		{"rms-norm", caseRMSNorm},
+		{"rotary-embedding-hf", func(p *Pair) error { return caseRotary(p, false) }},
+		{"rotary-embedding-llama", func(p *Pair) error { return caseRotary(p, true) }},
+		{"sdpa-decode", caseSDPA},
 	}
 }
 

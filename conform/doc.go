@@ -14,8 +14,10 @@
 //     trace replay writes at its baked addresses; refusals must carry the
 //     same tt-metal text (compared up to its first full stop).
 //   - Math is within bounds stated before measuring (Bounds), per op, in
-//     bf16 steps of every element, plus a Pearson correlation of the whole
-//     output (gonum/stat) of at least MinCorrelation.
+//     bf16 steps of every element (taken at the larger of the two values
+//     and Floor times the output's RMS, so cancellation near zero is not
+//     counted in the zero's own tiny steps), plus a Pearson correlation of
+//     the whole output (gonum/stat) of at least MinCorrelation.
 //   - Device facts must match the arch (DRAM banks, alignment) and the
 //     library must report the pinned tt-metal commit.
 //

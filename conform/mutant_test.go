@@ -21,6 +21,8 @@ var cMutants = []struct {
 	{"allocator-last-fit", "loopback.c", "if (pick < 0 || !a->bottom_up) pick = (long)i;\n    if (a->bottom_up) break;", "pick = (long)i;", "allocator"},
 	{"capture-executes", "loopback.c", "  if (d->capturing) {\n    if (!grow((void **)&d->rec", "  if (d->capturing && !lb_exec(d, &o)) {\n    if (!grow((void **)&d->rec", "trace-replay-baked-addresses"},
 	{"silu-missing", "ops.c", "a[i] / (1.0f + expf(-a[i])) * b[i]", "a[i] * b[i]", "silu-mul"},
+	{"sdpa-scale-ignored", "ops.c", "float scale = o->f[0] != 0 ? o->f[0] : 1.0f / sqrtf((float)dh);", "float scale = 1.0f;", "sdpa-decode"},
+	{"heads-v-reads-k", "ops.c", "        col += heads * dh;", "        col += i == 1 ? 0 : heads * dh;", "create-qkv-heads"},
 }
 
 func TestCMutantsFailTheirCase(t *testing.T) {
