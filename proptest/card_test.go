@@ -4,7 +4,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/proptest"
+	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/tthw"
 	"github.com/offcard/offcard/tthw/tthwtest"
 )
 
@@ -51,4 +54,48 @@ func TestCardCampaignRedOnDeviceBug(t *testing.T) {
 		t.Errorf("fired %s, want kv-write or cur-pos (a row one position down is what an off-by-one cur_pos writes):\n%s", p, rs[0].Report())
 	}
 	t.Logf("%s", rs[0].Report())
+}
+
+// Faults injected into the loopback (the Nth allocation, op or capture
+// fails) come back as errors through the engine, never a crash, and the
+// engine's Close leaves nothing live on the device.
+func TestCardFaultInjection(t *testing.T) {
+	lib := tthwtest.Loopback(t)
+	sc := proptest.Scenario{Model: "tiny", ModelSeed: 1, Device: proptest.CardDevice, Arch: "wormhole",
+		BlockSize: 32, NumBlocks: 8, Width: kvpage.Dynamic(), Capacity: 2, Mode: qwen3.ModeCaptured}
+	w, err := proptest.ModelWeights(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected := 0
+	for _, o := range []tthw.Options{{FailAlloc: 1}, {FailAlloc: 7}, {FailAlloc: 40}, {FailOp: 1}, {FailOp: 30}, {FailOp: 200}, {FailCapture: 1}} {
+		dev, err := tthw.Open(lib, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := qwen3.NewEngine(dev, w, sc.EngineOptions())
+		if err == nil {
+			blocks := []int32{0, 1}
+			_, err = eng.Prefill(qwen3.Prefill{Seq: 0, Tokens: []int32{1, 2, 3}, Blocks: blocks})
+			for p := 3; err == nil && p < 12; p++ {
+				_, err = eng.Decode([]qwen3.Step{{Seq: 0, Token: 5, Pos: p, Blocks: blocks}})
+			}
+			if cerr := eng.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			if !tthw.Injected(err) {
+				t.Errorf("%+v: %v (not the injected fault)", o, err)
+			}
+			injected++
+		}
+		lk, cerr := dev.Close()
+		if cerr != nil || lk != (tthw.Leaks{}) {
+			t.Errorf("%+v: close: %v, leaks %+v", o, cerr, lk)
+		}
+	}
+	if injected == 0 {
+		t.Error("no injected fault reached the engine")
+	}
 }
