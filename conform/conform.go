@@ -207,11 +207,6 @@ func sameErr(what string, es, ec error) error {
 	return nil
 }
 
-// both runs f on sim and on the device and requires the same outcome.
-func (p *Pair) both(what string, f func(d tt.Device) error) error {
-	return sameErr(what, f(p.Sim), f(p.Card))
-}
-
 // alloc allocates spec on both; the allocator must give the same address.
 func (p *Pair) alloc(spec tt.Spec) ([2]tt.Tensor, error) {
 	var ts [2]tt.Tensor
