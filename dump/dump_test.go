@@ -194,3 +194,16 @@ func ExampleWriter() {
 	// {"step":0,"seq":0,"pos":1,"token":1879}
 	// {"step":1,"seq":0,"pos":2,"token":0,"top_ids":[0,7],"top_logits":[12.5,11.75],"gap_steps":6}
 }
+
+// A line longer than the reader's buffer (a long prompt) reads whole.
+func TestReadLongLine(t *testing.T) {
+	ids := make([]string, 30000)
+	for i := range ids {
+		ids[i] = "151643"
+	}
+	in := `{"seq":0,"prompt":[` + strings.Join(ids, ",") + "]}\n" + `{"seq":0,"pos":29999,"token":1}`
+	d, err := Read(strings.NewReader(in))
+	if err != nil || len(d.Seqs[0].Prompt) != 30000 || len(d.Seqs[0].Steps) != 1 {
+		t.Fatalf("%v", err)
+	}
+}

@@ -25,6 +25,9 @@ type Scenario struct {
 	Device string
 	Arch   string
 	Strict bool
+	// L1 is what the simulator's fresh L1 holds: "" or "poison" (the
+	// default), "zero" or "stale" (sim.ParseL1Init).
+	L1 string
 	// The engine: block size, number of KV blocks (of the device cache and
 	// of the host pool), page-table width policy, slots, mode,
 	// recapture_every and the engine's own read-back check.
@@ -67,6 +70,8 @@ func (sc Scenario) Validate() error {
 		return errors.New("no device")
 	case sc.Arch != "wormhole" && sc.Arch != "blackhole":
 		return fmt.Errorf("arch %q: want wormhole or blackhole", sc.Arch)
+	case sc.L1 != "" && sc.L1 != "poison" && sc.L1 != "zero" && sc.L1 != "stale":
+		return fmt.Errorf("l1 %q: want poison, zero or stale", sc.L1)
 	case sc.BlockSize < 32 || sc.BlockSize%32 != 0:
 		return fmt.Errorf("block size %d: want a positive multiple of 32", sc.BlockSize)
 	case sc.NumBlocks < 1:
@@ -92,6 +97,9 @@ func (sc Scenario) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "model %s seed=%d\n", sc.Model, sc.ModelSeed)
 	fmt.Fprintf(&b, "device %s arch=%s", sc.Device, sc.Arch)
+	if sc.L1 != "" && sc.L1 != "poison" {
+		fmt.Fprintf(&b, " l1=%s", sc.L1)
+	}
 	if sc.Strict {
 		b.WriteString(" strict")
 	}
@@ -269,6 +277,9 @@ func ParseScript(r io.Reader) (Script, error) {
 			}
 			if v, ok := args.take("arch"); ok {
 				sc.Arch = v
+			}
+			if v, ok := args.take("l1"); ok {
+				sc.L1 = v
 			}
 			sc.Strict = args.flag("strict")
 		case "engine":

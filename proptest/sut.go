@@ -171,8 +171,14 @@ func SimFactory(sc Scenario) (SUT, error) {
 	if sc.Arch == "blackhole" {
 		arch = sim.Blackhole
 	}
+	l1 := sim.L1Poison
+	if sc.L1 != "" {
+		if l1, err = sim.ParseL1Init(sc.L1); err != nil {
+			return nil, err
+		}
+	}
 	s := &SimSUT{caches: map[uint64]cacheID{}, layers: w.Config.NumHiddenLayers}
-	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, LogKV: true, OnOp: s.onOp})
+	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, L1: l1, LogKV: true, OnOp: s.onOp})
 	if err != nil {
 		return nil, err
 	}

@@ -102,6 +102,9 @@ func rows2x4x512(a *bf16.BF16, stride int, x *[4]*float32, n int, acc *[2][4][La
 //go:noescape
 func rows1x8x512(a *bf16.BF16, x *[8]*float32, n int, acc *[8][Lanes]float32, fma int)
 
+//go:noescape
+func rows2x8x512(a *bf16.BF16, stride int, x *[8]*float32, n int, acc *[2][8][Lanes]float32, fma int)
+
 // reduce512 sets out[i] = reduceLanes(lanes i) for the n lane arrays at acc.
 //
 //go:noescape
@@ -126,10 +129,12 @@ func finishN(acc []float32, row []bf16.BF16, xs [][]float32, n16, o int, dsts []
 }
 
 // matRowsFast is matRowsF on the AVX-512 kernels: it walks the rows in
-// blocks of four and, per block, covers the batch in groups of eight, four
-// and one input, so that each block of weights is widened once per group
-// while it sits in the L1 cache (once for the whole batch up to eight
-// sequences). It reports false, doing nothing, without AVX-512.
+// blocks of four and, per block, covers the batch in groups of eight
+// (two rows at a time), four (two rows) and one input (four rows), so that
+// each block of weights is widened once per group while it sits in the L1
+// cache (once for the whole batch up to eight sequences). The last rows
+// (fewer than four) go one at a time: eight inputs, then single inputs.
+// It reports false, doing nothing, without AVX-512.
 func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int, exact bool) bool {
 	if !useAVX512 || lo >= hi {
 		return useAVX512
@@ -155,11 +160,13 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 			for i := range ptrs {
 				ptrs[i] = &xs[b+i][0]
 			}
-			for r := o; r < o+4; r++ {
-				row := w[r*cols : (r+1)*cols]
-				var acc [8][Lanes]float32
-				rows1x8x512(&row[0], &ptrs, n16, &acc, fma)
-				finishN(flat(acc[:]), row, xs[b:b+8], n16, r, dsts[b:b+8])
+			for r := o; r < o+4; r += 2 {
+				var acc [2][8][Lanes]float32
+				rows2x8x512(&w[r*cols], stride, &ptrs, n16, &acc, fma)
+				for k := range acc {
+					row := w[(r+k)*cols : (r+k+1)*cols]
+					finishN(flat(acc[k][:]), row, xs[b:b+8], n16, r+k, dsts[b:b+8])
+				}
 			}
 		}
 		for ; b+4 <= len(xs); b += 4 {
@@ -187,7 +194,17 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 	}
 	for ; o < hi; o++ {
 		row := w[o*cols : (o+1)*cols]
-		for b := range xs {
+		b := 0
+		for ; b+8 <= len(xs); b += 8 {
+			var ptrs [8]*float32
+			for i := range ptrs {
+				ptrs[i] = &xs[b+i][0]
+			}
+			var acc [8][Lanes]float32
+			rows1x8x512(&row[0], &ptrs, n16, &acc, fma)
+			finishN(flat(acc[:]), row, xs[b:b+8], n16, o, dsts[b:b+8])
+		}
+		for ; b < len(xs); b++ {
 			var acc [Lanes]float32
 			dotLanes512(&row[0], &xs[b][0], n16, &acc)
 			dsts[b][o] = bf16.FromFloat32(finishLanes(&acc, row, xs[b], n16))

@@ -36,10 +36,11 @@
 // kernels in the same decomposition, so engine-on-sim equals ref exactly.
 // On amd64 the decoder's matrix-vector products run in assembly. With
 // AVX-512 one ZMM register holds the 16 lanes of a (row, input) pair; the
-// kernels take blocks of four rows against one input, two rows against
-// four inputs, or one row against eight inputs, so a batch of up to eight
-// sequences widens each block of weights once (the weights stay in the
-// memory-mapped file; they are not repacked). With AVX2 only, lanes 0-7 and
+// kernels take four rows against one input, or two rows against four or
+// eight inputs, so a batch of up to eight sequences widens each block of
+// weights once (the weights stay in the memory-mapped file; they are not
+// repacked). The lanes are reduced in the canonical tree in assembly too.
+// With AVX2 only, lanes 0-7 and
 // 8-15 sit in two YMM registers. Every kernel multiplies and then adds,
 // which is the float32 operation sequence of the pure-Go loop, except where
 // a fused multiply-add is proved to give the same bits: the product of two

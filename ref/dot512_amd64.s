@@ -335,3 +335,101 @@ loopm:
 	VMOVDQU64 Z1, (DX)
 	VZEROUPPER
 	RET
+
+// MUL2x8(base, a0, a1), FMA2x8: the input's 16 values at base+4·j into Z20, then
+// both rows' chains for input i: acc a0 (row 0) and a1 (row 1).
+#define MUL2x8(base, a0, a1) VMOVUPS (base)(R12*4), Z20; MULADD(Z8, Z20, a0, Z21); MULADD(Z9, Z20, a1, Z22)
+#define FMA2x8(base, a0, a1) VMOVUPS (base)(R12*4), Z20; FMADD(Z8, Z20, a0); FMADD(Z9, Z20, a1)
+
+// func rows2x8x512(a *bf16.BF16, stride int, x *[8]*float32, n int, acc *[2][8][16]float32, fma int)
+// Two rows against eight inputs: sixteen chains (row r, input i in
+// Z(8r+i) for r = 0, and Z(10+i) for r = 1); each input is loaded once per
+// step for both rows, each row widened once for all eight inputs.
+TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
+	MOVQ a+0(FP), SI
+	MOVQ stride+8(FP), BX
+	MOVQ x+16(FP), R13
+	MOVQ n+24(FP), CX
+	MOVQ fma+40(FP), DX
+	LEAQ (SI)(BX*1), R15
+	MOVQ 0(R13), AX
+	MOVQ 8(R13), BX
+	MOVQ 16(R13), DI
+	MOVQ 24(R13), R8
+	MOVQ 32(R13), R9
+	MOVQ 40(R13), R10
+	MOVQ 48(R13), R11
+	MOVQ 56(R13), R13
+	XORQ R12, R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	TESTQ CX, CX
+	JZ   done28
+	TESTQ DX, DX
+	JNZ  fma28
+
+loop28:
+	WIDEN((SI)(R12*2), Z8)
+	WIDEN((R15)(R12*2), Z9)
+	MUL2x8(AX, Z0, Z10)
+	MUL2x8(BX, Z1, Z11)
+	MUL2x8(DI, Z2, Z12)
+	MUL2x8(R8, Z3, Z13)
+	MUL2x8(R9, Z4, Z14)
+	MUL2x8(R10, Z5, Z15)
+	MUL2x8(R11, Z6, Z16)
+	MUL2x8(R13, Z7, Z17)
+	ADDQ $16, R12
+	CMPQ R12, CX
+	JLT  loop28
+	JMP  done28
+
+fma28:
+	WIDEN((SI)(R12*2), Z8)
+	WIDEN((R15)(R12*2), Z9)
+	FMA2x8(AX, Z0, Z10)
+	FMA2x8(BX, Z1, Z11)
+	FMA2x8(DI, Z2, Z12)
+	FMA2x8(R8, Z3, Z13)
+	FMA2x8(R9, Z4, Z14)
+	FMA2x8(R10, Z5, Z15)
+	FMA2x8(R11, Z6, Z16)
+	FMA2x8(R13, Z7, Z17)
+	ADDQ $16, R12
+	CMPQ R12, CX
+	JLT  fma28
+
+done28:
+	MOVQ acc+32(FP), DX
+	VMOVUPS Z0, 0(DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VMOVUPS Z4, 256(DX)
+	VMOVUPS Z5, 320(DX)
+	VMOVUPS Z6, 384(DX)
+	VMOVUPS Z7, 448(DX)
+	VMOVUPS Z10, 512(DX)
+	VMOVUPS Z11, 576(DX)
+	VMOVUPS Z12, 640(DX)
+	VMOVUPS Z13, 704(DX)
+	VMOVUPS Z14, 768(DX)
+	VMOVUPS Z15, 832(DX)
+	VMOVUPS Z16, 896(DX)
+	VMOVUPS Z17, 960(DX)
+	VZEROUPPER
+	RET

@@ -48,7 +48,11 @@ func (a *allocator) allocSize(size uint64) uint64 {
 }
 
 // alloc reserves size bytes (rounded to the alignment) and returns the address.
-func (a *allocator) alloc(size uint64) (uint64, bool) {
+func (a *allocator) alloc(size uint64) (uint64, bool) { return a.allocDir(size, a.bottomUp) }
+
+// allocDir is alloc in the given direction (a buffer may ask for the
+// opposite of its type's default, as tt-metal's kernel-binary buffer does).
+func (a *allocator) allocDir(size uint64, bottomUp bool) (uint64, bool) {
 	need := a.allocSize(size)
 	pick := -1
 	for i, b := range a.free {
@@ -60,10 +64,10 @@ func (a *allocator) alloc(size uint64) (uint64, bool) {
 			pick = i
 		case a.best:
 			pc, bc := sizeClass(a.free[pick].size), sizeClass(b.size)
-			if bc < pc || (bc == pc && !a.bottomUp) {
+			if bc < pc || (bc == pc && !bottomUp) {
 				pick = i
 			}
-		case !a.bottomUp:
+		case !bottomUp:
 			pick = i // highest fitting block
 		}
 	}
@@ -72,7 +76,7 @@ func (a *allocator) alloc(size uint64) (uint64, bool) {
 	}
 	b := a.free[pick]
 	var addr uint64
-	if a.bottomUp {
+	if bottomUp {
 		addr = b.addr
 		a.free[pick] = block{b.addr + need, b.size - need}
 	} else {

@@ -98,7 +98,55 @@ func (l *opLaunch) exec(d *Device) error {
 	defer putScratch(s)
 	x := &s.io
 	*x = opIO{d: d, op: l.op}
-	return l.run(l, x, s)
+	if err := l.run(l, x, s); err != nil {
+		return err
+	}
+	if d.opt.L1 == L1Stale {
+		d.leaveInputs(l.bufs, s)
+	}
+	return nil
+}
+
+// Stale-L1 model (Options.L1 == L1Stale): how much of each core's CB
+// region a compute program leaves written, on how many cores.
+const (
+	staleBytesPerCore = 32 << 10
+	staleCores        = 16
+)
+
+// leaveInputs leaves a compute program's input pages in L1 as its reader
+// kernels stream them through circular buffers: inputs in order from the
+// CB base, page p of the stream on core p % staleCores, bounded by
+// staleBytesPerCore and by the lowest L1 buffer.
+func (d *Device) leaveInputs(bufs []*buffer, s *scratch) {
+	cores := min(staleCores, d.opt.NumCores)
+	limit := min(d.opt.L1UnreservedBase+staleBytesPerCore, d.l1a.lowestUsed())
+	var off [staleCores]uint64 // next free byte of each core's CB region
+	for i := range off {
+		off[i] = alignUp(d.opt.L1UnreservedBase, d.arch.dramAlign)
+	}
+	k := 0 // pages streamed so far
+	for _, b := range bufs {
+		if b == nil {
+			continue
+		}
+		pg := s.pageBuf(int(b.pageSize))
+		for p := 0; p < b.numPages; p++ {
+			core := k % cores
+			at := off[core]
+			if at+b.pageSize > limit {
+				return
+			}
+			off[core] = alignUp(at+b.pageSize, d.arch.dramAlign)
+			m, a := d.memAt(d.pageLoc(b, p))
+			if !m.in(a, b.pageSize) {
+				return
+			}
+			m.read(a, pg)
+			d.l1[core].write(at, pg)
+			k++
+		}
+	}
 }
 
 func (d *Device) launchOp(name string, attrs attrKey, ts []*tt.Tensor, validate func(bs []*buffer) error, l opLaunch) error {
@@ -120,7 +168,8 @@ func (d *Device) launchOp(name string, attrs attrKey, ts []*tt.Tensor, validate 
 
 // ---- embedding ----
 
-// embedding: Input ids (UINT32 or INT32, ROW_MAJOR, any shape; n = volume),
+// embedding: Input ids (UINT32, or BFLOAT16 holding integral values,
+// ROW_MAJOR, any shape; n = volume),
 // Weight BF16 ROW_MAJOR [vocab, hidden] (rank >= 2; each page one row),
 // Output BF16 of any layout with volume n*hidden, written as n logical rows.
 // An id past the table reads whatever its page address holds (no check on
@@ -129,8 +178,9 @@ func (d *Device) embedding(o tt.Embedding) error {
 	const name = "embedding"
 	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
 		in, w, out := bs[0], bs[1], bs[2]
-		if in.spec.DType != tt.UINT32 && in.spec.DType != tt.INT32 {
-			return opErr(name, "Input tensor must be UINT32 or INT32, got %v", in.spec.DType)
+		// ttnn/cpp/ttnn/operations/embedding/device/embedding_device_operation.cpp
+		if in.spec.DType != tt.UINT32 && in.spec.DType != tt.BF16 {
+			return opErr(name, "Input must be UINT32 or BFLOAT16")
 		}
 		if err := wantLayout(name, "Input tensor", in, tt.RowMajor); err != nil {
 			return err
@@ -157,9 +207,21 @@ func (d *Device) embedding(o tt.Embedding) error {
 func execEmbedding(l *opLaunch, x *opIO, s *scratch) error {
 	in, w, out := l.bufs[0], l.bufs[1], l.bufs[2]
 	x.checkReads = true // ids and table rows
-	ids, err := readAllWords(x, s, in)
-	if err != nil {
-		return err
+	var ids []uint32
+	if in.spec.DType == tt.BF16 {
+		v := s.buf(1, in.spec.Volume())
+		if err := x.readLogical(s, 2, in, v); err != nil {
+			return err
+		}
+		ids = s.u32(len(v))
+		for i, f := range v {
+			ids[i] = uint32(f.Float32())
+		}
+	} else {
+		var err error
+		if ids, err = readAllWords(x, s, in); err != nil {
+			return err
+		}
 	}
 	g := geomOf(out.spec)
 	hidden := w.spec.Width()
@@ -207,6 +269,14 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 	const name = "rms_norm"
 	return d.launchOp(name, attrKey{uint64(math.Float32bits(o.Epsilon))}, []*tt.Tensor{&o.Input, &o.Weight, &output}, func(bs []*buffer) error {
 		in, w, out := bs[0], bs[1], bs[2]
+		// ttnn/cpp/ttnn/operations/normalization/layernorm/device/
+		// layernorm_device_operation.cpp (rms_norm is layernorm's RMS mode).
+		if in.spec.Memory.Layout == tt.HeightSharded {
+			return opErr(name, "Height sharded inputs are not supported.")
+		}
+		if in.spec.Layout != tt.Tile {
+			return opErr(name, "Only tile layout is supported") // ~
+		}
 		for _, c := range []struct {
 			what string
 			b    *buffer
@@ -469,6 +539,27 @@ func (d *Device) rotary(o rotaryArgs) error {
 		if err := wantRank(name, "Input tensor", in, 4); err != nil {
 			return err
 		}
+		// Decode mode (ttnn/cpp/ttnn/operations/experimental/transformer/
+		// rotary_embedding_hf/device/rotary_embedding_hf_device_operation.cpp,
+		// and rotary_embedding_llama's): all TILE, input height-sharded one
+		// user per core, cos/sin sharded with the same shape, [1, B, 1, D].
+		for i, b := range bs {
+			if b.spec.Layout != tt.Tile {
+				return opErr(name, "%s must be TILE layout", []string{"Input tensor", "Cos", "Sin", "Output tensor", "Trans mat"}[i]) // ~
+			}
+		}
+		if in.spec.Memory.Layout != tt.HeightSharded {
+			return opErr(name, "Input tensor must be HEIGHT_SHARDED in decode mode") // ~
+		}
+		if !bs[1].spec.Equal(bs[2].spec) {
+			return opErr(name, "Cos and sin must have the same spec: %v vs %v", bs[1].spec, bs[2].spec) // ~
+		}
+		if !bs[1].spec.Memory.Sharded() {
+			return opErr(name, "Cos and sin must be sharded in decode mode") // ~
+		}
+		if cs := bs[1].spec.Shape; len(cs) != 4 || cs[0] != 1 || cs[1] != in.spec.Shape[1] || cs[2] != 1 || cs[3] != in.spec.Shape[3] {
+			return opErr(name, "Cos and sin must be [1, %d, 1, %d] in decode mode, got %v", in.spec.Shape[1], in.spec.Shape[3], cs) // ~
+		}
 		if !shapeEqual(in.spec.Shape, out.spec.Shape) {
 			return opErr(name, "Output shape %v != input shape %v", out.spec.Shape, in.spec.Shape)
 		}
@@ -593,6 +684,16 @@ func (d *Device) concatHeads(o tt.ConcatHeads) error {
 		}
 		if err := wantBF16(name, "Output tensor", out); err != nil {
 			return err
+		}
+		// ttnn/cpp/ttnn/operations/experimental/transformer/
+		// nlp_concat_heads_decode/device/: the input is height-sharded one
+		// user per core; the program factory reads the output's shard spec
+		// (an interleaved output throws std::bad_optional_access).
+		if in.spec.Memory.Layout != tt.HeightSharded {
+			return opErr(name, "Input tensor must be HEIGHT_SHARDED") // ~
+		}
+		if !out.spec.Memory.Sharded() {
+			return opErr(name, "bad optional access") // std::bad_optional_access::what()
 		}
 		if err := wantRank(name, "Input tensor", in, 4); err != nil {
 			return err

@@ -133,8 +133,17 @@ func TestEmbeddingMatchesRef(t *testing.T) {
 		ids[i] = int32(r.IntN(vocab))
 	}
 	ids[3] = vocab - 1
-	for _, dt := range []tt.DType{tt.UINT32, tt.INT32} {
-		in := cUploadI32(t, d, cSpec(dt, tt.RowMajor, 1, 1, 1, B), ids)
+	for _, dt := range []tt.DType{tt.UINT32, tt.BF16} {
+		var in tt.Tensor
+		if dt == tt.BF16 { // ids as bf16 values (exact below 256)
+			v := make([]bf16.BF16, B)
+			for i, id := range ids {
+				v[i] = bf16.FromFloat32(float32(id))
+			}
+			in = cUpload(t, d, cSpec(dt, tt.RowMajor, 1, 1, 1, B), v)
+		} else {
+			in = cUploadI32(t, d, cSpec(dt, tt.RowMajor, 1, 1, 1, B), ids)
+		}
 		for _, os := range []tt.Spec{cSpec(tt.BF16, tt.Tile, 1, 1, B, hidden), cSpec(tt.BF16, tt.Tile, 1, B, 1, hidden), cSpec(tt.BF16, tt.RowMajor, 1, 1, B, hidden)} {
 			out := cAlloc(t, d, os)
 			cRun(t, d, tt.Embedding{Input: in, Weight: w, Output: out})
@@ -259,8 +268,9 @@ func TestHeadsRotaryConcatMatchRef(t *testing.T) {
 		for b := 0; b < B; b++ {
 			ref.RopeTable(1e6, D, r.IntN(5000), cos[b*D:(b+1)*D], sin[b*D:(b+1)*D])
 		}
-		ct := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, B, 1, D), cos)
-		st := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, B, D), sin)
+		rows := tt.Spec{Shape: []int{1, B, 1, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, D})}
+		ct := cUpload(t, d, rows, cos)
+		st := cUpload(t, d, rows, sin)
 		qo := cOut(t, d, tt.RotaryEmbeddingHF{Input: q, Cos: ct, Sin: st})
 		got := cDown(t, d, qo)
 		for b := 0; b < B; b++ {
@@ -271,7 +281,7 @@ func TestHeadsRotaryConcatMatchRef(t *testing.T) {
 			}
 		}
 		// Concat heads.
-		cat := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, B, H*D))
+		cat := cAlloc(t, d, tt.Spec{Shape: []int{1, 1, B, H * D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1WidthSharded(H, [2]int{32, D})})
 		cRun(t, d, tt.ConcatHeads{Input: qo, Output: cat, NumHeads: H})
 		gc := cDown(t, d, cat)
 		for b := 0; b < B; b++ {
@@ -523,18 +533,23 @@ func TestPagedSDPADecodeMatchesAttend(t *testing.T) {
 	c := sdpaCase{bs: 32, blocks: 40, kvh: 2, heads: 8, D: 64, W: 6, kchunk: 64, pos: []int32{100, -1, 31, 32, 159}}
 	runSDPACase(t, r, c, Options{Arch: Blackhole}, 0.125)
 	// MHA.
-	c = sdpaCase{bs: 64, blocks: 16, kvh: 4, heads: 4, D: 32, W: 3, kchunk: 0, pos: []int32{5, 127, 128, 191}}
+	// (W 4: the dynamic chunk for 191 is 8 tiles, 4 blocks of 64, and the
+	// card fetches the masked tiles of the last chunk through their entries.)
+	c = sdpaCase{bs: 64, blocks: 16, kvh: 4, heads: 4, D: 32, W: 4, kchunk: 0, pos: []int32{5, 127, 128, 191}}
 	runSDPACase(t, r, c, Options{}, 0)
 }
 
 // The chunked reader reads page-table entries past the cur_pos block: with
 // k_chunk 128 and block size 32, cur_pos 33 touches entries 0..3. A row of
 // width 2 makes entries 2 and 3 come from the slot padding: strict mode says
-// so; the output (masked positions) is still exact.
+// so; the output (masked positions) is still exact. The card fetches the
+// masked tiles through those entries (sdpa_decode reader_decode_all.cpp):
+// with the padding written as zeros (Options.L1 zero) they are block 0, a
+// real block; with poison padding the fetch faults (below).
 func TestPagedSDPAChunkReadsPastRow(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	c := sdpaCase{bs: 32, blocks: 8, kvh: 2, heads: 4, D: 32, W: 2, kchunk: 128, pos: []int32{33, -1}}
-	d := runSDPACase(t, r, c, Options{Strict: true}, 0)
+	d := runSDPACase(t, r, c, Options{Strict: true, L1: L1Zero}, 0)
 	var past []int64
 	for _, f := range d.Findings() {
 		if f.Op == opSDPA && f.Class == PTReadPastRow {

@@ -25,13 +25,59 @@ func (a Arch) String() string {
 	return fmt.Sprintf("Arch(%d)", uint8(a))
 }
 
+// L1Init is what fresh L1 holds: bytes no program of this run has written.
+type L1Init uint8
+
+// L1 contents modes.
+const (
+	// L1Poison (the default, strict's): the Poison pattern, so a read of
+	// never-written L1 yields a NaN or a huge index, and faults loudly.
+	L1Poison L1Init = iota
+	// L1Zero: zeros, as after tt-metal's L1 clear at device open
+	// (tt_metal/impl/device/device.cpp clear_l1_state; unconditional in
+	// older versions, with TT_METAL_CLEAR_L1=1 at the pin,
+	// tt_metal/llrt/rtoptions.cpp). A [C,1] page table then yields block 0
+	// past its row: a silent write into block 0.
+	L1Zero
+	// L1Stale: what earlier programs left. Zeros under it (a cleared
+	// device), and every compute program leaves its input pages in its
+	// circular buffers from the CB base (c_0, c_1, ... of cores 0..15, up
+	// to 8 KiB a core), as the card's kernels stream inputs through L1;
+	// paged_update_cache and SDPA leave their index and page-table sticks.
+	L1Stale
+)
+
+// String is the mode's flag name.
+func (m L1Init) String() string {
+	switch m {
+	case L1Poison:
+		return "poison"
+	case L1Zero:
+		return "zero"
+	case L1Stale:
+		return "stale"
+	}
+	return fmt.Sprintf("L1Init(%d)", uint8(m))
+}
+
+// ParseL1Init reads "poison", "zero" or "stale".
+func ParseL1Init(s string) (L1Init, error) {
+	for _, m := range []L1Init{L1Poison, L1Zero, L1Stale} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("L1 contents %q: want poison, zero or stale", s)
+}
+
 // Options configures a simulated device. Zero fields take the arch's defaults.
 type Options struct {
 	Arch Arch
 	// DRAMBankSize is the bytes of one DRAM bank (default: Wormhole 1 GiB,
 	// Blackhole 4278190080, §6.1). Memory is sparse, so full sizes are cheap.
 	DRAMBankSize uint64
-	// L1Size is each worker core's L1 bytes (default 1,499,136, §6.1).
+	// L1Size is each worker core's L1 bytes (default Wormhole 1,499,136,
+	// Blackhole 1,572,864).
 	L1Size uint64
 	// TraceRegionSize is reserved at the top of every DRAM bank (§5.6).
 	TraceRegionSize uint64
@@ -45,6 +91,13 @@ type Options struct {
 	L1UnreservedBase   uint64
 	// Strict turns on the sanitizer: Findings at hazards, same results.
 	Strict bool
+	// L1 is what fresh L1 holds (default poison). Under zero and stale the
+	// host write path also fills each DRAM page slot's alignment padding
+	// with zeros: tt-metal copies page_size bytes into the issue queue and
+	// advances by the padded size (tt_metal/impl/buffers/dispatch.cpp), so
+	// the padding carries the queue's earlier bytes, which on the first pass
+	// through the fresh (kernel-zeroed) hugepage are zeros.
+	L1 L1Init
 	// BestFit selects the older allocator's BEST policy for DRAM (§6.4);
 	// default is FIRST for both buffer types.
 	BestFit bool
@@ -92,6 +145,7 @@ type Device struct {
 	nextID tt.TensorID
 
 	progs    map[string]program
+	binaries []uint64  // kernel-binary buffers, one per program-cache miss
 	kb       []byte    // program-cache key scratch
 	opBufs   []*buffer // operand scratch of the compute ops
 	eager    opLaunch  // the compute launch being run eagerly
@@ -145,7 +199,12 @@ func New(o Options) (*Device, error) {
 		}
 	}
 	if o.L1Size == 0 {
+		// worker_l1_size in tt_metal/soc_descriptors/wormhole_b0_80_arch.yaml
+		// and blackhole_140_arch.yaml at tt.TTMetalCommit.
 		o.L1Size = 1499136
+		if o.Arch == Blackhole {
+			o.L1Size = 1572864
+		}
 	}
 	if o.NumCores == 0 {
 		if o.Arch == Wormhole {
@@ -170,8 +229,15 @@ func New(o Options) (*Device, error) {
 	for i := 0; i < p.nbanks/p.banksPerChan; i++ {
 		d.chans = append(d.chans, newMem(o.DRAMBankSize*uint64(p.banksPerChan), o.Strict))
 	}
+	if o.L1 > L1Stale {
+		return nil, fmt.Errorf("sim: unknown L1 contents mode %v", o.L1)
+	}
+	fresh := poisonChunk
+	if o.L1 != L1Poison {
+		fresh = zeroChunk
+	}
 	for i := 0; i < o.NumCores; i++ {
-		d.l1 = append(d.l1, newMem(o.L1Size, o.Strict))
+		d.l1 = append(d.l1, newMemFresh(o.L1Size, o.Strict, fresh))
 	}
 	d.dram = newAllocator(o.DRAMUnreservedBase, o.DRAMBankSize-o.TraceRegionSize, p.dramAlign, true, o.BestFit)
 	d.l1a = newAllocator(o.L1UnreservedBase, o.L1Size, p.dramAlign, false, false)

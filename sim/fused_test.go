@@ -250,8 +250,13 @@ func TestFusedUpdateCacheHitRefreshesAddresses(t *testing.T) {
 }
 
 // §1.5 + §2: the fused op has the same missing bound check: a [B,1] table at
-// a position >= block_size reads past the page-table CB on both grids;
-// strict names the row width and the core of each grid.
+// a position >= block_size reads past the row on both grids; strict names
+// the row width and the core of each grid. Unlike paged_update_cache, the
+// fused factories read the page table's aligned page
+// (ttnn/cpp/ttnn/operations/experimental/paged_cache/device/
+// fused_update_cache/paged_tiled_fused_update_cache_program_factory.cpp at
+// tt.TTMetalCommit), so entry 1 of a one-column row is the slot's DRAM
+// padding, not L1 past the CB.
 func TestFusedUpdateCacheNarrowTable(t *testing.T) {
 	f := newFusedFix(t, Options{Strict: true, LogKV: true}, 2, 1, 32, 32, 8, 1, 0, 2)
 	z := make([]bf16.BF16, 8*32*32)
@@ -261,19 +266,25 @@ func TestFusedUpdateCacheNarrowTable(t *testing.T) {
 	if fs := f.d.Findings(); len(fs) != 0 {
 		t.Fatalf("findings inside block 0: %v", fs)
 	}
-	// Stale block ids left past the CB on every core.
+	// Stale block ids past the CB on every core (what paged_update_cache
+	// would read), and block 5 in the padding of user 0's page slot.
 	var p *ucProgram
 	for _, pr := range f.d.progs {
 		p = pr.(*ucProgram)
 	}
-	for core := 0; core < 4; core++ {
-		f.d.l1[core].write(p.c3.addr+4, []byte{byte(core), 0, 0, 0})
+	if p.c3.size != 32 || p.c2.size != 32 {
+		t.Fatalf("fused CBs: page table %d B, index %d B; want the aligned pages (32 B)", p.c3.size, p.c2.size)
 	}
+	for core := 0; core < 4; core++ {
+		f.d.l1[core].write(p.c3.addr+32, []byte{byte(core), 0, 0, 0})
+	}
+	m, a := f.d.dramAt(0, f.pt.Addr+4)
+	m.write(a, []byte{5, 0, 0, 0})
 	f.d.ResetKVLog()
 	f.write(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{32, 5}))
 	cRun(t, f.d, f.fused())
 	log := f.d.KVLog()
-	if len(log) != 4 || log[0].Physical != 0 || log[2].Physical != 2 || log[2].Core != 2 {
+	if len(log) != 4 || log[0].Physical != 5 || log[2].Physical != 5 || log[2].Core != 2 {
 		t.Fatalf("faithful writes: %+v", log)
 	}
 	fs := f.d.Findings()

@@ -47,7 +47,11 @@ func forEachTileSeg(s tt.Spec, t int, f func(ti, li, n int)) {
 // buffer's pages. TILE padding elements become zero.
 func (d *Device) writePages(b *buffer, data []byte) {
 	e := b.spec.DType.Size()
-	page := make([]byte, b.pageSize)
+	n := b.pageSize
+	if d.opt.L1 != L1Poison && b.bt == tt.DRAM {
+		n = b.aligned // the padding goes out too, as zeros (Options.L1)
+	}
+	page := make([]byte, n)
 	for p := 0; p < b.numPages; p++ {
 		if b.spec.Layout == tt.Tile {
 			clear(page)
@@ -55,7 +59,7 @@ func (d *Device) writePages(b *buffer, data []byte) {
 				copy(page[ti*e:(ti+n)*e], data[li*e:(li+n)*e])
 			})
 		} else {
-			copy(page, data[uint64(p)*b.pageSize:])
+			copy(page[:b.pageSize], data[uint64(p)*b.pageSize:])
 		}
 		m, a := d.memAt(d.pageLoc(b, p))
 		m.write(a, page)

@@ -2,10 +2,12 @@ package sim
 
 // mem is one physical memory (a DRAM channel or one core's L1): a sparse
 // byte array of fixed size, allocated in chunks on first write. Bytes never
-// written read as the poison pattern; nothing is ever zeroed. In strict mode a
+// written read as the poison pattern (or, for L1 under Options.L1 zero or
+// stale, as zeros). In strict mode a
 // shadow bitmap records which bytes were ever written.
 type mem struct {
 	size   uint64
+	fresh  []byte       // what a never-written chunk holds (poisonChunk or zeroChunk)
 	chunks [][][]byte   // two-level: chunks[c>>dirShift][c&dirMask], created on demand
 	shadow [][][]uint64 // nil unless strict; one bit per byte of a chunk
 	strict bool
@@ -38,10 +40,15 @@ var poisonChunk = func() []byte {
 	return b
 }()
 
-func newMem(size uint64, strict bool) *mem {
+var zeroChunk = make([]byte, chunkSize)
+
+func newMem(size uint64, strict bool) *mem { return newMemFresh(size, strict, poisonChunk) }
+
+// newMemFresh is a memory whose never-written bytes read as fresh's.
+func newMemFresh(size uint64, strict bool, fresh []byte) *mem {
 	n := (size + chunkMask) >> chunkShift
 	n = (n + dirMask) >> dirShift
-	m := &mem{size: size, chunks: make([][][]byte, n), strict: strict}
+	m := &mem{size: size, fresh: fresh, chunks: make([][][]byte, n), strict: strict}
 	if strict {
 		m.shadow = make([][][]uint64, n)
 	}
@@ -65,7 +72,7 @@ func (m *mem) chunkOrPoison(c uint64) []byte {
 	if dir := m.chunks[c>>dirShift]; dir != nil && dir[c&dirMask] != nil {
 		return dir[c&dirMask]
 	}
-	return poisonChunk
+	return m.fresh
 }
 
 // write copies src to a. The range must be inside.
@@ -80,7 +87,7 @@ func (m *mem) write(a uint64, src []byte) {
 		ch := dir[c&dirMask]
 		if ch == nil {
 			ch = make([]byte, chunkSize)
-			copy(ch, poisonChunk)
+			copy(ch, m.fresh)
 			dir[c&dirMask] = ch
 		}
 		n := copy(ch[off:], src)

@@ -68,10 +68,17 @@ type launch interface {
 // ProgramCacheStats reports program-cache hits and misses so far.
 func (d *Device) ProgramCacheStats() (hits, misses int) { return d.hits, d.misses }
 
-// lookup returns the cached program for key, or builds it: validate runs only
-// on a miss (§1.1). A miss during capture fails (§5.3).
+// lookup validates the op and returns the cached program for key, or builds
+// it. Validation runs on every call: a hit runs validate_on_program_cache_hit,
+// which for these ops is the miss validation (ttnn/api/ttnn/
+// device_operation.hpp, handle_mesh_adapter_cache_hit). A miss during capture
+// fails (tt_metal/distributed/mesh_workload.cpp load_binaries); a miss
+// otherwise allocates the program's kernel-binary buffer in DRAM.
 // key may be the device's scratch key buffer: it is copied on a miss.
 func (d *Device) lookup(op string, key []byte, validate func() error, build func() (program, error)) (program, error) {
+	if err := validate(); err != nil {
+		return nil, err
+	}
 	if p, ok := d.progs[string(key)]; ok {
 		d.hits++
 		return p, nil
@@ -81,11 +88,11 @@ func (d *Device) lookup(op string, key []byte, validate func() error, build func
 			Detail: "program not in the program cache while capturing trace " + itoa(int(d.traceID)) + "; warm up before capture"})
 		return nil, &tt.Error{Op: op, Msg: tt.MsgProgramCacheMissDuringCapture}
 	}
-	if err := validate(); err != nil {
-		return nil, err
-	}
 	p, err := build()
 	if err != nil {
+		return nil, err
+	}
+	if err := d.loadBinaries(op); err != nil {
 		return nil, err
 	}
 	d.misses++
@@ -245,3 +252,28 @@ func (d *Device) checkAllocating(op tt.Op) error {
 	}
 	return nil
 }
+
+// KernelBinaryBytesPerBank is the DRAM each program-cache miss reserves per
+// bank for the program's kernel binaries (offcard's estimate: the real size
+// is the program's compiled kernels, a few KB per RISC-V core type).
+const KernelBinaryBytesPerBank = 2048
+
+// loadBinaries is MeshWorkload::load_binaries at a program-cache miss
+// (tt_metal/distributed/mesh_workload.cpp): a DRAM buffer for the kernel
+// binaries, allocated top-down and kept while the program is cached (the
+// device's life here). It goes through the allocator like any buffer, so it
+// is subject to the unsafe-allocation warning and, in strict mode, to the
+// live-trace overlap check.
+func (d *Device) loadBinaries(op string) error {
+	addr, ok := d.dram.allocDir(KernelBinaryBytesPerBank, false)
+	if !ok {
+		return tt.Errorf(op, tt.MsgOutOfMemory, uint64(KernelBinaryBytesPerBank*d.arch.nbanks), tt.DRAM, d.arch.nbanks, uint64(KernelBinaryBytesPerBank))
+	}
+	d.binaries = append(d.binaries, addr)
+	d.noteAllocation(&buffer{bt: tt.DRAM, addr: addr, perBank: KernelBinaryBytesPerBank})
+	return nil
+}
+
+// KernelBinaries returns the addresses of the kernel-binary buffers the
+// program cache holds (one per miss, in order).
+func (d *Device) KernelBinaries() []uint64 { return append([]uint64(nil), d.binaries...) }

@@ -48,9 +48,12 @@ func (d *Device) sdpaDecode(o tt.PagedSDPADecode, output tt.Tensor) error {
 	}
 	q, k, v, pt, cp, out := bs[0], bs[1], bs[2], bs[3], bs[4], bs[5]
 	validate := func() error { return validateSDPA(o, q, k, v, pt, cp, out) }
-	attrs := attrKey{uint64(math.Float32bits(o.Scale)), uint64(int64(o.KChunkSize))}
-	key := d.opKey(name, attrs, q, k, v, pt, cp, out)
-	pr, err := d.lookup(name, key, validate, func() (program, error) { return d.buildSDPA(o, q, k, pt), nil })
+	attrs := attrKey{uint64(math.Float32bits(o.Scale)), uint64(int64(o.KChunkSize))<<1 | b2u(o.FP32DestAcc)}
+	// compute_program_hash hashes q, k, v, the page table and the output
+	// config, not the cur_pos tensor (sdpa_decode_device_operation.cpp):
+	// cur_pos is validated on every call but is not part of the key.
+	key := d.opKey(name, attrs, q, k, v, pt, out)
+	pr, err := d.lookup(name, key, validate, func() (program, error) { return d.buildSDPA(o, q, k, pt, cp), nil })
 	if err != nil {
 		return err
 	}
@@ -70,7 +73,7 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 		}
 	}
 	if k.spec.Layout != tt.Tile || v.spec.Layout != tt.Tile {
-		return opErr(name, "K and V caches must be TILE layout") // ~
+		return opErr(name, "Inputs to SDPA must be tilized except for Q")
 	}
 	if k.spec.Memory != tt.DRAMInterleaved || v.spec.Memory != tt.DRAMInterleaved {
 		return opErr(name, "K and V caches must be in DRAM") // ~
@@ -89,17 +92,17 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 		return opErr(name, "Error: SDPA currently only supports INT32 datatype")
 	}
 	if ps.Layout != tt.RowMajor || len(ps.Shape) != 2 {
-		return opErr(name, "Page table must be a ROW_MAJOR [batch, max_num_blocks_per_seq] tensor") // ~
+		return opErr(name, "Page table tensor layout must be ROW_MAJOR but got %v", ps.Layout)
 	}
 	batch := ps.PaddedShape()[0]
 	if cp.spec.DType != tt.INT32 {
 		return opErr(name, "Expect cur_pos to be INT32, got %v", cp.spec.DType)
 	}
 	if cp.spec.Layout != tt.RowMajor {
-		return opErr(name, "cur_pos tensor must be ROW_MAJOR") // ~
+		return opErr(name, "Expect cur_pos to be ROW_MAJOR, got %v", cp.spec.Layout)
 	}
 	if cs := cp.spec.PaddedShape(); cs[len(cs)-1] != batch {
-		return opErr(name, "cur_pos tensor last dim (%d) must equal the batch size (%d)", cs[len(cs)-1], batch) // ~
+		return opErr(name, "cur_pos must have batch size equal to Q, got %d and %d", cs[len(cs)-1], batch)
 	}
 	if cp.spec.Memory.Sharded() {
 		return fmt.Errorf("sim: %s: a sharded cur_pos tensor is not implemented", name)
@@ -109,19 +112,24 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 		return opErr(name, "Page_table must have batch size equal to Q")
 	}
 	if ks[2] != vs[2] {
-		return opErr(name, "K and V must have the same block size: %d vs %d", ks[2], vs[2]) // ~
+		return opErr(name, "K and V must have same block size")
 	}
 	if ks[3] != qs[3] || vs[3] != qs[3] || ks[1] != vs[1] || ks[0] != vs[0] {
-		return opErr(name, "Q, K and V head dims and cache shapes must match: Q %v K %v V %v", qs, ks, vs) // ~
+		return opErr(name, "Q, K, V must have same hidden size")
 	}
 	if ks[2]%tt.TileSize != 0 || qs[3]%tt.TileSize != 0 {
 		return opErr(name, "block_size (%d) and head_dim (%d) must be multiples of 32", ks[2], qs[3]) // ~
 	}
-	if o.KChunkSize < 0 || o.KChunkSize%tt.TileSize != 0 {
-		return opErr(name, "k_chunk_size must be a multiple of 32, got %d", o.KChunkSize) // ~
+	// ExecutePagedScaledDotProductAttentionDecode::invoke
+	// (ttnn/cpp/ttnn/operations/transformer/sdpa_decode/sdpa_decode.cpp).
+	if o.KChunkSize < 0 || (o.KChunkSize > 0 && o.KChunkSize&(o.KChunkSize-1) != 0) {
+		return opErr(name, "User provided k_chunk_size must be power of 2, got: %d", o.KChunkSize)
+	}
+	if o.KChunkSize%tt.TileSize != 0 {
+		return opErr(name, "Chunk size must be multiple of 32, got: %d", o.KChunkSize)
 	}
 	if qs[2]%ks[1] != 0 {
-		return opErr(name, "Number of query heads (%d) must be a multiple of the number of kv heads (%d)", qs[2], ks[1]) // ~
+		return opErr(name, "GQA expects Q to have a multiple of K heads, but got %d and %d", qs[2], ks[1])
 	}
 	if !shapeEqual(out.spec.Shape, qs) {
 		return opErr(name, "Output shape %v must equal Q shape %v", out.spec.Shape, qs) // ~
@@ -146,6 +154,8 @@ type sdpaProgram struct {
 	cacheTile        uint32 // tile bytes of the caches
 	cacheTileAligned uint32
 	ptAligned        uint64
+	maxChunkT        int    // cap of the dynamic chunk, in tiles
+	qCB, qCBSize     uint64 // the Q CB, right after the page-table CB
 }
 
 func (p *sdpaProgram) cbEnd() uint64 { return p.end }
@@ -155,7 +165,7 @@ func (p *sdpaProgram) cbEnd() uint64 { return p.end }
 // (one k-chunk each), the mask (one chunk row), then the page-table CB c_9
 // sized to the page table's aligned page, then the cur_pos CB (one aligned
 // page of the cur_pos tensor).
-func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt *buffer) *sdpaProgram {
+func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt, cp *buffer) *sdpaProgram {
 	qs, ks := q.spec.Shape, k.spec.Shape
 	p := &sdpaProgram{heads: qs[2], kvh: ks[1], dh: qs[3], bs: uint32(ks[2]), blocks: uint32(ks[0]),
 		ptWidth: uint32(pt.spec.Shape[1]), kchunk: o.KChunkSize, scale: o.Scale}
@@ -168,17 +178,25 @@ func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt *buffer) *sdpaProgram 
 	tile := uint64(tt.TileSize * tt.TileSize * 2)
 	dht := uint64(p.dh / tt.TileSize)
 	qTiles := uint64(alignUp(uint64(p.heads), tt.TileSize)/tt.TileSize) * dht
-	chunkT := uint64(max(o.KChunkSize, 8*tt.TileSize) / tt.TileSize)
+	p.maxChunkT = 8 // dst_size: 8 tiles, 4 with fp32 accumulation
+	if o.FP32DestAcc {
+		p.maxChunkT = 4
+	}
+	chunkT := uint64(max(o.KChunkSize/tt.TileSize, p.maxChunkT))
+	// sdpa_decode_program_factory.cpp creates c_8 (cur_pos, one aligned
+	// page) and c_9 (page table, one aligned page) first, then c_0 (Q), so
+	// L1 just past the page-table CB is the Q CB of the same program.
 	specs := []cbSpec{
+		{indices: []int{8}, size: cp.aligned},
+		{indices: []int{9}, size: pt.aligned},
 		{indices: []int{0}, size: qTiles * tile},
 		{indices: []int{1}, size: chunkT * dht * tile},
 		{indices: []int{2}, size: chunkT * dht * tile},
 		{indices: []int{3}, size: chunkT * tile},
-		{indices: []int{9}, size: pt.aligned},
-		{indices: []int{8}, size: alignUp(uint64(4*pt.spec.Shape[0]), d.arch.dramAlign)},
 	}
 	cbs, end := d.placeCBs(specs)
-	p.ptCB, p.ptCBSize, p.end = cbs[4].addr, cbs[4].size, end
+	p.ptCB, p.ptCBSize, p.end = cbs[1].addr, cbs[1].size, end
+	p.qCB, p.qCBSize = cbs[2].addr, cbs[2].size
 	return p
 }
 
@@ -197,11 +215,15 @@ func (p *sdpaProgram) validLen(cur uint32) uint64 {
 	n := uint64(cur) + 1
 	chunk := uint64(p.kchunk)
 	if chunk == 0 {
+		// get_dynamic_Sk_chunk_t: nearest_pow_of_2_up_to_8 of the tiles
+		// holding 0..cur_pos, capped at dst_size (8 tiles, 4 with fp32
+		// accumulation).
 		t := uint64(cur)/tt.TileSize + 1
-		chunk = tt.TileSize << (64 - bits.LeadingZeros64(t-1)) // smallest power of two >= t, in tiles
-		if t == 1 {
-			chunk = tt.TileSize
+		ct := uint64(1)
+		if t > 1 {
+			ct = 1 << (64 - bits.LeadingZeros64(t-1)) // smallest power of two >= t
 		}
+		chunk = tt.TileSize * min(ct, uint64(p.maxChunkT))
 	}
 	return (n + chunk - 1) / chunk * chunk
 }
@@ -244,6 +266,11 @@ func (l *sdpaLaunch) exec(d *Device) error {
 				opSDPA, b, int32(cur), cur, maxSDPAPositions)
 		}
 		core := b % len(d.l1)
+		// The reader fills the Q CB (user b's Q tile row) before it
+		// reads the page table: L1 past c_9 holds these bytes.
+		if err := l.fillQCB(d, x, s, b, core); err != nil {
+			return err
+		}
 		entries, err := l.pageTableRow(d, x, s, b, core)
 		if err != nil {
 			return err
@@ -275,8 +302,16 @@ func (l *sdpaLaunch) exec(d *Device) error {
 					addr := uint32(l.k.addr) + (id/nb)*p.cacheTileAligned
 					vaddr := uint32(l.v.addr) + (id/nb)*p.cacheTileAligned
 					if row >= used {
+						// The card fetches the masked tile rows of the
+						// last chunk too (-inf masks them after QK^T):
+						// an address out of the bank faults.
 						if d.opt.Strict {
 							l.checkMaskedTile(d, b, core, id, addr, vaddr)
+						}
+						for _, a := range [2]uint32{addr, vaddr} {
+							if err := x.tileAt(l.k, core, id, uint64(a), pg); err != nil {
+								return err
+							}
 						}
 						continue
 					}
@@ -315,6 +350,30 @@ func (l *sdpaLaunch) exec(d *Device) error {
 		u := row / gout.hp
 		return u < batch && pos[u] != 0xFFFFFFFF
 	})
+}
+
+// fillQCB copies user b's Q tile row (its pages of Q) into the Q CB of its
+// core, as the reader does before it reads the page table.
+func (l *sdpaLaunch) fillQCB(d *Device, x *opIO, s *scratch, b, core int) error {
+	q := l.q
+	if q.spec.Layout != tt.Tile {
+		return nil
+	}
+	wt := q.spec.Width() / tt.TileSize
+	pg := s.pageBuf(int(q.pageSize))
+	for c := 0; c < wt; c++ {
+		at := l.p.qCB + uint64(c)*q.aligned
+		if at+q.pageSize > l.p.qCB+l.p.qCBSize {
+			return nil
+		}
+		if err := x.pageIO(q, b*wt+c, pg, false); err != nil {
+			return err
+		}
+		if err := d.l1IO(opSDPA, core, at, pg, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pageTableRow is the reader's page-table step: page b of the page table,

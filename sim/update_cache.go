@@ -128,20 +128,20 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 		return a.err("Input tensor in non-fused update_cache must be tilized")
 	}
 	if cs.Layout != tt.Tile {
-		return a.err("Cache tensor in update_cache must be tilized") // ~
+		return a.err("Cache tensor in update_cache must be tilized")
 	}
 	if cs.DType != tt.FP32 && cs.DType != tt.BF16 {
-		return a.err("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B") // ~
+		return a.err("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %v", cs.DType)
 	}
 	if is.DType != tt.FP32 && is.DType != tt.BF16 {
-		return a.err("Data type of input tensor must be FLOAT32 or BFLOAT16") // ~
+		return a.err("Data type of input tensor for update cache must be FLOAT32 or BFLOAT16")
 	}
 	if len(cs.Shape) != 4 || len(is.Shape) != 4 {
 		return a.err("Cache and input tensors must be rank 4") // ~ (implied by the indexing)
 	}
 	cp, ip := cs.PaddedShape(), is.PaddedShape()
 	if ip[0] != 1 {
-		return a.err("Dim 0 of input tensor must be 1") // ~
+		return a.err("Dim 0 of input tensor must be 1")
 	}
 	if cs.Memory.Layout != tt.Interleaved {
 		return a.err("Only interleaved cache is supported")
@@ -155,14 +155,14 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 				numKV, bs, headDim, cs.Shape[1]*cs.Shape[2]*cs.Shape[3])
 		}
 		if bs%tt.TileSize != 0 {
-			return a.err("block_size (%d) must be a multiple of 32", bs) // ~
+			return a.err("effective block_size (%d) must be a multiple of TILE_HEIGHT (%d)", bs, tt.TileSize)
 		}
 	} else if ip[3] != cp[3] {
 		// Non-paged, and the fused op's older geometry rule (§1.5).
 		return a.err("Input and cache head dims must match: %d vs %d", ip[3], cp[3]) // ~
 	}
 	if headDim%tt.TileSize != 0 {
-		return a.err("Head dim (%d) must be a multiple of 32", headDim) // ~
+		return a.err("input_tensor last dim (%d) must be a multiple of TILE_WIDTH (%d)", headDim, tt.TileSize)
 	}
 	if !paged {
 		if a.share {
@@ -184,10 +184,10 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 			return fmt.Errorf("sim: %s: sharded (UINT16) page tables are not implemented", a.op)
 		}
 		if ps.DType != tt.INT32 {
-			return a.err("Page table must be INT32 when interleaved") // ~
+			return a.err("Expect page table to have datatype INT32")
 		}
 		if ps.Layout != tt.RowMajor {
-			return a.err("Page table must be ROW_MAJOR") // ~
+			return a.err("Expect page table to have memory layout in ROW MAJOR")
 		}
 		if len(ps.Shape) != 2 {
 			return a.err("Page table must be rank 2 [batch, max_num_blocks_per_seq]") // ~
@@ -303,6 +303,13 @@ func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 	if p.paged {
 		p.st = p.blockSize / tt.TileSize
 		p.ptStick = uint64(pt.spec.PaddedShape()[1]) * 4
+		if a.fused {
+			// The fused factories read the page table's aligned page
+			// (paged_tiled_fused_update_cache_program_factory.cpp:
+			// page_table.buffer()->aligned_page_size()), so entries past
+			// the row up to the slot's end come from its DRAM padding.
+			p.ptStick = pt.aligned
+		}
 		p.ptWidth = uint32(pt.spec.PaddedShape()[1])
 	} else {
 		p.st = uint32(cp[2] / tt.TileSize)
@@ -335,7 +342,11 @@ func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 	)
 	out := len(specs) - 1
 	if p.tensorMode {
-		specs = append(specs, cbSpec{indices: []int{2}, size: tile(tt.INT32)}) // one Int32 tile (fused: c_3)
+		idxCB := tile(tt.INT32) // one Int32 tile
+		if a.fused {
+			idxCB = p.idxStick // fused: c_3 is index_stick_size, the index tensor's aligned page
+		}
+		specs = append(specs, cbSpec{indices: []int{2}, size: idxCB})
 	}
 	if p.paged {
 		specs = append(specs, cbSpec{indices: []int{3}, size: p.ptStick}) // one stick, created last (fused: c_4)
@@ -575,9 +586,13 @@ func (d *Device) readPageTableEntry(l *ucLaunch, pa ucPart, core, user int, virt
 	}
 	ea := uint64(uint32(p.c3.addr) + 4*virt) // 32-bit pointer arithmetic
 	if d.opt.Strict && virt >= p.ptWidth {
+		where := fmt.Sprintf("past the %d B page-table CB at %#x (stale L1, not the host's table)", p.ptStick, p.c3.addr)
+		if uint64(4*virt)+4 <= p.ptStick {
+			where = fmt.Sprintf("inside the %d B page-table CB at %#x: the DRAM padding of the row's page slot, not the host's table", p.ptStick, p.c3.addr)
+		}
 		d.find(Finding{Class: PTReadPastRow, Op: p.op, Core: core, User: user, Index: int64(virt), Tensor: l.ptID, Addr: ea,
-			Detail: fmt.Sprintf("page_table[%d][%d] read but the row has %d entries; the kernel loaded L1 %#x, past the %d B page-table CB at %#x (stale L1, not the host's table)",
-				user, virt, p.ptWidth, ea, p.ptStick, p.c3.addr)})
+			Detail: fmt.Sprintf("page_table[%d][%d] read but the row has %d entries; the kernel loaded L1 %#x, %s",
+				user, virt, p.ptWidth, ea, where)})
 	}
 	var word [4]byte
 	if err := d.l1IO(p.op, core, ea, word[:], false); err != nil {

@@ -157,7 +157,12 @@ func runAdjudicate(e *env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(adjDocument(reps, opt, *oursPath, teacher, tx)); err != nil {
+		doc := adjDocument(reps, opt, *oursPath, teacher, tx)
+		doc.Oracle, doc.Model, doc.Synth = *oraclePath, m.dir, m.synth
+		if m.synth != "" {
+			doc.Seed = strconv.FormatUint(m.seed, 10)
+		}
+		if err := enc.Encode(doc); err != nil {
 			return err
 		}
 		fmt.Fprintln(e.stderr, summary)
@@ -262,7 +267,11 @@ func writeSeqReport(w io.Writer, r *adjudicate.Report, x tokText) {
 // The --json document.
 type adjDoc struct {
 	Ours      string   `json:"ours"`
-	Teacher   string   `json:"teacher"`
+	Teacher   string   `json:"teacher"`          // a description
+	Oracle    string   `json:"oracle,omitempty"` // --oracle
+	Model     string   `json:"model,omitempty"`  // --model
+	Synth     string   `json:"synth,omitempty"`  // --synth
+	Seed      string   `json:"seed,omitempty"`   // with --synth
 	BandNats  float64  `json:"band_nats"`
 	TopK      int      `json:"top_k"`
 	Clean     int      `json:"clean"`

@@ -254,7 +254,7 @@ func TestAdjudicateFarDivergence(t *testing.T) {
 		}
 		code, out, _ = runCLI(t, "adjudicate", "--ours", b, "--synth", "tiny", "--json")
 		j := adjJSON(t, out)
-		if fd := j.Sequences[0].FirstDivergence; code != 1 || j.Divergent != 1 || fd == nil || fd.Pos != pos || fd.Verdict != "far" || fd.Rank <= 20 || *fd.GapNats <= 0.5 {
+		if fd := j.Sequences[0].FirstDivergence; code != 1 || j.Divergent != 1 || j.Synth != "tiny" || j.Seed != "1" || j.Oracle != "" || fd == nil || fd.Pos != pos || fd.Verdict != "far" || fd.Rank <= 20 || *fd.GapNats <= 0.5 {
 			t.Fatalf("--json: exit %d, %+v", code, j.Sequences[0].FirstDivergence)
 		}
 	}

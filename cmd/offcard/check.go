@@ -125,12 +125,20 @@ func runCheck(e *env, args []string) error {
 	if *times && !*asJSON {
 		return bad("--times goes with --json")
 	}
-	// --save is checked before the campaign: a directory (created if
-	// missing) that a script can be written into.
+	// --save and --dump are checked before the campaign: a directory
+	// (created if missing) that a script can be written into, a file that
+	// can be created.
 	if *save != "" {
 		if err := checkSaveDir(*save); err != nil {
 			return err
 		}
+	}
+	if *dumpPath != "" {
+		probe, err := createAtomic(*dumpPath)
+		if err != nil {
+			return bad("--dump: %v", err)
+		}
+		probe.Abort()
 	}
 	opt := proptest.Options{Seed: *seed, Cases: *cases, Factory: factory, Base: proptest.Base{Device: *device}}
 	if *device == proptest.CardDevice {
@@ -167,7 +175,8 @@ func runCheck(e *env, args []string) error {
 			}
 			cmd, err := dumpCase(*dumpPath, *r.Script, factory)
 			if err != nil {
-				return fmt.Errorf("dump: %w", err)
+				saveErrs = append(saveErrs, "dump: "+oneLine(err.Error()))
+				break
 			}
 			dumped = fmt.Sprintf("dumped case %d's shrunk script to %s; judge it: %s", r.Index, *dumpPath, cmd)
 			break
@@ -225,7 +234,7 @@ func runCheck(e *env, args []string) error {
 		return err
 	}
 	for _, m := range saveErrs {
-		fmt.Fprintf(e.stderr, "offcard check: save: %s\n", m)
+		fmt.Fprintf(e.stderr, "offcard check: %s\n", m)
 	}
 	if failed > 0 {
 		return errFound
@@ -289,7 +298,7 @@ func saveScripts(dir string, rs []proptest.CaseResult) (saved, errs []string) {
 		}
 		p := filepath.Join(dir, fmt.Sprintf("%s-%d.script", r.Failure.Property, r.Seed))
 		if err := writeFileAtomic(p, []byte(r.RegressionScript().String())); err != nil {
-			errs = append(errs, oneLine(err.Error()))
+			errs = append(errs, "save: "+oneLine(err.Error()))
 			continue
 		}
 		saved = append(saved, p)

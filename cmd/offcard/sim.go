@@ -23,6 +23,7 @@ func init() {
 // step, not only agreement with ref.
 type simRun struct {
 	synth, width, mode, arch  string
+	l1                        string
 	seed                      uint64
 	blockSize, recaptureEvery int
 	batch, promptLen, steps   int
@@ -31,7 +32,7 @@ type simRun struct {
 }
 
 func runSim(e *env, args []string) error {
-	fs := newFlags(e, "sim", "[--synth tiny] [--seed N] [--block-size 32] [--width fixed:N|dynamic] [--mode eager|captured] [--recapture-every N] [--batch N] [--prompt-len N] [--steps N] [--strict] [--arch wormhole|blackhole]")
+	fs := newFlags(e, "sim", "[--synth tiny] [--seed N] [--block-size 32] [--width fixed:N|dynamic] [--mode eager|captured] [--recapture-every N] [--batch N] [--prompt-len N] [--steps N] [--strict] [--arch wormhole|blackhole] [--l1 poison|zero|stale]")
 	var r simRun
 	fs.StringVar(&r.synth, "synth", "tiny", "synthetic model preset")
 	fs.Uint64Var(&r.seed, "seed", 1, "seed of the synthetic weights")
@@ -44,6 +45,7 @@ func runSim(e *env, args []string) error {
 	fs.IntVar(&r.steps, "steps", 40, "decode steps")
 	fs.BoolVar(&r.strict, "strict", false, "strict mode: the simulator's sanitizer; a finding fails the run")
 	fs.StringVar(&r.arch, "arch", "wormhole", "wormhole or blackhole")
+	fs.StringVar(&r.l1, "l1", "poison", "what fresh L1 holds: poison (NaN/huge ids, faults loudly), zero (a cleared card: a read past a page-table row yields block 0) or stale (earlier programs' bytes)")
 	fs.StringVar(&r.dump, "dump", "", "write the engine's tokens to `FILE.jsonl` (a prompt record per sequence, a step record per generated token; also when a property fails)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -61,13 +63,19 @@ func runSim(e *env, args []string) error {
 	}
 	defer f.Abort()
 	dw := newDumpRecorder(f)
-	if err := runTranscript(e, s, dw); err != nil && !errors.Is(err, errFound) {
-		return err
-	} else if cerr := dw.commit(f); cerr != nil {
-		return cerr
-	} else {
+	err = runTranscript(e, s, dw)
+	if err != nil && !errors.Is(err, errFound) {
 		return err
 	}
+	if cerr := dw.commit(f); cerr != nil {
+		if err != nil {
+			// A failed dump is reported, and never hides the verdict.
+			fmt.Fprintf(e.stderr, "offcard sim: %s\n", oneLine(cerr.Error()))
+			return err
+		}
+		return cerr
+	}
+	return err
 }
 
 // script turns the flags into a proptest script.
@@ -96,7 +104,7 @@ func (r *simRun) script() (proptest.Script, error) {
 		need = max(need, fw)
 	}
 	sc := proptest.Scenario{
-		Model: r.synth, ModelSeed: r.seed, Device: "sim", Arch: r.arch, Strict: r.strict,
+		Model: r.synth, ModelSeed: r.seed, Device: "sim", Arch: r.arch, Strict: r.strict, L1: r.l1,
 		BlockSize: r.blockSize, NumBlocks: need, Width: policy, Capacity: r.batch,
 		Mode: mode, RecaptureEvery: r.recaptureEvery,
 	}

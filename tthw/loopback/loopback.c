@@ -502,15 +502,15 @@ int32_t offcard_tt_open(uint32_t abi_version, const char *options, offcard_tt_de
   char arch[32] = "wormhole";
   if (opt_str(options, "arch", arch, sizeof arch) < 0) arch[0] = 0;
   if (!strcmp(arch, "wormhole")) {
-    d->arch = 1, d->nbanks = 12, d->dram_align = 32, d->grid_x = 8, d->grid_y = 8, d->bank_size = 1ull << 30;
+    d->arch = 1, d->nbanks = 12, d->dram_align = 32, d->grid_x = 8, d->grid_y = 8, d->bank_size = 1ull << 30, d->l1_size = 1499136;
   } else if (!strcmp(arch, "blackhole")) {
-    d->arch = 2, d->nbanks = 8, d->dram_align = 64, d->grid_x = 13, d->grid_y = 10, d->bank_size = 4278190080ull;
+    d->arch = 2, d->nbanks = 8, d->dram_align = 64, d->grid_x = 13, d->grid_y = 10, d->bank_size = 4278190080ull, d->l1_size = 1572864;
   } else {
     free(d);
     return lb_err(OFFCARD_TT_EARG, "open", "unknown arch %s (wormhole or blackhole)", arch);
   }
   d->ncores = d->grid_x * d->grid_y;
-  d->l1_align = 16, d->l1_size = 1499136, d->l1_base = 96 << 10, d->dram_base = d->dram_align;
+  d->l1_align = 16, d->l1_base = 96 << 10, d->dram_base = d->dram_align;
   int bad = 0;
   uint64_t v, *dst[] = {&d->bank_size, &d->l1_size, &d->trace_region, NULL};
   uint64_t fa = 0, fo = 0, fc = 0, *fdst[] = {&fa, &fo, &fc};

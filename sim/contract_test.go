@@ -1,0 +1,125 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/tt"
+)
+
+// What ttnn refuses at tt.TTMetalCommit, sim refuses with the same text, on
+// every call: each case runs once on a cold cache and once after the op's
+// program is cached by a good call of the same specs where the refusal is
+// about an attribute the cache key does not hold.
+func TestContractRefusals(t *testing.T) {
+	d := cDev(t, Options{})
+	r := rand.New(rand.NewPCG(41, 42))
+	const B, D = 2, 32
+	sharded := tt.Spec{Shape: []int{1, B, 1, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, D})}
+	hs := cUpload(t, d, sharded, cRand(r, B*D, false))
+	w := cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, 1, 1, 1, D), cRand(r, D, false))
+	table := cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, 8, D), cRand(r, 8*D, false))
+	ids32 := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, 1, 1, 1, B), []int32{1, 2})
+	emb := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, B, D))
+	kc := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 4, 1, 32, D), cRand(r, 4*32*D, false))
+	vc := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 4, 1, 32, D), cRand(r, 4*32*D, false))
+	pt := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, B, 4), []int32{0, 1, 2, 3, 3, 2, 1, 0})
+	cp := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, B), []int32{40, 3})
+	q := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, B, 1, D), cRand(r, B*D, false))
+	sdpa := func(chunk int) tt.PagedSDPADecode {
+		return tt.PagedSDPADecode{Q: q, K: kc, V: vc, PageTable: pt, CurPos: cp, KChunkSize: chunk}
+	}
+	interleavedCat := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, B, D))
+	for _, c := range []struct {
+		name, src string
+		op        tt.Op
+		want      string
+	}{
+		{"rms_norm refuses height-sharded input",
+			"ttnn/cpp/ttnn/operations/normalization/layernorm/device/layernorm_device_operation.cpp",
+			tt.RMSNorm{Input: hs, Weight: w, Epsilon: 1e-6}, "Height sharded inputs are not supported."},
+		{"embedding refuses INT32 ids",
+			"ttnn/cpp/ttnn/operations/embedding/device/embedding_device_operation.cpp",
+			tt.Embedding{Input: ids32, Weight: table, Output: emb}, "Input must be UINT32 or BFLOAT16"},
+		{"SDPA decode refuses a user k_chunk_size that is not a power of two",
+			"ttnn/cpp/ttnn/operations/transformer/sdpa_decode/sdpa_decode.cpp",
+			sdpa(96), "User provided k_chunk_size must be power of 2, got: 96"},
+		{"nlp_concat_heads_decode needs a sharded output (the factory reads its shard spec)",
+			"ttnn/cpp/ttnn/operations/experimental/transformer/nlp_concat_heads_decode/device/",
+			tt.ConcatHeads{Input: hs, Output: interleavedCat, NumHeads: 1}, "bad optional access"},
+	} {
+		before := len(d.bufs)
+		_, err := d.Run(c.op)
+		if !tt.HasMsg(err, c.want) {
+			t.Errorf("%s (%s): got %v, want %q", c.name, c.src, err, c.want)
+		}
+		if len(d.bufs) != before {
+			t.Errorf("%s: a refused op left %d tensors allocated", c.name, len(d.bufs)-before)
+		}
+	}
+	// On a program-cache hit too: the SDPA program with k_chunk 32 is
+	// cached; a bad scale-free call differing only in cur_pos contents
+	// still validates. Here: a cur_pos of the wrong dtype on a hit.
+	out, err := d.Run(sdpa(32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = d.Free(out[0])
+	hits, _ := d.ProgramCacheStats()
+	cpBad := cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, B), []bf16.BF16{1, 2})
+	bad := sdpa(32)
+	bad.CurPos = cpBad
+	if _, err := d.Run(bad); !tt.HasMsg(err, "Expect cur_pos to be INT32, got BFLOAT16") {
+		t.Fatalf("cur_pos dtype on a cached program: %v", err)
+	}
+	if h, _ := d.ProgramCacheStats(); h != hits {
+		t.Fatalf("a refused call counted as a hit")
+	}
+}
+
+// rotary_embedding_llama (ttnn/cpp/ttnn/operations/experimental/transformer/
+// rotary_embedding_llama at tt.TTMetalCommit) rotates interleaved pairs
+// (x[2i], x[2i+1]) through its transformation matrix: with
+// tt_transformers' get_rot_transformation_mat, out[2i] = x[2i]cos - x[2i+1]sin
+// and out[2i+1] = x[2i+1]cos + x[2i]sin, each product rounded to bf16 and the
+// sum rounded (ref.Rope's rounding). rotary_embedding_hf pairs i and i+D/2.
+func TestRotaryLlamaInterleavedPairs(t *testing.T) {
+	d := cDev(t, Options{})
+	r := rand.New(rand.NewPCG(43, 44))
+	const B, H, D = 3, 2, 64
+	x := cRand(r, B*H*D, false)
+	in := cUpload(t, d, tt.Spec{Shape: []int{1, B, H, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, D})}, x)
+	cos, sin := cRand(r, B*D, false), cRand(r, B*D, false)
+	for i := 0; i < B*D; i += 2 { // interleaved tables: cos[2i] = cos[2i+1]
+		cos[i+1], sin[i+1] = cos[i], sin[i]
+	}
+	rows := tt.Spec{Shape: []int{1, B, 1, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, D})}
+	ct, st := cUpload(t, d, rows, cos), cUpload(t, d, rows, sin)
+	tm := make([]bf16.BF16, 32*32)
+	for i := 0; i < 32; i += 2 {
+		tm[i*32+i+1] = bf16.FromFloat32(1)
+		tm[(i+1)*32+i] = bf16.FromFloat32(-1)
+	}
+	trans := cUpload(t, d, tt.Spec{Shape: []int{1, 1, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(1, [2]int{32, 32})}, tm)
+	got := cDown(t, d, cOut(t, d, tt.RotaryEmbeddingLlama{Input: in, Cos: ct, Sin: st, TransMat: trans}))
+	rr := func(f float32) float32 { return bf16.FromFloat32(f).Float32() }
+	for b := 0; b < B; b++ {
+		for h := 0; h < H; h++ {
+			row := x[(b*H+h)*D:]
+			for i := 0; i < D; i += 2 {
+				c0, s0 := cos[b*D+i].Float32(), sin[b*D+i].Float32()
+				x0, x1 := row[i].Float32(), row[i+1].Float32()
+				w0 := bf16.FromFloat32(rr(x0*c0) + rr(-x1*s0))
+				w1 := bf16.FromFloat32(rr(x1*c0) + rr(x0*s0))
+				g := got[(b*H+h)*D+i:]
+				if g[0] != w0 || g[1] != w1 {
+					t.Fatalf("user %d head %d pair %d: got %v %v want %v %v", b, h, i/2, g[0], g[1], w0, w1)
+				}
+			}
+		}
+	}
+	if op := (tt.RotaryEmbeddingHF{}); op.Name() != "rotary_embedding_hf" || (tt.RotaryEmbeddingLlama{}).Name() != "rotary_embedding_llama" {
+		t.Fatal("op names are not ttnn's")
+	}
+}
