@@ -68,6 +68,7 @@ var Catalog = []Mutant{
 		Notes: "Freeing after the successor's allocation (the literal swap of retire for free) is an equivalent mutant " +
 			"in this engine: the trace is released in the same step, before any replay or allocation, so nothing can " +
 			"land on the freed table. The seed's hazard needs the freed address handed out while the trace lives.",
+		NeedsSim: "sim strict mode: the freed table is reallocated while the live trace still addresses it, but the trace is released in the same step, before any replay, so the card never computes a wrong value; only the sanitizer's allocation-overlaps-live-trace finding sees the hazard (on the loopback: 20 cases pass)",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "func (e *Engine) setWidth(w int) error {\n\tt, err := e.dev.Allocate(e.ptSpec(w))\n",
@@ -197,9 +198,10 @@ var Catalog = []Mutant{
 		},
 	},
 	{
-		Name:   "sim-plus-one-no-skip",
-		Idea:   "the simulator's plus_one ignores skip_negative_entries for -1 (a simulator bug, not the engine's)",
-		Expect: "red at the first replay with an inactive slot (as plus-one-no-skip)",
+		Name:     "sim-plus-one-no-skip",
+		Idea:     "the simulator's plus_one ignores skip_negative_entries for -1 (a simulator bug, not the engine's)",
+		Expect:   "red at the first replay with an inactive slot (as plus-one-no-skip)",
+		NeedsSim: "it mutates the simulator (sim/plusone.go), not the engine: a card runs its own plus_one",
 		Edits: []Edit{
 			{File: simPlusOne,
 				Old: "if l.flag && (v < 0 || v == math.MaxInt32) {",
