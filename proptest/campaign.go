@@ -102,16 +102,30 @@ func TimeToRed(rs []CaseResult) (time.Duration, bool) {
 	return best, found
 }
 
-// Summary counts passed and failed cases.
+// Summary counts passed and failed cases. A case that could not run, or
+// whose runner failed (CaseResult.Error), is neither: see Errored.
 func Summary(rs []CaseResult) (passed, failed int) {
 	for _, r := range rs {
-		if r.Passed {
+		switch {
+		case r.Passed:
 			passed++
-		} else {
+		case r.Error == "":
 			failed++
 		}
 	}
 	return
+}
+
+// Errored counts the cases that could not run or whose runner failed:
+// failures of offcard, not findings about the SUT.
+func Errored(rs []CaseResult) int {
+	n := 0
+	for _, r := range rs {
+		if !r.Passed && r.Error != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // ReplayCommand is the command line that replays case r alone.
@@ -133,7 +147,7 @@ func (r CaseResult) Report() string {
 	fmt.Fprintf(&b, "FAIL case %d, seed %d\n", r.Index, r.Seed)
 	fmt.Fprintf(&b, "  replay: %s\n", r.ReplayCommand())
 	if r.Error != "" {
-		fmt.Fprintf(&b, "  error: %s\n", r.Error)
+		fmt.Fprintf(&b, "  error (offcard's runner, not a finding about the engine): %s\n", r.Error)
 		return b.String()
 	}
 	f := r.Failure

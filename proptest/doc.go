@@ -5,11 +5,15 @@
 // # Pieces
 //
 //   - Generators (gopter): GenScenario draws a scenario (model, arch, block
-//     size, blocks, width policy, capacity, mode, recapture_every); the
-//     command generator draws a schedule of admit / decode / finish /
-//     recapture commands valid in the current model state, prompt lengths
-//     biased to k·bs-1, k·bs, k·bs+1 and decode runs biased to cross the
-//     next block boundary.
+//     size, blocks, width policy, capacity, mode, recapture_every, strict
+//     or faithful); the command generator draws a schedule of admit /
+//     decode / finish / recapture commands valid in the current model
+//     state: prompt lengths biased to k·bs-1, k·bs, k·bs+1 and to filling
+//     the pool; decode runs biased to cross the next block boundary or to
+//     fill the pool; decodes that start sequences (several at once), feed
+//     a teacher stream instead of the greedy token, or jump positions; and,
+//     right after an admit that followed a decode, the same batch again
+//     (a prefill between two replays of one active set).
 //   - The state machine (github.com/leanovate/gopter/commands): the State
 //     is the host's abstract truth (live sequences, lengths, slots, hence
 //     block counts); PreCondition checks every argument of a command
@@ -17,11 +21,19 @@
 //     The SystemUnderTest is a run that drives ref, the host's kvpage pool
 //     and tables, and a SUT built by a Factory, together.
 //   - SUT and Factory: a SUT exposes its qwen3.Decoder and, optionally,
-//     observations (KVObserver, OpPosObserver, PosObserver,
-//     PageTableObserver, FindingObserver, StepObserver, KVReader,
-//     Resetter). SimFactory
-//     builds qwen3.Engine on a strict sim.Device with every observation;
-//     a factory for the card will offer what the card can.
+//     observations (DeviceTapper, KVPeeker, KVObserver, OpPosObserver,
+//     PosObserver, PageTableObserver, FindingObserver, StepObserver,
+//     KVReader, Resetter); every property whose observation a SUT lacks is
+//     skipped, so a user's engine behind a protocol gets the logits
+//     property alone. SimFactory builds qwen3.Engine on a Tap (a
+//     tt.Device wrapper recording allocations, frees, host transfers,
+//     captures, executions and releases, and the tensors each trace
+//     recorded) over a sim.Device, with every observation; a factory for
+//     the card wraps its device in a Tap the same way.
+//   - Expectations come from the suite's own model of the contract, never
+//     from the engine's helpers: the width policy (fixed:N is N, dynamic
+//     the longest active row's blocks, at least 1), the pad (0), the block
+//     accounting (ceil(len/bs)), the regime cadence, the steady state.
 //   - Campaign runs cases in parallel; case i of the campaign with seed S
 //     has seed CaseSeed(S, i), and CaseSeed(D, 0) = D, so a failing case
 //     replays alone as `offcard check --seed D --cases 1`. Output depends
@@ -30,44 +42,101 @@
 //     testdata/regressions; FuzzPageTableWidths decodes bytes into a
 //     width sequence and a schedule.
 //
-// # Properties (checked after every Decoder call)
+// # Properties (checked after every Decoder call, and at Close)
 //
 //  1. logits: every output's token and logits equal ref's bit for bit
 //     (prefill positions and decode steps). In captured mode this is also
 //     "replay = eager = ref" (property 4), and since ref's result for a
 //     sequence does not depend on its batch, it is batch independence
 //     (property 6).
-//  2. kv-write: the device's KV write log (sim.Options.LogKV) holds, for
-//     each active slot, layer and K/V, exactly one write per position the
-//     call processed, at block table[pos/bs], row pos%bs, and nothing else
-//     (no write for inactive slots, none into another buffer, none by
-//     finish or recapture). kv-cache: after every finish the device's
-//     whole KV cache equals ref's, bit for bit (caches of at most 64
-//     blocks; larger ones are not read back).
+//  2. kv-write: the device's KV caches (read with sim's Peek after every
+//     call, KVPeeker) equal ref's, which wrote each position at the host
+//     table's block, row pos%bs: a row the call should have written that
+//     does not hold ref's values is a write that went elsewhere or was
+//     dropped; any other row that differs is a stray write. The bytes are
+//     read where the kernel wrote, not from any log. The device's KV write
+//     log (KVObserver) is checked too: exactly one write per position,
+//     slot, layer and K/V, none for inactive slots, none by finish or
+//     recapture. kv-cache: for a SUT without KVPeeker, after every finish
+//     the whole cache (KVReader; caches of at most 64 blocks) equals ref's.
 //  3. cur-pos: at every op that reads cur_pos (paged_update_cache, paged
 //     SDPA decode; observed with sim.Options.OnOp and Device.Peek) the
 //     device's cur_pos is the host's seq_len-1 for the active slots and -1
 //     for the others; after the call it is seq_len and -1; each KV write's
 //     index is the host's position; with the scenario's verify flag the
 //     engine's own read-back must agree too.
-//  4. replay: in captured mode a replay never follows a page-table width
-//     change or a reset without a new capture; an eager engine never
-//     captures or replays. The sanitizer's trace hazards (stale address,
-//     allocation overlapping a live trace) are property 5.
-//  5. strict: the simulator in strict mode reports no finding.
+//  4. replay (regime cadence, from the Tap's device events, not the
+//     engine's report): a prefill captures and executes nothing; an eager
+//     engine never does; a captured engine's decode step is a replay
+//     exactly when a trace is live and neither the page-table width (any
+//     change since the capture), nor the active slots, nor
+//     recapture_every (steps on the trace) call for a re-capture, a
+//     capture when no valid trace is live and an eager step ran at the
+//     width since the last reset, and eager otherwise; a command that runs
+//     no step runs nothing. Without a Tap the engine's StepObserver report
+//     is checked (no replay across a width change, after a reset, or in
+//     eager mode). Trace hazards (stale address, allocation overlapping a
+//     live trace) are property 5.
+//  5. strict: the simulator in strict mode reports no finding (faithful
+//     cases skip it; every other property holds there too).
 //  6. page-table (with property 2): after every Decoder call the device
 //     page table (Engine.PageTable read with sim's Peek, no host transfer)
-//     is what qwen3.Engine documents for the call's last step: the width
-//     policy's width over the active rows; row s of an active slot holds
-//     Blocks[:Pos/BlockSize+1], then qwen3.PagePad; every other row
+//     has the contract's width over the active rows; row s of an active
+//     slot holds Blocks[:Pos/BlockSize+1], then the pad 0; every other row
 //     (free slots, finished sequences, live sequences not in the step) is
-//     all PagePad. A command that runs no step (finish, recapture) leaves
-//     it as it was. Inside a prefill only the last step's table is seen
-//     (the engine writes the whole prompt's blocks for every prompt step).
+//     all 0. A command that runs no step leaves it as it was. Inside a
+//     prefill only the last step's table is seen.
+//  7. host-writes: a steady-state replay (the same slots and sequences as
+//     the previous device step, each one position on inside its block, fed
+//     the token that step produced) makes no host write, whatever the
+//     options (counted by the Tap).
+//  8. device-memory: after every call the device holds exactly the
+//     tensors the engine allocated at construction, its current page table
+//     (its latest allocation) and tables a live trace still records;
+//     nothing after Close, no trace either. A free or release of something
+//     not allocated fails too.
+//  9. close: Close returns no error.
 //
-// When several properties fail at one step the failure names the likeliest
-// cause first: setup, panic, strict, cur-pos, kv-write, page-table,
-// sut-error, replay, logits, kv-cache; the others are listed as "also".
+// # Tolerant mode (tolerant.go, engine.go)
+//
+// A SUT that implements Tolerant (an engine process behind the line
+// protocol, EngineFactory; the card) is checked without op-level
+// observation: each token judged by adjudicate.Judge against ref's row for
+// the same prefix, teacher-forced (the runner feeds the SUT's own tokens
+// to both), a divergence beyond Tolerance.Band fails (logits); full or
+// top-k logits within Tolerance.LogitSteps bf16 steps or LogitNats nats,
+// or bit for bit with Tolerance.Exact; and the observations it offers,
+// exactly, by sequence (SeqObserver: cur_pos = seq_len after the call,
+// page-table row = the blocks then the pad, idle rows all pad;
+// KVObserver with KVWrite.Slot holding the sequence; FindingObserver).
+// An engine that crashes, hangs or writes garbage fails with property
+// engine (PropEngine); a hung case is not shrunk. OpenSimEngine is the
+// serving side of cmd/offcard-engine.
+//
+// The headline names the first cause: the problems of one call are ordered
+// by device step, then by the device op at which they arose (strict
+// findings, cur_pos at an op, the KV log's writes), then the ones seen
+// after the call (page table, cache bytes, logits), ties by the order
+// setup, panic, strict, cur-pos, kv-write, page-table, sut-error, replay,
+// host-writes, device-memory, logits, kv-cache, close; the others are
+// listed as "also". A panic of the SUT is the property panic; a panic or
+// error of the runner itself (the oracle, the host pool) is no finding:
+// the case reports it as an error, check counts it apart and exits 2 when
+// nothing else failed.
+//
+// # Shrinking and reach
+//
+// gopter shrinks the schedule (shorter prompts and decodes, fewer batch
+// members and starts, no teacher stream, smaller jumps, fewer commands);
+// then shrinkScript drops single commands gopter could not (a failure at
+// Close is invisible to it) and simplifies the scenario (capacity, blocks,
+// verify, recapture_every, arch, model seed), keeping each change after
+// which the script fails the same way. Every case counts the states its
+// original schedule visited (CaseResult.Reach: decode starts, several at
+// once, teacher forcing, position jumps, a full pool, a page table as wide
+// as the cache, eager/capture/replay/steady replays, prefills between
+// replays, faithful and strict cases, ...); ReachTotals sums a campaign,
+// and offcard check --json prints it as "reach".
 //
 // # Script format
 //
@@ -92,7 +161,7 @@
 // Then one command per line:
 //
 //		admit seq=0 prompt=31 [salt=3]
-//		decode steps=4 [seqs=0,2]
+//		decode steps=4 [seqs=0,2] [start=3,5] [force=7] [skip=2]
 //		finish seq=0
 //		recapture
 //
@@ -101,9 +170,15 @@
 //	    splitmix64(splitmix64(splitmix64(Q)+S)+i) mod vocab. The host
 //	    allocates its blocks from the pool (lowest free id first), and the
 //	    engine gives it the lowest free slot.
-//	  - decode steps=K [seqs=...]: K greedy decode steps of every live
-//	    sequence (or of the listed ones, increasing ids), each fed ref's last
-//	    token for it; the host grows each table at block boundaries.
+//	  - decode steps=K [seqs=...] [start=...] [force=F] [skip=J]: K decode
+//	    steps of every live sequence (or of the listed ones) and of the
+//	    sequences start lists (not live; each takes the lowest free slot,
+//	    in increasing id order, and decodes from position 0), increasing
+//	    ids. Each is fed ref's last token for it (a started sequence's first
+//	    token is its stream token 0 of salt 0); with force=F every step is
+//	    fed token pos of the stream (seq, F) instead (teacher forcing); with
+//	    skip=J the live sequences' first position is their length + J (a
+//	    position jump, J <= 64). The host grows each table as positions need.
 //	  - finish seq=Q: end sequence Q; its blocks return to the pool.
 //	  - recapture: Engine.Reset, so the next captured step is cold and
 //	    captures a new trace.

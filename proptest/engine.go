@@ -197,6 +197,9 @@ func (s *EngineSUT) TakeSeqStates() ([]SeqState, error) {
 		}
 		out = append(out, st)
 	}
+	for _, row := range s.obs().IdleRows {
+		out = append(out, SeqState{Seq: -1, CurPos: -1, Row: row})
+	}
 	return out, nil
 }
 

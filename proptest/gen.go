@@ -2,6 +2,7 @@ package proptest
 
 import (
 	"math/rand"
+	"slices"
 
 	"github.com/leanovate/gopter"
 
@@ -60,14 +61,23 @@ func drawScenario(rng *rand.Rand, b Base) Scenario {
 	sc.Arch = []string{"wormhole", "blackhole"}[rng.Intn(2)]
 	sc.BlockSize = []int{32, 64}[pick(rng, 3, 1)]
 	sc.Capacity = 1 + pick(rng, 4, 4, 3, 3, 1, 1, 1, 1)
-	sc.NumBlocks = []int{6, 12, 24, 64}[pick(rng, 2, 3, 2, 1)]
-	switch pick(rng, 1, 2, 2) {
+	sc.NumBlocks = []int{3, 6, 12, 24, 64}[pick(rng, 1, 2, 3, 2, 1)]
+	switch pick(rng, 1, 2, 1, 2) {
 	case 0:
 		sc.Width, sc.NumBlocks = kvpage.Fixed(256), 256
 	case 1:
 		sc.Width = kvpage.Fixed(min(1+rng.Intn(3), sc.NumBlocks))
+	case 2:
+		// As wide as the cache: one sequence can fill the pool.
+		sc.NumBlocks = min(sc.NumBlocks, 6)
+		sc.Width = kvpage.Fixed(sc.NumBlocks)
 	default:
 		sc.Width = kvpage.Dynamic()
+	}
+	// Faithful cases (no sanitizer) even in a strict campaign: every
+	// property but strict must hold there too.
+	if sc.Strict && rng.Intn(6) == 0 {
+		sc.Strict = false
 	}
 	if rng.Intn(10) < 3 {
 		sc.Mode = qwen3.ModeEager
@@ -124,6 +134,14 @@ func drawCommand(rng *rand.Rand, m model) Cmd {
 	if m.sc.Mode == qwen3.ModeCaptured {
 		wR = 2
 	}
+	// Interleave: right after an admit that followed a decode, step the
+	// decode's batch again (a replay of the same active set with a
+	// prefill of another slot in between).
+	if m.lastOK && dec != nil && rng.Intn(3) > 0 {
+		if c, ok := redecode(rng, m); ok {
+			return c
+		}
+	}
 	switch pick(rng, wA, wD, wF, wR) {
 	case 0:
 		return *admit
@@ -154,11 +172,17 @@ func drawAdmit(rng *rand.Rand, m model) (Cmd, bool) {
 		return Cmd{}, false
 	}
 	var n int
-	if rng.Intn(10) < 7 {
+	switch pick(rng, 7, 3, 1) {
+	case 0:
 		k := 1 + pick(rng, 3, 1)
 		n = k*bs - 1 + rng.Intn(3)
-	} else {
+	case 1:
 		n = 1 + rng.Intn(bs/2)
+	default:
+		// Fill the pool (past the work budget when it takes a small
+		// cache), or come one position short of it.
+		n = min(m.maxLen, free*bs) - rng.Intn(2)
+		limit = max(limit, min(m.maxLen, free*bs, 2*workBudget))
 	}
 	if n > limit {
 		n = limit - rng.Intn(min(limit, 2))
@@ -197,11 +221,31 @@ func drawDecode(rng *rand.Rand, m model) (Cmd, bool) {
 			c.Seqs = nil
 		}
 	}
+	// Start sequences in the decode (several at once sometimes), feed a
+	// teacher stream, jump positions.
+	if free := m.freeSlots(); free > 0 && rng.Intn(5) == 0 {
+		n := 1 + rng.Intn(min(free, 3))
+		for q := 0; q < MaxSeqs && len(c.Start) < n; q++ {
+			if !m.live[q] && !slices.Contains(c.Seqs, q) && rng.Intn(3) > 0 {
+				c.Start = append(c.Start, q)
+			}
+		}
+	}
+	if rng.Intn(6) == 0 {
+		c.Force = 1 + rng.Intn(1000)
+	}
+	if rng.Intn(8) == 0 {
+		c.Skip = 1 + rng.Intn(m.sc.BlockSize+2)
+	}
 	b := m.batch(c)
 	// The most steps the pool, the length limits and the budget allow.
 	most := min(MaxDecodeSteps, workBudget-m.work)
 	for _, q := range b {
-		most = min(most, m.maxLen-m.length[q])
+		most = min(most, m.maxLen-m.firstPos(c, q))
+	}
+	if most < 1 && (c.Skip > 0 || c.Start != nil) {
+		c.Skip, c.Start = 0, nil
+		return drawPlainDecode(rng, m, c)
 	}
 	for most > 0 {
 		c.Steps = most
@@ -211,15 +255,22 @@ func drawDecode(rng *rand.Rand, m model) (Cmd, bool) {
 		most--
 	}
 	if most < 1 {
+		if c.Skip > 0 || c.Start != nil {
+			c.Skip, c.Start = 0, nil
+			return drawPlainDecode(rng, m, c)
+		}
 		return Cmd{}, false
 	}
 	bs := m.sc.BlockSize
 	if rng.Intn(5) < 2 {
 		q := b[rng.Intn(len(b))]
-		// The next decode position is length[q]; reach the boundary
+		// The next decode position is firstPos; reach the boundary
 		// position k·bs (then -1, +0 or +1 around it).
-		edge := (m.length[q]/bs + 1) * bs
-		c.Steps = edge - m.length[q] + rng.Intn(3)
+		p := m.firstPos(c, q)
+		edge := (p/bs + 1) * bs
+		c.Steps = edge - p + rng.Intn(3)
+	} else if rng.Intn(8) == 0 {
+		c.Steps = most // as far as the pool allows: fill it
 	} else {
 		c.Steps = 1 + pick(rng, 4, 3, 2, 2, 1, 1, 1, 1)
 		if rng.Intn(8) == 0 {
@@ -228,6 +279,53 @@ func drawDecode(rng *rand.Rand, m model) (Cmd, bool) {
 	}
 	c.Steps = max(1, min(c.Steps, most))
 	return c, true
+}
+
+// drawPlainDecode redraws c without starts and jumps (when those left no
+// room).
+func drawPlainDecode(rng *rand.Rand, m model, c Cmd) (Cmd, bool) {
+	b := m.batch(c)
+	if len(b) == 0 {
+		return Cmd{}, false
+	}
+	most := min(MaxDecodeSteps, workBudget-m.work)
+	for _, q := range b {
+		most = min(most, m.maxLen-m.length[q])
+	}
+	for ; most > 0; most-- {
+		c.Steps = most
+		if m.check(c) == nil {
+			break
+		}
+	}
+	if most < 1 {
+		return Cmd{}, false
+	}
+	c.Steps = 1 + rng.Intn(min(most, 4))
+	return c, m.check(c) == nil
+}
+
+// redecode steps the last decode's batch again, when it is all live.
+func redecode(rng *rand.Rand, m model) (Cmd, bool) {
+	c := Cmd{Kind: Decode, Seqs: []int{}}
+	for q, in := range m.last {
+		if in {
+			if !m.live[q] {
+				return Cmd{}, false
+			}
+			c.Seqs = append(c.Seqs, q)
+		}
+	}
+	if len(c.Seqs) == 0 {
+		return Cmd{}, false
+	}
+	for n := 1 + rng.Intn(4); n > 0; n-- {
+		c.Steps = n
+		if m.check(c) == nil {
+			return c, true
+		}
+	}
+	return Cmd{}, false
 }
 
 // shrinkCmd proposes smaller versions of one command: a shorter prompt
@@ -273,6 +371,28 @@ func shrinkCmd(v interface{}) gopter.Shrink {
 			for i := range c.Seqs {
 				d := c
 				d.Seqs = append(append([]int{}, c.Seqs[:i]...), c.Seqs[i+1:]...)
+				add(d)
+			}
+		}
+		for i := range c.Start {
+			d := c
+			d.Start = append(append([]int{}, c.Start[:i]...), c.Start[i+1:]...)
+			if len(d.Start) == 0 {
+				d.Start = nil
+			}
+			add(d)
+		}
+		if c.Force != 0 {
+			d := c
+			d.Force = 0
+			add(d)
+		}
+		if c.Skip != 0 {
+			d := c
+			d.Skip = 0
+			add(d)
+			if c.Skip > 1 {
+				d.Skip = c.Skip / 2
 				add(d)
 			}
 		}

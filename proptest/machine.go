@@ -96,6 +96,9 @@ type recorder struct {
 	schedule []Cmd     // the first run's commands
 	start    time.Time // when the case started
 	firstAt  time.Duration
+	reach    map[string]int // the first run's
+	// runnerErr: the runner itself failed in the first run.
+	runnerErr string
 }
 
 func (rec *recorder) failed(sc Scenario, cmds []Cmd, f *Failure) {
@@ -136,13 +139,17 @@ func (rec *recorder) machine(b Base) commands.Commands {
 			if cr.r == nil {
 				return
 			}
+			// Close is checked like a command (its error, what it left on
+			// the device); gopter does not see it, so a failure here is
+			// recorded for the original run (RunCase shrinks it with
+			// shrinkScript); in a shrink candidate gopter did not adopt it.
+			if f := cr.r.close(); f != nil && rec.runs == 1 {
+				rec.failed(cr.sc, cr.cmds, f)
+			}
 			if rec.runs == 1 {
 				rec.stats = cr.r.stats()
-			}
-			if err := cr.r.close(); err != nil && cr.r.fail == nil {
-				// A close error is the SUT's problem, but not a property;
-				// it surfaces when the run failed anyway.
-				_ = err
+				rec.reach = cr.r.reach.Counts()
+				rec.runnerErr = cr.r.runnerErr
 			}
 		},
 		InitialStateGen: GenScenario(b).Map(func(sc Scenario) model {
@@ -179,8 +186,12 @@ type CaseResult struct {
 	OriginalLen     int      `json:"original_commands,omitempty"`
 	Shrinks         int      `json:"shrinks,omitempty"`
 	Runs            int      `json:"runs,omitempty"`
-	// Error is set when the case could not be generated or run at all.
+	// Error is set when the case could not be generated or run at all,
+	// or the runner itself failed (not a failure of the SUT).
 	Error string `json:"error,omitempty"`
+	// Reach counts the states the original schedule visited, by kind
+	// (see ReachTotals).
+	Reach map[string]int `json:"reach,omitempty"`
 
 	// Wall times (the only non-deterministic part of a result, so not in
 	// its JSON): TimeToFail is the time from the case's start until its
@@ -244,7 +255,10 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 	if len(pr.Args) > 0 {
 		res.Shrinks = pr.Args[0].Shrinks
 	}
+	res.Reach = rec.reach
 	switch {
+	case rec.runnerErr != "":
+		res.Error = rec.runnerErr
 	case pr.Status == gopter.PropTrue && rec.first == nil:
 		res.Passed = true
 		res.Commands = n
@@ -260,10 +274,16 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 		// Adjacent decodes of the same batch are one decode: merge them
 		// when the merged script fails the same way (it makes the same
 		// Decoder calls, so it does unless the SUT is not deterministic).
-		if m, ok := mergeDecodes(sh); ok {
+		if m, ok := mergeDecodes(sh); ok && !hung(res.Failure) {
 			if f, _, err := RunScript(m, o.Factory); err == nil && f != nil && f.Property == res.Failure.Property {
 				sh, res.Failure = m, f
 			}
+		}
+		// gopter shrinks the schedule only: drop commands it could not
+		// (a failure at Close is invisible to it) and simplify the
+		// scenario, keeping every step that fails the same way.
+		if !hung(res.Failure) { // a hung engine: each run waits out the timeout
+			sh, res.Failure, res.Runs = shrinkScript(sh, res.Failure, o.Factory, res.Runs, o.ShrinkRuns+shrinkExtraRuns)
 		}
 		res.Script = &sh
 		res.ScriptText = sh.String()
@@ -299,6 +319,7 @@ func mergeDecodes(s Script) (Script, bool) {
 	for _, c := range s.Commands {
 		if n := len(out); n > 0 && c.Kind == Decode && out[n-1].Kind == Decode &&
 			slices.Equal(c.Seqs, out[n-1].Seqs) && (c.Seqs == nil) == (out[n-1].Seqs == nil) &&
+			c.Start == nil && out[n-1].Start == nil && c.Skip == 0 && c.Force == out[n-1].Force &&
 			out[n-1].Steps+c.Steps <= MaxDecodeSteps {
 			out[n-1].Steps += c.Steps
 			merged = true
@@ -308,4 +329,60 @@ func mergeDecodes(s Script) (Script, bool) {
 	}
 	s.Commands = out
 	return s, merged
+}
+
+// shrinkExtraRuns bounds the script runs of shrinkScript beyond the case's
+// ShrinkRuns.
+const shrinkExtraRuns = 60
+
+// shrinkScript shrinks a failing script further than gopter can: it drops
+// single commands (the script must stay valid) and simplifies the scenario
+// (capacity, blocks, verify, recapture_every, arch, model seed), keeping
+// each change after which the script still fails with the same property.
+// runs counts schedule runs, up to budget.
+func shrinkScript(s Script, f *Failure, fac Factory, runs, budget int) (Script, *Failure, int) {
+	try := func(c Script) bool {
+		if runs >= budget || c.Scenario.Validate() != nil {
+			return false
+		}
+		runs++
+		g, _, err := RunScript(c, fac)
+		if err != nil || g == nil || g.Property != f.Property {
+			return false
+		}
+		s, f = c, g
+		return true
+	}
+	for changed := true; changed; {
+		changed = false
+		for i := 0; i < len(s.Commands); i++ {
+			c := s
+			c.Commands = append(slices.Clone(s.Commands[:i]), s.Commands[i+1:]...)
+			if len(c.Commands) > 0 && try(c) {
+				changed = true
+				i--
+			}
+		}
+		for _, simplify := range []func(*Scenario) bool{
+			func(sc *Scenario) bool { sc.Capacity--; return sc.Capacity >= 1 },
+			func(sc *Scenario) bool { v := sc.Verify; sc.Verify = false; return v },
+			func(sc *Scenario) bool { v := sc.RecaptureEvery; sc.RecaptureEvery = 0; return v > 0 },
+			func(sc *Scenario) bool { v := sc.Arch; sc.Arch = "wormhole"; return v != "wormhole" },
+			func(sc *Scenario) bool { v := sc.ModelSeed; sc.ModelSeed = 1; return v != 1 },
+			func(sc *Scenario) bool {
+				if _, fixed := sc.Width.FixedWidth(); fixed && sc.NumBlocks == 256 {
+					return false
+				}
+				n := sc.NumBlocks
+				sc.NumBlocks = n / 2
+				return sc.NumBlocks >= 1
+			},
+		} {
+			c := s
+			if simplify(&c.Scenario) && try(c) {
+				changed = true
+			}
+		}
+	}
+	return s, f, runs
 }

@@ -2,8 +2,7 @@ package proptest
 
 import (
 	"fmt"
-
-	"github.com/offcard/offcard/kvpage"
+	"slices"
 )
 
 // model is the host's abstract truth between commands: which sequences are
@@ -21,6 +20,11 @@ type model struct {
 	used   [MaxCapacity]bool
 	admits int // admissions so far (the generator's salt)
 	work   int // device steps so far (the generator's budget)
+	// last is the batch of the last decode when nothing but admits
+	// followed it (the generator replays it to interleave prefills
+	// between replays of one active set); lastOK says it is set.
+	last   [MaxSeqs]bool
+	lastOK bool
 }
 
 func newModel(sc *Scenario, maxLen int) model {
@@ -41,7 +45,17 @@ func (m *model) blocksInUse() int {
 	n := 0
 	for q, l := range m.live {
 		if l {
-			n += kvpage.BlocksFor(m.length[q], m.sc.BlockSize)
+			n += blocksFor(m.length[q], m.sc.BlockSize)
+		}
+	}
+	return n
+}
+
+func (m *model) freeSlots() int {
+	n := 0
+	for s := 0; s < m.sc.Capacity; s++ {
+		if !m.used[s] {
+			n++
 		}
 	}
 	return n
@@ -57,18 +71,51 @@ func (m *model) freeSlot() int {
 }
 
 // batch is the sequences a decode command steps: c.Seqs or every live one,
-// in increasing id order.
+// then the ones it starts, in increasing id order.
 func (m *model) batch(c Cmd) []int {
-	if c.Seqs != nil {
-		return c.Seqs
-	}
 	var b []int
-	for q, l := range m.live {
-		if l {
-			b = append(b, q)
+	if c.Seqs != nil {
+		b = append(b, c.Seqs...)
+	} else {
+		for q, l := range m.live {
+			if l {
+				b = append(b, q)
+			}
 		}
 	}
+	b = append(b, c.Start...)
+	slices.Sort(b)
 	return b
+}
+
+// startSlots returns the slots the sequences a decode starts take: in
+// increasing id order, each the lowest slot no live sequence (nor an
+// earlier started one) holds (qwen3.Decoder: a sequence not live yet takes
+// the lowest free slot).
+func (m *model) startSlots(c Cmd) map[int]int {
+	if len(c.Start) == 0 {
+		return nil
+	}
+	used := m.used
+	out := map[int]int{}
+	for _, q := range c.Start {
+		for s := 0; s < m.sc.Capacity; s++ {
+			if !used[s] {
+				used[s] = true
+				out[q] = s
+				break
+			}
+		}
+	}
+	return out
+}
+
+// firstPos is the position sequence q decodes at in the first step of c.
+func (m *model) firstPos(c Cmd, q int) int {
+	if !m.live[q] {
+		return 0
+	}
+	return m.length[q] + c.Skip
 }
 
 // check reports why c cannot run in m, or nil. Every argument is checked,
@@ -88,20 +135,41 @@ func (m *model) check(c Cmd) error {
 			return fmt.Errorf("negative salt")
 		case m.freeSlot() < 0:
 			return fmt.Errorf("all %d slots in use", m.sc.Capacity)
-		case m.blocksInUse()+kvpage.BlocksFor(c.Prompt, bs) > m.sc.NumBlocks:
-			return fmt.Errorf("prompt %d needs %d blocks, %d free", c.Prompt, kvpage.BlocksFor(c.Prompt, bs), m.sc.NumBlocks-m.blocksInUse())
+		case m.blocksInUse()+blocksFor(c.Prompt, bs) > m.sc.NumBlocks:
+			return fmt.Errorf("prompt %d needs %d blocks, %d free", c.Prompt, blocksFor(c.Prompt, bs), m.sc.NumBlocks-m.blocksInUse())
 		}
 	case Decode:
 		if c.Steps < 1 || c.Steps > MaxDecodeSteps {
 			return fmt.Errorf("steps %d outside 1..%d", c.Steps, MaxDecodeSteps)
 		}
-		b := m.batch(c)
-		if len(b) == 0 {
-			return fmt.Errorf("no live sequence to decode")
+		if c.Force < 0 || c.Skip < 0 || c.Skip > MaxSkip {
+			return fmt.Errorf("force %d / skip %d out of range", c.Force, c.Skip)
 		}
-		need := m.blocksInUse()
+		free := 0
+		for s := 0; s < m.sc.Capacity; s++ {
+			if !m.used[s] {
+				free++
+			}
+		}
 		prev := -1
-		for _, q := range b {
+		for _, q := range c.Start {
+			switch {
+			case q < 0 || q >= MaxSeqs:
+				return fmt.Errorf("start seq %d out of range", q)
+			case q <= prev:
+				return fmt.Errorf("start seqs not increasing")
+			case m.live[q]:
+				return fmt.Errorf("start seq %d is already live", q)
+			case slices.Contains(c.Seqs, q):
+				return fmt.Errorf("seq %d both stepped and started", q)
+			}
+			prev = q
+		}
+		if len(c.Start) > free {
+			return fmt.Errorf("starts %d sequences, %d slots free", len(c.Start), free)
+		}
+		prev = -1
+		for _, q := range c.Seqs {
 			switch {
 			case q < 0 || q >= MaxSeqs:
 				return fmt.Errorf("seq %d out of range", q)
@@ -109,11 +177,20 @@ func (m *model) check(c Cmd) error {
 				return fmt.Errorf("seqs not increasing")
 			case !m.live[q]:
 				return fmt.Errorf("seq %d is not live", q)
-			case m.length[q]+c.Steps > m.maxLen:
-				return fmt.Errorf("seq %d would reach %d positions, limit %d", q, m.length[q]+c.Steps, m.maxLen)
 			}
 			prev = q
-			need += kvpage.BlocksFor(m.length[q]+c.Steps, bs) - kvpage.BlocksFor(m.length[q], bs)
+		}
+		b := m.batch(c)
+		if len(b) == 0 {
+			return fmt.Errorf("no live sequence to decode")
+		}
+		need := m.blocksInUse()
+		for _, q := range b {
+			end := m.firstPos(c, q) + c.Steps
+			if end > m.maxLen {
+				return fmt.Errorf("seq %d would reach %d positions, limit %d", q, end, m.maxLen)
+			}
+			need += blocksFor(end, bs) - blocksFor(m.length[q], bs)
 		}
 		if need > m.sc.NumBlocks {
 			return fmt.Errorf("needs %d blocks, the pool has %d", need, m.sc.NumBlocks)
@@ -139,14 +216,32 @@ func (m model) apply(c Cmd) model {
 		m.admits++
 		m.work += c.Prompt
 	case Decode:
-		for _, q := range m.batch(c) {
-			m.length[q] += c.Steps
+		slots := m.startSlots(c)
+		b := m.batch(c)
+		for _, q := range b {
+			m.length[q] = m.firstPos(c, q) + c.Steps
+		}
+		for q, s := range slots {
+			m.live[q], m.slot[q], m.used[s] = true, s, true
+			m.admits++
 		}
 		m.work += c.Steps
+		m.last, m.lastOK = [MaxSeqs]bool{}, true
+		for _, q := range b {
+			m.last[q] = true
+		}
+		return m
 	case Finish:
 		m.live[c.Seq] = false
 		m.used[m.slot[c.Seq]] = false
 		m.length[c.Seq] = 0
 	}
+	if c.Kind != Admit {
+		m.lastOK = false
+	}
 	return m
 }
+
+// blocksFor is the number of blocks n positions fill (the contract's block
+// accounting, written here rather than taken from kvpage).
+func blocksFor(n, bs int) int { return (n + bs - 1) / bs }

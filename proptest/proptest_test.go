@@ -2,16 +2,19 @@ package proptest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/tt"
 )
 
 // campaignParams reads PROPTEST_SEED / PROPTEST_CASES (to replay a case:
@@ -100,7 +103,7 @@ func TestRegressions(t *testing.T) {
 func TestScriptRoundTrip(t *testing.T) {
 	text := `# a comment
 model tiny seed=3
-device sim arch=blackhole strict
+device sim arch=blackhole l1=zero strict
 engine block=64 blocks=12 width=fixed:2 capacity=3 mode=captured recapture=5 verify
 admit seq=2 prompt=63 salt=4
 decode steps=3
@@ -127,6 +130,7 @@ recapture
 		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nfinish seq=0 now\n",                    // stray word
 		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nadmit seq=0 prompt=1\nengine block=32", // header late
 		"model tiny seed=1\ndevice sim arch=wormhole\nengine\njump\n",                                // unknown
+		"model tiny seed=1\ndevice sim arch=wormhole l1=random\nengine\n",                            // L1 mode
 	} {
 		if _, err := ParseScript(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted:\n%s", bad)
@@ -416,5 +420,140 @@ decode steps=1
 		if got := fmtRow(tc.in); got != tc.want {
 			t.Errorf("fmtRow(%v) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// The generator reaches the states issue 9 found unvisited: decodes that
+// start sequences (several at once), teacher forcing, position jumps,
+// schedules that fill the pool, a prefill between two decodes of one
+// batch, faithful scenarios, page tables as wide as the cache.
+func TestGeneratorReach(t *testing.T) {
+	got := map[string]int{}
+	cfg, err := qwen3.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300; i++ {
+		s, ok := GenerateScript(CaseSeed(DefaultSeed, i), Base{})
+		if !ok {
+			t.Fatalf("case %d: no script", i)
+		}
+		sc := s.Scenario
+		if !sc.Strict {
+			got["faithful"]++
+		}
+		m := newModel(&sc, sc.MaxLen(cfg))
+		var prev, prev2 *Cmd
+		for j := range s.Commands {
+			c := s.Commands[j]
+			if err := m.check(c); err != nil {
+				t.Fatalf("case %d command %d %q: %v", i, j, c, err)
+			}
+			if c.Kind == Decode {
+				if len(c.Start) > 0 {
+					got["start"]++
+				}
+				if len(c.Start) > 1 {
+					got["start-several"]++
+				}
+				if c.Force > 0 {
+					got["force"]++
+				}
+				if c.Skip > 0 {
+					got["skip"]++
+				}
+				if prev != nil && prev.Kind == Admit && prev2 != nil && prev2.Kind == Decode && c.Seqs != nil {
+					got["prefill-between"]++
+				}
+			}
+			m = m.apply(c)
+			if m.blocksInUse() == sc.NumBlocks {
+				got["pool-full"]++
+				if m.nLive() == 1 {
+					got["one-seq-fills-pool"]++
+				}
+			}
+			for q, l := range m.live {
+				if l && sc.contractWidth(blocksFor(m.length[q], sc.BlockSize)) == sc.NumBlocks {
+					got["width-full-cache"]++
+					break
+				}
+			}
+			prev2, prev = prev, &s.Commands[j]
+		}
+	}
+	t.Logf("reach over 300 generated schedules: %v", got)
+	for _, k := range []string{"faithful", "start", "start-several", "force", "skip", "prefill-between", "pool-full", "one-seq-fills-pool", "width-full-cache"} {
+		if got[k] < 10 {
+			t.Errorf("only %d schedules' commands reach %s", got[k], k)
+		}
+	}
+}
+
+// leakSUT allocates a stray tensor on its device after the n-th decode
+// and returns an error from Close: the device-memory and close properties
+// must name each.
+type leakSUT struct {
+	*SimSUT
+	n        int
+	closeErr error
+}
+
+type leakDecoder struct {
+	qwen3.Decoder
+	s *leakSUT
+}
+
+func (s *leakSUT) Decoder() qwen3.Decoder { return leakDecoder{s.SimSUT.Decoder(), s} }
+
+func (s *leakSUT) Close() error { return errors.Join(s.SimSUT.Close(), s.closeErr) }
+
+func (d leakDecoder) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
+	o, err := d.Decoder.Decode(b)
+	if d.s.n--; d.s.n == 0 {
+		if _, err := d.s.Tap.Allocate(tt.Spec{Shape: []int{32}, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved}); err != nil {
+			panic(err)
+		}
+	}
+	return o, err
+}
+
+func TestMemoryAndCloseProperties(t *testing.T) {
+	s, err := ParseScript(strings.NewReader(`model tiny seed=1
+device sim arch=wormhole strict
+engine block=32 blocks=8 width=dynamic capacity=3 mode=captured recapture=2
+admit seq=0 prompt=3
+decode steps=3
+decode steps=2 start=1,2 force=5
+decode steps=1 skip=3
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _, err := RunScript(s, SimFactory); err != nil || f != nil {
+		t.Fatalf("real engine: %v, %v", f, err)
+	}
+	leaky := func(n int, closeErr error) Factory {
+		return func(sc Scenario) (SUT, error) {
+			x, err := SimFactory(sc)
+			if err != nil {
+				return nil, err
+			}
+			return &leakSUT{SimSUT: x.(*SimSUT), n: n, closeErr: closeErr}, nil
+		}
+	}
+	f, _, err := RunScript(s, leaky(2, nil))
+	if err != nil || f == nil || f.Property != PropMemory || f.Command != 2 || f.SubStep != 2 {
+		t.Fatalf("a tensor leaked at the second decode step: want device-memory at command 2 step 2, got %v, %v", f, err)
+	}
+	f, _, err = RunScript(s, leaky(-1, errors.New("boom")))
+	if err != nil || f == nil || f.Property != PropClose || f.Cmd != "(close)" || !strings.Contains(f.Detail, "boom") {
+		t.Fatalf("Close failed: want the close property, got %v, %v", f, err)
+	}
+	// Two slots free, three started: an error of the script, not the SUT.
+	bad := s
+	bad.Commands = append(slices.Clone(s.Commands[:2]), Cmd{Kind: Decode, Steps: 1, Start: []int{1, 2, 3}})
+	if _, _, err := RunScript(bad, SimFactory); err == nil {
+		t.Fatal("three starts with two free slots: want a script error")
 	}
 }

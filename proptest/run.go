@@ -1,6 +1,7 @@
 package proptest
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -29,7 +30,7 @@ const (
 	// pos%bs, or one is missing or extra (property 2).
 	PropKVWrite = "kv-write"
 	// PropPageTable: the device page table differs from the host's rows
-	// (each active slot's blocks for its position, then qwen3.PagePad;
+	// (each active slot's blocks for its position, then the pad 0;
 	// every other row PagePad; the width the policy gives), or a command
 	// that runs no step changed it.
 	PropPageTable = "page-table"
@@ -44,9 +45,21 @@ const (
 	// PropKVCache: the device's KV cache differs from ref's (nothing else
 	// in the cache changed, property 2).
 	PropKVCache = "kv-cache"
+	// PropHostWrites: a steady-state replay (the same slots and sequences
+	// as the previous step, each one position on inside its block, fed the
+	// token that step produced) made host writes (design: "in steady state
+	// a replay needs no host write at all"), whatever the options.
+	PropHostWrites = "host-writes"
+	// PropMemory: after a call the device holds more than the engine's
+	// persistent tensors, its current page table and the tables a live
+	// trace still records (a leak), or fewer persistent tensors; after
+	// Close it holds anything at all.
+	PropMemory = "device-memory"
+	// PropClose: Close returned an error.
+	PropClose = "close"
 )
 
-var propRank = []string{PropSetup, PropEngine, PropPanic, PropStrict, PropCurPos, PropKVWrite, PropPageTable, PropSUTError, PropReplay, PropLogits, PropKVCache}
+var propRank = []string{PropSetup, PropEngine, PropPanic, PropStrict, PropCurPos, PropKVWrite, PropPageTable, PropSUTError, PropReplay, PropHostWrites, PropMemory, PropLogits, PropKVCache, PropClose}
 
 // Failure is the first failing step of a schedule run.
 type Failure struct {
@@ -131,6 +144,14 @@ type runner struct {
 	cmds       int
 	fail       *Failure
 	off        bool // a runner past the shrink budget: every command passes
+
+	tap        *Tap // the SUT's device tap, nil without one
+	persistent int  // tensors the engine holds after construction
+	regime     regimeModel
+	prev       map[int]stepState // the last device step, by slot; nil: unknown
+	reach      Reach
+	runnerErr  string // the runner itself failed (not the SUT)
+	closed     bool
 }
 
 func newRunner(sc Scenario, f Factory) (*runner, error) {
@@ -154,17 +175,60 @@ func newRunner(sc Scenario, f Factory) (*runner, error) {
 		return nil, err
 	}
 	r.dec = r.sut.Decoder()
+	r.regime = newRegimeModel()
+	if dt, ok := r.sut.(DeviceTapper); ok && dt.DeviceTap() != nil {
+		r.tap = dt.DeviceTap()
+		r.persistent = r.tap.Memory().Persistent
+		r.tap.TakeEvents()
+	}
+	if sc.Strict {
+		r.reach.add(ReachStrict)
+	} else {
+		r.reach.add(ReachFaithful)
+	}
 	return r, nil
 }
 
-func (r *runner) close() error {
+// close closes ref and the SUT once, and checks what Close left: an error
+// from Close and anything still on the device fail the run (unless an
+// earlier command failed it already).
+func (r *runner) close() *Failure {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
 	if r.ref != nil {
 		r.ref.Close()
 	}
-	if r.sut != nil {
-		return r.sut.Close()
+	if r.sut == nil {
+		return nil
 	}
-	return nil
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic in Close: %v", p)
+			}
+		}()
+		err = r.sut.Close()
+	}()
+	if r.fail != nil || r.off || r.runnerErr != "" {
+		return nil
+	}
+	var ps []problem
+	if err != nil {
+		ps = append(ps, problem{prop: PropClose, seq: -1, pos: -1, detail: "Close: " + err.Error()})
+	}
+	if r.tap != nil {
+		if d := checkClosed(r.tap.Memory()); d != "" {
+			ps = append(ps, problem{prop: PropMemory, seq: -1, pos: -1, detail: d})
+		}
+		if ev := r.tap.TakeEvents(); len(ev.Misuse) > 0 {
+			ps = append(ps, problem{prop: PropMemory, seq: -1, pos: -1, detail: "Close: " + ev.Misuse[0]})
+		}
+	}
+	r.fail = r.failure(call{c: Cmd{Kind: closeKind}}, ps, "", StepInfo{})
+	return r.fail
 }
 
 // exec runs one command (its precondition already checked) and returns
@@ -177,8 +241,15 @@ func (r *runner) exec(c Cmd) (fail *Failure) {
 	r.cmds++
 	defer func() {
 		if p := recover(); p != nil {
-			fail = &Failure{Property: PropPanic, Command: r.cmds, Cmd: c.String(), DeviceStep: r.steps,
-				Seq: -1, Pos: -1, Detail: fmt.Sprint(p)}
+			if sp, ok := p.(sutPanic); ok {
+				fail = &Failure{Property: PropPanic, Command: r.cmds, Cmd: c.String(), DeviceStep: r.steps,
+					Seq: -1, Pos: -1, Detail: fmt.Sprint(sp.v)}
+			} else {
+				// The runner itself failed: not a property of the SUT.
+				r.runnerErr = fmt.Sprintf("runner failed at command %d `%s`: %v", r.cmds, c, p)
+				r.off = true
+				fail = nil
+			}
 		}
 		r.fail = fail
 	}()
@@ -238,6 +309,7 @@ type call struct {
 	got     []qwen3.Output
 	want    []qwen3.Output
 	err     error
+	steady  bool // a steady-state decode step (see steady)
 }
 
 type problem struct {
@@ -246,6 +318,29 @@ type problem struct {
 	offset   int  // device steps into the call (prefill position)
 	located  bool // offset (and seq, pos) are known
 	detail   string
+	// op is the device op (OpPos.Seq order) at which the problem arose, 0
+	// when unknown; observations made after the call have none.
+	op int
+}
+
+// sutPanic carries a panic of the SUT (as opposed to one of the runner).
+type sutPanic struct{ v any }
+
+// sutDo calls the SUT, marking a panic as the SUT's.
+func sutDo[T any](f func() (T, error)) (T, error) {
+	defer func() {
+		if p := recover(); p != nil {
+			panic(sutPanic{p})
+		}
+	}()
+	return f()
+}
+
+// streamToken is token pos of the token stream (seq, salt): a prompt's
+// token pos, a teacher-forced token, a started sequence's first token.
+func streamToken(seq, salt, pos, vocab int) int32 {
+	base := splitmix64(splitmix64(uint64(seq)) + uint64(salt))
+	return int32(splitmix64(base+uint64(pos)) % uint64(vocab))
 }
 
 func (r *runner) admit(c Cmd) *Failure {
@@ -259,7 +354,7 @@ func (r *runner) admit(c Cmd) *Failure {
 	if err != nil {
 		panic(fmt.Sprintf("ref prefill: %v", err))
 	}
-	got, gerr := r.dec.Prefill(p)
+	got, gerr := sutDo(func() ([]qwen3.Output, error) { return r.dec.Prefill(p) })
 	a := active{seq: c.Seq, slot: r.m.freeSlot(), blocks: p.Blocks}
 	for i := 0; i < c.Prompt; i++ {
 		a.pos = append(a.pos, i)
@@ -270,35 +365,67 @@ func (r *runner) admit(c Cmd) *Failure {
 	if _, ok := r.tolerant(); ok && len(got) > 0 && f == nil {
 		r.next[c.Seq] = got[len(got)-1].Token // teacher forcing
 	}
+	r.prev = map[int]stepState{a.slot: {seq: c.Seq, pos: c.Prompt - 1, token: want[len(want)-1].Token}}
+	r.reach.add(ReachAdmit)
+	if r.reach.afterReplay {
+		r.reach.prefillAfterReplay = true
+	}
 	return f
 }
 
 func (r *runner) decode(c Cmd) *Failure {
 	seqs := r.m.batch(c)
+	starts := r.m.startSlots(c)
+	first := map[int]int{}
+	for _, q := range seqs {
+		first[q] = r.m.firstPos(c, q)
+		if _, ok := starts[q]; ok {
+			r.tabs[q] = r.pool.NewTable()
+		}
+	}
+	r.reach.decodeCmd(c)
 	for k := 1; k <= c.Steps; k++ {
 		batch := make([]qwen3.Step, len(seqs))
 		act := make([]active, len(seqs))
+		fed := map[int]int32{}
 		for i, q := range seqs {
-			pos := r.m.length[q] + k - 1
+			pos := first[q] + k - 1
 			tab := r.tabs[q]
 			if err := tab.Grow(pos + 1); err != nil {
 				panic(fmt.Sprintf("host pool: %v", err))
 			}
-			batch[i] = qwen3.Step{Seq: qwen3.SeqID(q), Token: r.next[q], Pos: pos, Blocks: tab.Blocks()}
-			act[i] = active{seq: q, slot: r.m.slot[q], pos: []int{pos}, blocks: batch[i].Blocks}
+			tok := r.next[q]
+			_, started := starts[q]
+			switch {
+			case c.Force > 0:
+				tok = streamToken(q, c.Force, pos, r.cfg.VocabSize)
+			case k == 1 && started:
+				tok = streamToken(q, 0, 0, r.cfg.VocabSize)
+			}
+			fed[q] = tok
+			slot, ok := starts[q]
+			if !ok {
+				slot = r.m.slot[q]
+			}
+			batch[i] = qwen3.Step{Seq: qwen3.SeqID(q), Token: tok, Pos: pos, Blocks: tab.Blocks()}
+			act[i] = active{seq: q, slot: slot, pos: []int{pos}, blocks: batch[i].Blocks}
 		}
 		want, err := r.ref.Decode(batch)
 		if err != nil {
 			panic(fmt.Sprintf("ref decode: %v", err))
 		}
-		got, gerr := r.dec.Decode(batch)
-		if f := r.check(call{c: c, subStep: k, decode: true, act: act, got: got, want: want, err: gerr}); f != nil {
+		steadyStep := steady(r.prev, act, fed, r.sc.BlockSize)
+		got, gerr := sutDo(func() ([]qwen3.Output, error) { return r.dec.Decode(batch) })
+		if f := r.check(call{c: c, subStep: k, decode: true, act: act, got: got, want: want, err: gerr, steady: steadyStep}); f != nil {
 			return f
 		}
 		r.steps++
+		r.prev = map[int]stepState{}
 		for i, q := range seqs {
 			r.next[q] = r.fed(got, want, i)
+			r.prev[act[i].slot] = stepState{seq: q, pos: act[i].pos[0], token: want[i].Token}
 		}
+		r.reach.poolFull(r.pool.NumFree() == 0)
 	}
 	return nil
 }
@@ -307,9 +434,11 @@ func (r *runner) finish(c Cmd) *Failure {
 	if err := r.ref.Finish(qwen3.SeqID(c.Seq)); err != nil {
 		panic(fmt.Sprintf("ref finish: %v", err))
 	}
-	err := r.dec.Finish(qwen3.SeqID(c.Seq))
+	_, err := sutDo(func() (struct{}, error) { return struct{}{}, r.dec.Finish(qwen3.SeqID(c.Seq)) })
 	r.tabs[c.Seq].Release()
 	r.tabs[c.Seq] = nil
+	r.prev = nil
+	r.reach.add(ReachFinish)
 	return r.checkQuiet(c, err)
 }
 
@@ -318,8 +447,11 @@ func (r *runner) recapture(c Cmd) *Failure {
 	if !ok {
 		return nil
 	}
-	err := rs.Reset()
+	_, err := sutDo(func() (struct{}, error) { return struct{}{}, rs.Reset() })
 	r.traceWidth = -1
+	r.regime.reset()
+	r.prev = nil
+	r.reach.add(ReachReset)
 	return r.checkQuiet(c, err)
 }
 
@@ -339,7 +471,16 @@ func (r *runner) checkQuiet(c Cmd, err error) *Failure {
 			ps = append(ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: fmt.Sprintf("%d KV writes by a command that runs no step, first: %v", len(ws), ws[0])})
 		}
 	}
-	if c.Kind == Finish && r.sc.NumBlocks <= auditMaxBlocks {
+	if r.tap != nil {
+		ev := r.tap.TakeEvents()
+		if ev.EagerOps+ev.Captures+ev.Executes > 0 {
+			ps = append(ps, problem{prop: PropReplay, seq: -1, pos: -1, detail: fmt.Sprintf("a command that runs no step ran %d ops, %d captures, %d trace executions on the device", ev.EagerOps, ev.Captures, ev.Executes)})
+		}
+		r.checkMem(&ps, ev)
+	}
+	if _, ok := r.sut.(KVPeeker); ok {
+		r.diffCache(&ps, call{c: c})
+	} else if c.Kind == Finish && r.sc.NumBlocks <= auditMaxBlocks {
 		r.auditCache(&ps)
 	}
 	r.checkPageTableKept(&ps)
@@ -352,15 +493,124 @@ func (r *runner) findings(ps *[]problem) string {
 		return ""
 	}
 	fs := fo.TakeFindings()
+	var seqs []int
+	if fsq, ok := r.sut.(FindingSeqs); ok {
+		seqs = fsq.FindingSeqs()
+	}
 	if len(fs) == 0 {
 		return ""
+	}
+	op := 0
+	if len(seqs) > 0 {
+		op = seqs[0]
 	}
 	d := fs[0]
 	if len(fs) > 1 {
 		d += fmt.Sprintf(" (and %d more)", len(fs)-1)
 	}
-	*ps = append(*ps, problem{prop: PropStrict, seq: -1, pos: -1, detail: d})
+	*ps = append(*ps, problem{prop: PropStrict, seq: -1, pos: -1, detail: d, op: op})
 	return fs[0]
+}
+
+// checkMem checks the device memory after a call (see checkMemory) and
+// the calls the tap flagged.
+func (r *runner) checkMem(ps *[]problem, ev TapEvents) {
+	if len(ev.Misuse) > 0 {
+		*ps = append(*ps, problem{prop: PropMemory, seq: -1, pos: -1, detail: ev.Misuse[0]})
+		return
+	}
+	if d := checkMemory(r.tap.Memory(), r.persistent); d != "" {
+		*ps = append(*ps, problem{prop: PropMemory, seq: -1, pos: -1, detail: d})
+	}
+}
+
+// checkTap checks a Decoder call against the device's events: the regime
+// cadence (captured engines) or no trace at all (eager engines and
+// prefills), zero host writes in a steady-state replay, and the memory
+// the engine holds afterwards.
+func (r *runner) checkTap(ps *[]problem, k call) {
+	ev := r.tap.TakeEvents()
+	longest := 0
+	for _, a := range k.act {
+		longest = max(longest, a.pos[len(a.pos)-1]/r.sc.BlockSize+1)
+	}
+	w := r.sc.contractWidth(longest)
+	r.reach.width(w, r.sc.NumBlocks)
+	if !k.decode {
+		if ev.Captures+ev.Executes > 0 {
+			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1,
+				detail: fmt.Sprintf("a prefill (eager steps) captured %d and executed %d traces on the device", ev.Captures, ev.Executes)})
+		}
+		r.regime.prefill(w)
+	} else if k.err == nil {
+		obs, want, why := r.regime.decode(&r.sc, w, activeSlots(k.act), ev)
+		if obs != want {
+			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1, located: true,
+				detail: fmt.Sprintf("the device ran a %s step (%d captures, %d trace executions, %d eager ops), the contract's cadence wants %s: %s (slots %v, width %d, mode %v, recapture_every %d)",
+					obs, ev.Captures, ev.Executes, ev.EagerOps, want, why, sortedSlots(k.act), w, r.sc.Mode, r.sc.RecaptureEvery)})
+		}
+		r.reach.regime(obs, k.steady)
+		if obs == "replay" && k.steady {
+			if ev.HostWrites > 0 {
+				*ps = append(*ps, problem{prop: PropHostWrites, seq: -1, pos: -1, located: true,
+					detail: fmt.Sprintf("a steady-state replay (same slots %v, each one position on inside its block, fed the previous step's tokens) made %d host writes, want 0", sortedSlots(k.act), ev.HostWrites)})
+			}
+		}
+	}
+	r.checkMem(ps, ev)
+}
+
+// diffCache compares the SUT's whole KV cache with ref's after a call:
+// ref wrote each position of the call at the host table's block, row
+// pos%bs, so a row that differs is a write that went elsewhere (a row the
+// call should have written does not hold its values) or a write where
+// none belongs (any other row changed). The cache is read where the
+// kernel really wrote, not from any log.
+func (r *runner) diffCache(ps *[]problem, k call) {
+	kp := r.sut.(KVPeeker)
+	kvh, hd, bs := r.cfg.NumKeyValueHeads, r.cfg.HeadDim, r.sc.BlockSize
+	rows := expectedRows(k.act, bs)
+	for l := 0; l < r.cfg.NumHiddenLayers; l++ {
+		dk, dv, err := kp.PeekKV(l)
+		if err != nil {
+			*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "peek KV cache: " + err.Error()})
+			return
+		}
+		rk, rv := r.ref.KV().Layer(l)
+		for _, x := range []struct {
+			value      bool
+			dev, oracl []bf16.BF16
+		}{{false, dk, rk}, {true, dv, rv}} {
+			if len(x.dev) != len(x.oracl) {
+				*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("device cache has %d values, ref %d", len(x.dev), len(x.oracl))})
+				return
+			}
+			i := firstDiff(x.dev, x.oracl)
+			if i < 0 {
+				continue
+			}
+			row := i / hd % bs
+			head := i / hd / bs % kvh
+			blk := i / hd / bs / kvh
+			where := fmt.Sprintf("layer %d %s cache block %d row %d (head %d dim %d): device bits %#04x, ref %#04x", l, kvName(x.value), blk, row, head, i%hd, uint16(x.dev[i]), uint16(x.oracl[i]))
+			if sp, ok := rows[[2]int{blk, row}]; ok {
+				*ps = append(*ps, problem{prop: PropKVWrite, seq: sp[0], pos: sp[1], detail: fmt.Sprintf("seq %d pos %d: the cache row the host table names does not hold ref's values (the write went elsewhere or was dropped): %s", sp[0], sp[1], where)})
+			} else {
+				*ps = append(*ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: "a cache row no position of the call maps to differs from ref's (a stray write): " + where})
+			}
+			return
+		}
+	}
+}
+
+// firstDiff is the first index where a and b differ, or -1.
+func firstDiff(a, b []bf16.BF16) int {
+	for i := range b {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
 }
 
 // check checks every property after one Decoder call.
@@ -382,11 +632,22 @@ func (r *runner) check(k call) *Failure {
 	// Properties 2 and 3 from the device's own KV write log: every write
 	// at table[pos/bs] row pos%bs, at the host's position, exactly once.
 	if kv, ok := r.sut.(KVObserver); ok {
+		var uc []int
+		if u, ok := r.sut.(interface{ UpdateCacheSeqs() []int }); ok {
+			uc = slices.Clone(u.UpdateCacheSeqs())
+		}
 		ws, err := kv.TakeKVWrites()
 		if err != nil {
 			ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "KV log: " + err.Error()})
 		} else {
+			n := len(ps)
 			r.checkWrites(&ps, k, ws, slotSeq)
+			// Place the log's problems at the step's first cache update.
+			if per := len(uc) / max(1, len(k.act[0].pos)); len(uc) > 0 {
+				for i := n; i < len(ps); i++ {
+					ps[i].op = uc[min(ps[i].offset*per, len(uc)-1)]
+				}
+			}
 		}
 	}
 	// Property 3 at every op that reads cur_pos: active slots hold the
@@ -434,12 +695,21 @@ func (r *runner) check(k call) *Failure {
 	} else {
 		r.ptWant = nil
 	}
+	// Regime, host writes and memory from the device's own events.
+	if r.tap != nil {
+		r.checkTap(&ps, k)
+	}
+	// Property 2 from the cache bytes.
+	if _, ok := r.sut.(KVPeeker); ok {
+		r.diffCache(&ps, k)
+	}
 	// Property 4: no replay across a width change, after a reset, or in
 	// eager mode.
 	var si StepInfo
 	if so, ok := r.sut.(StepObserver); ok && k.err == nil {
 		si = so.LastStep()
-		if k.decode {
+		if k.decode && r.tap == nil {
+			// Without device events, the engine's own report.
 			r.checkRegime(&ps, si)
 		}
 	}
@@ -488,7 +758,7 @@ func (r *runner) checkRegime(ps *[]problem, si StepInfo) {
 // checkPageTable compares the device page table after a Decoder call with
 // the rows the engine documents (qwen3.Engine, "Page table"): row s of an
 // active slot of the call's last step holds Blocks[:Pos/BlockSize+1] of
-// that step, then qwen3.PagePad; every other row is all PagePad; the width
+// that step, then the contract's pad 0; every other row is all pad; the width
 // is the width policy over the active rows' block counts. The table is
 // read after the call, so inside a prefill only its last step's table is
 // seen.
@@ -502,13 +772,10 @@ func (r *runner) checkPageTable(ps *[]problem, k call, slotSeq map[int]int) {
 	for _, a := range k.act {
 		longest = max(longest, a.pos[len(a.pos)-1]/bs+1)
 	}
-	w, err := kvpage.Width(r.sc.Width, longest)
-	if err != nil {
-		panic(fmt.Sprintf("width policy: %v", err)) // the preconditions keep every position within the policy
-	}
+	w := r.sc.contractWidth(longest)
 	want := make([]int32, C*w)
 	for i := range want {
-		want[i] = qwen3.PagePad
+		want[i] = contractPad
 	}
 	for _, a := range k.act {
 		copy(want[a.slot*w:], a.blocks[:a.pos[len(a.pos)-1]/bs+1])
@@ -544,7 +811,7 @@ func (r *runner) checkPageTable(ps *[]problem, k call, slotSeq map[int]int) {
 			what = fmt.Sprintf("slot %d holds seq %d at pos %d (block size %d)", s, seq, pos, bs)
 		}
 		*ps = append(*ps, problem{prop: PropPageTable, seq: seq, pos: pos, located: true, offset: off,
-			detail: fmt.Sprintf("device page-table row %d is %s, the host expects %s: %s (columns past its blocks hold PagePad %d)", s, fmtRow(g), fmtRow(x), what, qwen3.PagePad)})
+			detail: fmt.Sprintf("device page-table row %d is %s, the host expects %s: %s (columns past its blocks hold PagePad %d)", s, fmtRow(g), fmtRow(x), what, contractPad)})
 		return
 	}
 }
@@ -570,7 +837,7 @@ func (r *runner) checkPageTableKept(ps *[]problem) {
 // PagePad entries collapsed, e.g. "[3 7 ...254×0]".
 func fmtRow(v []int32) string {
 	n := len(v)
-	for n > 0 && v[n-1] == qwen3.PagePad {
+	for n > 0 && v[n-1] == contractPad {
 		n--
 	}
 	if len(v)-n <= 4 {
@@ -580,7 +847,7 @@ func fmtRow(v []int32) string {
 	if n > 0 {
 		s += " "
 	}
-	return fmt.Sprintf("%s...%d×%d]", s, len(v)-n, qwen3.PagePad)
+	return fmt.Sprintf("%s...%d×%d]", s, len(v)-n, contractPad)
 }
 
 // checkOpPos checks the cur_pos every position-reading op saw against the
@@ -618,7 +885,7 @@ func (r *runner) checkOpPos(ps *[]problem, k call, obs []OpPos, slotSeq map[int]
 				break
 			}
 		}
-		*ps = append(*ps, problem{prop: PropCurPos, seq: seq, pos: pos, located: true, offset: j,
+		*ps = append(*ps, problem{prop: PropCurPos, seq: seq, pos: pos, located: true, offset: j, op: o.Seq,
 			detail: fmt.Sprintf("%s (%s) ran with device cur_pos %v, the host expects %v (seq_len-1 per active slot, -1 for the others)", o.Op, o.Regime, o.CurPos, cur)})
 		return
 	}
@@ -808,8 +1075,7 @@ func (r *runner) failure(k call, ps []problem, finding string, si StepInfo) *Fai
 	if len(ps) == 0 {
 		return nil
 	}
-	rank := func(p string) int { return slices.Index(propRank, p) }
-	slices.SortStableFunc(ps, func(a, b problem) int { return rank(a.prop) - rank(b.prop) })
+	slices.SortStableFunc(ps, firstCause)
 	p := ps[0]
 	// A finding or an error has no position: place it at the earliest
 	// located problem of the same call, if any.
@@ -835,6 +1101,26 @@ func (r *runner) failure(k call, ps []problem, finding string, si StepInfo) *Fai
 	return f
 }
 
+// firstCause orders the problems of one call by when they arose, so the
+// headline names the first cause: problems in different device steps of
+// the call by step; problems at device ops by the op (device order);
+// problems seen at an op before those seen only after the call; the rest
+// (and ties) by propRank.
+func firstCause(a, b problem) int {
+	if a.located && b.located && a.offset != b.offset {
+		return a.offset - b.offset
+	}
+	switch {
+	case a.op > 0 && b.op > 0 && a.op != b.op:
+		return a.op - b.op
+	case a.op > 0 && b.op == 0 && (b.located || b.prop != PropStrict):
+		return -1
+	case b.op > 0 && a.op == 0 && (a.located || a.prop != PropStrict):
+		return 1
+	}
+	return slices.Index(propRank, a.prop) - slices.Index(propRank, b.prop)
+}
+
 // RunScript replays a script on a SUT from f. It returns the first failure
 // (nil when every property holds) and an error when the script itself is
 // invalid (a command whose precondition fails) or the SUT cannot be built
@@ -852,8 +1138,11 @@ func RunScript(s Script, f Factory) (*Failure, RunStats, error) {
 		if fail := r.exec(c); fail != nil {
 			return fail, r.stats(), nil
 		}
+		if r.runnerErr != "" {
+			return nil, r.stats(), errors.New(r.runnerErr)
+		}
 	}
-	return nil, r.stats(), nil
+	return r.close(), r.stats(), nil
 }
 
 func (r *runner) stats() RunStats { return RunStats{Commands: r.cmds, DeviceSteps: r.steps} }

@@ -123,6 +123,8 @@ const (
 	MaxSeqs = 16
 	// MaxDecodeSteps bounds one decode command.
 	MaxDecodeSteps = 256
+	// MaxSkip bounds a decode's position jump.
+	MaxSkip = 64
 )
 
 // CmdKind is a schedule command.
@@ -133,14 +135,20 @@ const (
 	// Admit prefills a new sequence: Seq, a prompt of Prompt tokens drawn
 	// from (Seq, Salt, position).
 	Admit CmdKind = iota + 1
-	// Decode runs Steps greedy decode steps of the live sequences (or of
-	// Seqs, when given), each fed its own last token.
+	// Decode runs Steps decode steps of the live sequences (or of Seqs,
+	// when given) and of the sequences it starts (Start), each fed its own
+	// last token (greedy) or, with Force, a teacher stream; with Skip the
+	// live sequences' positions jump Skip ahead at the first step.
 	Decode
 	// Finish ends sequence Seq and returns its blocks to the pool.
 	Finish
 	// Recapture forces a cold restart of the engine's regime (Engine.Reset):
 	// the next captured step records a new trace.
 	Recapture
+
+	// closeKind names the end of a run (Close) in a failure; it is no
+	// script command.
+	closeKind CmdKind = 100
 )
 
 // Cmd is one schedule command. Its String form is one script line.
@@ -151,6 +159,13 @@ type Cmd struct {
 	Salt   int   // Admit: varies the prompt's tokens
 	Steps  int   // Decode
 	Seqs   []int // Decode: the batch (sorted, distinct); nil = every live sequence
+	// Decode: Start lists sequences (sorted, distinct, not live) the
+	// decode starts at position 0; Force > 0 feeds every step the teacher
+	// stream of salt Force instead of ref's greedy token; Skip > 0 makes
+	// the live sequences' first position their length + Skip.
+	Start []int
+	Force int
+	Skip  int
 }
 
 // String is the command's script line.
@@ -171,13 +186,32 @@ func (c Cmd) String() string {
 			}
 			s += " seqs=" + strings.Join(parts, ",")
 		}
+		if c.Start != nil {
+			s += " start=" + joinInts(c.Start)
+		}
+		if c.Force != 0 {
+			s += fmt.Sprintf(" force=%d", c.Force)
+		}
+		if c.Skip != 0 {
+			s += fmt.Sprintf(" skip=%d", c.Skip)
+		}
 		return s
 	case Finish:
 		return fmt.Sprintf("finish seq=%d", c.Seq)
 	case Recapture:
 		return "recapture"
+	case closeKind:
+		return "(close)"
 	}
 	return fmt.Sprintf("Cmd(%d)", c.Kind)
+}
+
+func joinInts(v []int) string {
+	parts := make([]string, len(v))
+	for i, q := range v {
+		parts[i] = strconv.Itoa(q)
+	}
+	return strings.Join(parts, ",")
 }
 
 // Script is a scenario and its schedule: the unit a failure shrinks to, a
@@ -329,18 +363,35 @@ func ParseScript(r io.Reader) (Script, error) {
 			if c.Steps < 1 || c.Steps > MaxDecodeSteps {
 				return fail(fmt.Errorf("steps %d: want 1..%d", c.Steps, MaxDecodeSteps))
 			}
-			if v, ok := args.take("seqs"); ok {
-				c.Seqs = []int{}
+			for _, k := range []struct {
+				name string
+				dst  *[]int
+			}{{"seqs", &c.Seqs}, {"start", &c.Start}} {
+				v, ok := args.take(k.name)
+				if !ok {
+					continue
+				}
+				ids := []int{}
 				for _, p := range strings.Split(v, ",") {
 					q, err := strconv.Atoi(p)
 					if err != nil || q < 0 || q >= MaxSeqs {
-						return fail(fmt.Errorf("seqs %q: want ids 0..%d separated by commas", v, MaxSeqs-1))
+						return fail(fmt.Errorf("%s %q: want ids 0..%d separated by commas", k.name, v, MaxSeqs-1))
 					}
-					c.Seqs = append(c.Seqs, q)
+					ids = append(ids, q)
 				}
-				if !slices.IsSorted(c.Seqs) || len(slices.Compact(slices.Clone(c.Seqs))) != len(c.Seqs) {
-					return fail(fmt.Errorf("seqs %q: want increasing, distinct ids", v))
+				if !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != len(ids) {
+					return fail(fmt.Errorf("%s %q: want increasing, distinct ids", k.name, v))
 				}
+				*k.dst = ids
+			}
+			if c.Force, err = args.int("force", 0); err != nil {
+				return fail(err)
+			}
+			if c.Skip, err = args.int("skip", 0); err != nil {
+				return fail(err)
+			}
+			if c.Force < 0 || c.Skip < 0 || c.Skip > MaxSkip {
+				return fail(fmt.Errorf("want force >= 0 and 0 <= skip <= %d", MaxSkip))
 			}
 			s.Commands = append(s.Commands, c)
 		case "finish":

@@ -3,6 +3,7 @@ package proptest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/offcard/offcard/bf16"
@@ -72,6 +73,8 @@ type OpPos struct {
 	Op     string
 	Regime string // eager or replay
 	CurPos []int32
+	// Seq is the op's place in device order (1, 2, ...; 0 unknown).
+	Seq int
 }
 
 // OpPosObserver is a SUT that records cur_pos at every op that reads it.
@@ -84,6 +87,25 @@ type OpPosObserver interface {
 // hazards seen since the previous call, one readable line each.
 type FindingObserver interface {
 	TakeFindings() []string
+}
+
+// FindingSeqs is a FindingObserver that also says at which op (device
+// order, as OpPos.Seq) each finding of the last TakeFindings arose.
+type FindingSeqs interface {
+	FindingSeqs() []int
+}
+
+// DeviceTapper is a SUT whose engine runs on a Tap: the properties read
+// regimes, host writes and live allocations from its device events.
+type DeviceTapper interface {
+	DeviceTap() *Tap
+}
+
+// KVPeeker is a SUT whose whole KV cache can be read cheaply, without a
+// host transfer the engine or the sanitizer would see (sim: Peek), after
+// every call; in ref's layout (per layer, [block][kvHead][row][headDim]).
+type KVPeeker interface {
+	PeekKV(layer int) (k, v []bf16.BF16, err error)
 }
 
 // StepInfo is what the engine's last step did.
@@ -145,11 +167,17 @@ type SimSUT struct {
 	Dev *sim.Device
 	Eng *qwen3.Engine
 
-	caches  map[uint64]cacheID // cache buffer address -> (layer, K/V)
-	layers  int
-	curPos  tt.Tensor
-	opPos   []OpPos
-	peekErr error
+	Tap *Tap
+
+	caches   map[uint64]cacheID // cache buffer address -> (layer, K/V)
+	layers   int
+	curPos   tt.Tensor
+	opPos    []OpPos
+	peekErr  error
+	nFind    int   // findings seen by onOp
+	findSeq  []int // op seq of each finding since the last TakeFindings
+	ucSeq    []int // op seq of each executed paged_update_cache since the last TakeKVWrites
+	strictOn bool
 }
 
 type cacheID struct {
@@ -177,15 +205,18 @@ func SimFactory(sc Scenario) (SUT, error) {
 			return nil, err
 		}
 	}
-	s := &SimSUT{caches: map[uint64]cacheID{}, layers: w.Config.NumHiddenLayers}
+	s := &SimSUT{caches: map[uint64]cacheID{}, layers: w.Config.NumHiddenLayers, strictOn: sc.Strict}
 	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, L1: l1, LogKV: true, OnOp: s.onOp})
 	if err != nil {
 		return nil, err
 	}
-	eng, err := qwen3.NewEngine(dev, w, sc.EngineOptions())
+	s.Tap = NewTap(dev)
+	eng, err := qwen3.NewEngine(s.Tap, w, sc.EngineOptions())
 	if err != nil {
 		return nil, err
 	}
+	s.Tap.MarkBaseline()
+	s.Tap.TakeEvents()
 	s.Dev, s.Eng = dev, eng
 	_, s.curPos, _ = eng.Inputs()
 	for l := 0; l < s.layers; l++ {
@@ -212,8 +243,30 @@ func (s *SimSUT) Close() error { return s.Eng.Close() }
 // Reset implements Resetter.
 func (s *SimSUT) Reset() error { return s.Eng.Reset() }
 
+// DeviceTap implements DeviceTapper.
+func (s *SimSUT) DeviceTap() *Tap { return s.Tap }
+
+// PeekKV implements KVPeeker with the simulator's Peek.
+func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, err error) {
+	kt, vt := s.Eng.KVCache(layer)
+	kh, err := s.Dev.Peek(kt)
+	if err != nil {
+		return nil, nil, err
+	}
+	vh, err := s.Dev.Peek(vt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kh.BF16s(), vh.BF16s(), nil
+}
+
+// UpdateCacheSeqs returns the op seq of each executed paged_update_cache
+// since the last TakeKVWrites.
+func (s *SimSUT) UpdateCacheSeqs() []int { return s.ucSeq }
+
 // TakeKVWrites implements KVObserver from the simulator's KV log.
 func (s *SimSUT) TakeKVWrites() ([]KVWrite, error) {
+	s.ucSeq = s.ucSeq[:0]
 	log := s.Dev.KVLog()
 	s.Dev.ResetKVLog()
 	out := make([]KVWrite, len(log))
@@ -230,11 +283,25 @@ func (s *SimSUT) TakeKVWrites() ([]KVWrite, error) {
 
 // onOp records cur_pos at every executed op that reads it.
 func (s *SimSUT) onOp(e sim.OpEvent) {
-	if s.Eng == nil || e.Regime == sim.Capture {
+	if s.Eng == nil {
+		return
+	}
+	if s.strictOn {
+		// Findings() copies only a non-empty list (rare: a failing run).
+		if f := s.Dev.Findings(); len(f) > s.nFind {
+			for range f[s.nFind:] {
+				s.findSeq = append(s.findSeq, e.Seq)
+			}
+			s.nFind = len(f)
+		}
+	}
+	if e.Regime == sim.Capture {
 		return
 	}
 	switch e.Op {
-	case "paged_update_cache", "paged_fused_update_cache", "paged_scaled_dot_product_attention_decode":
+	case "paged_update_cache", "paged_fused_update_cache":
+		s.ucSeq = append(s.ucSeq, e.Seq)
+	case "paged_scaled_dot_product_attention_decode":
 	default:
 		return
 	}
@@ -243,7 +310,7 @@ func (s *SimSUT) onOp(e sim.OpEvent) {
 		s.peekErr = err
 		return
 	}
-	s.opPos = append(s.opPos, OpPos{Op: e.Op, Regime: e.Regime.String(), CurPos: h.Int32s()})
+	s.opPos = append(s.opPos, OpPos{Op: e.Op, Regime: e.Regime.String(), CurPos: h.Int32s(), Seq: e.Seq})
 }
 
 // TakeOpPos implements OpPosObserver.
@@ -285,13 +352,24 @@ func (s *SimSUT) DevicePageTable() ([]int32, int, bool, error) {
 func (s *SimSUT) TakeFindings() []string {
 	f := s.Dev.Findings()
 	if len(f) == 0 {
+		s.findSeq = s.findSeq[:0]
 		return nil
 	}
 	s.Dev.ClearFindings()
+	s.nFind = 0
 	out := make([]string, len(f))
 	for i, x := range f {
 		out[i] = x.String()
 	}
+	return out
+}
+
+// FindingSeqs implements FindingSeqs: the op seq at which each finding of
+// the last TakeFindings was first seen (0: before any op, e.g. at a trace
+// execution's checks).
+func (s *SimSUT) FindingSeqs() []int {
+	out := slices.Clone(s.findSeq)
+	s.findSeq = s.findSeq[:0]
 	return out
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/offcard/offcard/adjudicate"
 	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/dump"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/wire"
 )
@@ -64,6 +65,8 @@ type Tolerant interface {
 
 // SeqState is what a SUT reports about one sequence after a call: its
 // device cur_pos (-1: not reported) and page-table row (nil: not reported).
+// Seq -1 is a page-table row no sequence of the call uses (all pad, when
+// the SUT names one).
 type SeqState struct {
 	Seq    int
 	CurPos int
@@ -180,11 +183,24 @@ func (r *runner) checkSeqStates(ps *[]problem, k call, so SeqObserver) {
 		return
 	}
 	bySeq := map[int]SeqState{}
-	for _, s := range sts {
-		bySeq[s.Seq] = s
-	}
 	bs := r.sc.BlockSize
 	off := len(k.act[0].pos) - 1
+	for _, s := range sts {
+		if s.Seq >= 0 {
+			bySeq[s.Seq] = s
+			continue
+		}
+		if pad == nil || !wantRow {
+			continue
+		}
+		for j, x := range s.Row {
+			if x != *pad {
+				*ps = append(*ps, problem{prop: PropPageTable, seq: -1, pos: -1, located: true, offset: off,
+					detail: fmt.Sprintf("a device page-table row no sequence of the step uses is %s: column %d holds %d, the engine's pad is %d (a stale block id)", fmtRow(s.Row), j, x, *pad)})
+				break
+			}
+		}
+	}
 	for _, a := range k.act {
 		last := a.pos[len(a.pos)-1]
 		st, ok := bySeq[a.seq]
@@ -260,8 +276,8 @@ func (r *runner) checkTolerantOutputs(ps *[]problem, k call, tol Tolerance) {
 		if d == "" && i < len(partial) {
 			p := partial[i]
 			d = logitsOff(p.Logits, w.Logits, p.IDs, tol)
-			if d == "" && tol.Exact && p.Digest != "" && p.Digest != wire.Digest(w.Logits) {
-				d = fmt.Sprintf("logits digest %s, ref's %s (the engine claims bit-exactness)", p.Digest, wire.Digest(w.Logits))
+			if d == "" && tol.Exact && p.Digest != "" && p.Digest != dump.Digest(w.Logits) {
+				d = fmt.Sprintf("logits digest %s, ref's %s (the engine claims bit-exactness)", p.Digest, dump.Digest(w.Logits))
 			}
 		}
 		if d == "" {

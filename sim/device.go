@@ -98,6 +98,10 @@ type Options struct {
 	// the padding carries the queue's earlier bytes, which on the first pass
 	// through the fresh (kernel-zeroed) hugepage are zeros.
 	L1 L1Init
+	// Seed chooses the interleaving of concurrent cores where their order
+	// matters (the write-back order of paged_update_cache's users); same
+	// seed, same bytes.
+	Seed uint64
 	// BestFit selects the older allocator's BEST policy for DRAM (§6.4);
 	// default is FIRST for both buffer types.
 	BestFit bool
@@ -144,17 +148,18 @@ type Device struct {
 	bufs   map[tt.TensorID]*buffer
 	nextID tt.TensorID
 
-	progs    map[string]program
-	binaries []uint64  // kernel-binary buffers, one per program-cache miss
-	kb       []byte    // program-cache key scratch
-	opBufs   []*buffer // operand scratch of the compute ops
-	eager    opLaunch  // the compute launch being run eagerly
-	hits     int
-	misses   int
-	findings []Finding
-	kvlog    []KVWrite
-	oplog    []OpEvent
-	opSeq    int
+	progs      map[string]program
+	binaries   []uint64  // kernel-binary buffers, one per program-cache miss
+	ucLaunches uint64    // update-cache launches executed (the race order's stream)
+	kb         []byte    // program-cache key scratch
+	opBufs     []*buffer // operand scratch of the compute ops
+	eager      opLaunch  // the compute launch being run eagerly
+	hits       int
+	misses     int
+	findings   []Finding
+	kvlog      []KVWrite
+	oplog      []OpEvent
+	opSeq      int
 
 	capturing   bool
 	recorded    []launch

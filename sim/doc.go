@@ -1,37 +1,64 @@
 // Package sim is offcard's simulated tt-metal device: a CPU model of the
-// device semantics that break paged decode. Section numbers refer to the
-// project's tt-metal semantics notes.
+// device semantics that break paged decode, as tt-metal has them at
+// tt.TTMetalCommit (622c6fb9). Code comments cite the tt-metal source path
+// of what they model; section numbers refer to the project's tt-metal
+// semantics notes.
 //
 // Memory (§6): DRAM is per-channel sparse byte arrays (Wormhole: 12 banks, two
 // per channel at offsets 0 / bank size, 32 B alignment; Blackhole: 8 banks,
-// 64 B), L1 one sparse array per worker core. Fresh memory holds the Poison
-// pattern (a bf16/fp32 NaN, a huge int) and is never zeroed; strict mode keeps
-// a per-byte written bitmap. Interleaved pages go to bank page % nbanks at
-// base + (page / nbanks) * aligned page size; height-sharded shard i lives on
-// core Shard.FirstCore+i. A ROW_MAJOR page is one row; a TILE page is one
-// 32x32 tile in 16x16 face order (TileElem). Every byte a tensor holds lives only there: host
-// writes tilize into the pages, host reads untilize from them.
+// 64 B), L1 one sparse array per worker core (Wormhole 1,499,136 B,
+// Blackhole 1,572,864 B: worker_l1_size of tt_metal/soc_descriptors/
+// *_arch.yaml). Fresh DRAM holds the Poison pattern (a bf16/fp32 NaN, a
+// huge int). What fresh L1 holds is Options.L1: poison (the default),
+// zero (tt-metal's L1 clear at device open) or stale (zeros under what
+// earlier programs' circular buffers left); under zero and stale the host
+// write path also sends each DRAM page slot's alignment padding as zeros.
+// Strict mode keeps a per-byte written bitmap. Interleaved pages go to bank
+// page % nbanks at base + (page / nbanks) * aligned page size;
+// height-sharded shard i lives on core Shard.FirstCore+i, width-sharded
+// shard i (a column range, TILE only) likewise. A ROW_MAJOR page is one row;
+// a TILE page is one 32x32 tile in 16x16 face order (TileElem). Every byte a
+// tensor holds lives only there: host writes tilize into the pages, host
+// reads untilize from them.
 //
 // Allocator (§6.4): one address per buffer across all banks, DRAM bottom-up
 // and L1 top-down, address-ordered first fit (BEST selectable for DRAM),
 // coalescing on free, immediate reuse, the trace region at the top of each
-// DRAM bank, tt-metal's out-of-memory text.
+// DRAM bank, tt-metal's out-of-memory text. Besides the engine's own
+// allocations: the outputs of ops whose ttnn entry point allocates them
+// (tt.Allocating: rms_norm, nlp_create_qkv_heads_decode, both RoPE ops,
+// to_memory_config, paged SDPA decode), at dispatch, inside a capture too;
+// and a kernel-binary buffer (KernelBinaryBytesPerBank per bank, top-down)
+// at every program-cache miss (tt_metal/distributed/mesh_workload.cpp
+// load_binaries).
 //
-// Programs (§1.1-1.2, §6.5): ops are looked up in a program cache keyed by op
-// attributes and tensor specs (never addresses or contents); validation runs
-// only on a miss; a hit only refreshes runtime arguments. Each program places
-// its circular buffers from the same L1 base in creation order, so bytes past
-// a program's last CB hold whatever earlier programs left there.
+// Programs (§1.1-1.2, §6.5): ops are validated on every call, hits
+// included (ttnn/api/ttnn/device_operation.hpp: a hit runs
+// validate_on_program_cache_hit, which for these ops is the miss
+// validation), with ttnn's texts where known (offcard's own texts are
+// marked "// ~" in the code); then looked up in a program cache keyed by op
+// attributes and tensor specs (never addresses or contents; SDPA decode does
+// not key cur_pos); a hit only refreshes runtime arguments. Each program
+// places its circular buffers from the same L1 base in creation order, so
+// bytes past a program's last CB hold whatever earlier programs left there.
 //
 // paged_update_cache (§1.3-1.4) is modelled kernel-faithfully: the index
 // stick and the page-table stick (padded_shape[-1]*4 bytes) are copied into
 // their CBs, page_table[idx/block_size] is an unchecked 32-bit L1 load, all
-// index math wraps mod 2^32, only an index of exactly 0xFFFFFFFF skips, and
-// cores run in order 0..B-1 as the kernels' semaphore chain orders them.
-// paged_fused_update_cache (§1.5) is the same kernel run for two (cache,
-// input) pairs in one program, each on its input's shard grid (the grids
-// must not overlap; tt.ShardSpec.FirstCore places the second), with the
-// same CB layout, index tensor, page table and missing bound check.
+// index math wraps mod 2^32, only an index of exactly 0xFFFFFFFF skips. In
+// paged mode the users' cores run unordered (no semaphore chain without
+// share_cache): every core reads its cache tiles before any writes back, in
+// an order drawn from Options.Seed, so two users whose rows share a tile lose
+// one row (strict: kv-tile-race). paged_fused_update_cache (§1.5) is the
+// same kernel run for two (cache, input) pairs in one program, each on its
+// input's shard grid (the grids must not overlap; tt.ShardSpec.FirstCore
+// places the second), with the page table's aligned page read into its CB
+// and an index CB of the index tensor's aligned page, as the fused
+// factories do. Paged SDPA decode reads the aligned page-table page into
+// c_9 (created after c_8, before the Q CB, whose bytes follow it in L1),
+// caps the dynamic K chunk at 8 tiles (4 with fp32 accumulation), refuses a
+// user k_chunk_size that is not a power of two, and fetches the masked
+// tiles of the last chunk too (an address outside the bank faults).
 // Accesses outside device memory return a *Fault.
 //
 // Trace (§5): capture records launches with the addresses of the moment,
@@ -42,9 +69,20 @@
 // Modes: faithful (default) produces the card's wrong answers; Strict adds
 // Findings (one readable line each) at hazards: page-table read past the row
 // / CB, page-table entry outside the cache, a -1 entry used as a block id,
-// reads of never-written memory, host I/O or program-cache miss during
-// capture, a replay touching a freed address, an allocation overlapping a
-// live trace's freed operands.
+// reads of never-written memory, two users racing on one cache tile, host
+// I/O or program-cache miss during capture, a replay touching a freed
+// address, an allocation overlapping a live trace's freed operands.
+//
+// Not modelled (yet): BFLOAT8_B/BFLOAT4_B caches; sharded (UINT16) page
+// tables; the row-major fused factory; the real per-program CB layouts of
+// the compute ops (stale L1 is approximated: inputs streamed from the CB
+// base of cores 0..15, 32 KiB a core) and their CB/L1 clash check; SDPA's
+// multi-core split per user (one core per user here) and NaN propagation
+// through masked tiles; the exact kernel-binary sizes and trace-buffer
+// sizes (1 KiB per launch is assumed); the trace_region_size == 0 dynamic
+// trace buffer; ttnn's texts for checks the reference notes do not quote
+// (marked "// ~"); the full shape rules of the RoPE ops' trans_mat and of
+// nlp_create_qkv_heads_decode's core-grid options.
 //
 // Observability: Options.LogKV records every KV row write of the paged
 // update ops, eager or replayed (KVLog); Options.LogOps keeps an OpEvent per
@@ -56,8 +94,9 @@
 // Performance: eager launches run on the live buffers without allocating
 // (program-cache keys are built in a reused buffer from per-tensor spec
 // strings), and linear's dot products call ref.DotWidened (ref's canonical
-// order over a once-widened input row), so results stay bit-equal to ref. BenchmarkTinyDecodeStep / BenchmarkTinyRefStep compare a
-// tiny-model step with ref's; BenchmarkPagedKVDecode measures the paged ops.
+// order over a once-widened input row), so results stay bit-equal to ref.
+// BenchmarkTinyDecodeStep / BenchmarkTinyRefStep compare a tiny-model step
+// with ref's; BenchmarkPagedKVDecode measures the paged ops.
 //
 // Device implements tt.Device: every op of package tt runs.
 package sim

@@ -25,6 +25,9 @@ const (
 	MinusOneNotSkipped FindingClass = "minus-one-not-skipped"
 	// ReadUnwritten: a read of memory never written since power-on (poison).
 	ReadUnwritten FindingClass = "read-of-unwritten-memory"
+	// KVTileRace: two users of one paged_update_cache launch
+	// read-modify-write the same cache tile; their cores are unordered.
+	KVTileRace FindingClass = "kv-tile-race"
 )
 
 // Finding is one hazard seen in strict mode: the op, the core and user it

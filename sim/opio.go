@@ -86,6 +86,9 @@ type scratch struct {
 	ptRow []byte
 	bytes [4][]byte
 	io    opIO
+	// paged_update_cache's pending write-backs (update_cache.go flush)
+	ucPend  []ucWrite
+	ucBytes []byte
 }
 
 // bytesN returns byte scratch buffer i with n bytes (contents unspecified).

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 
 	"github.com/offcard/offcard/bf16"
@@ -467,10 +468,10 @@ func (d *Device) runUpdateCache(a *ucArgs) error {
 
 func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 
-// exec runs each part's cores in order 0..B-1: the kernels chain cores with
-// a semaphore (wait_to_start / send_signal), so core i+1 reads the cache
-// after core i wrote it. Core i of a part is worker core firstCore+i: its L1
-// holds the CBs; i is my_batch_idx, the row of the index and page table.
+// exec runs each part's cores: each reads its index, page-table entry and
+// cache tiles and splices its row; the write-backs follow (flush). Core i of
+// a part is worker core firstCore+i: its L1 holds the CBs; i is
+// my_batch_idx, the row of the index and page table.
 func (l *ucLaunch) exec(d *Device) error {
 	p := l.p
 	nb := uint32(d.arch.nbanks)
@@ -483,6 +484,7 @@ func (l *ucLaunch) exec(d *Device) error {
 	inRow := s.bytesN(1, int(p.wt*inTileB))
 	stick := s.bytesN(2, int(p.idxStick))
 	var word [4]byte
+	pend, pendBytes := s.ucPend[:0], s.ucBytes[:0]
 	for part, pa := range l.parts {
 		for user := 0; user < p.cores; user++ {
 			core := pa.firstCore + user
@@ -558,11 +560,74 @@ func (l *ucLaunch) exec(d *Device) error {
 				for w := uint32(0); w < p.wt; w++ {
 					id := cacheID + w
 					addr := uint32(pa.cacheAddr) + (id/nb)*tileAligned
-					if err := d.dramIO(p.op, core, int(id%nb), uint64(addr), tiles[w*tileB:(w+1)*tileB], true); err != nil {
-						return err
-					}
+					pend = append(pend, ucWrite{user: user, core: core, bank: int(id % nb), addr: uint64(addr), off: len(pendBytes)})
+					pendBytes = append(pendBytes, tiles[w*tileB:(w+1)*tileB]...)
 				}
 				cacheID += p.wt * p.st
+			}
+		}
+		if err := l.flush(d, part, pend, pendBytes, int(tileB)); err != nil {
+			return err
+		}
+		pend, pendBytes = pend[:0], pendBytes[:0]
+	}
+	s.ucPend, s.ucBytes = pend, pendBytes
+	return nil
+}
+
+// ucWrite is one tile write-back of a user's read-modify-write.
+type ucWrite struct {
+	user, core, bank int
+	addr             uint64
+	off              int // into the pending bytes
+}
+
+// flush writes a part's tiles back. In paged mode the cores run
+// concurrently with no ordering (the semaphore chain exists only with
+// share_cache, which paged mode forbids: paged_update_cache_program_factory.cpp
+// sets wait_to_start/send_signal only when share_cache), so every core has
+// read its tiles before any writes back: the interleaving modelled is
+// "all reads, then the writes in an order drawn from the device seed and
+// the launch count". Two users whose rows share a cache tile then race, and
+// the later writer's tile (holding only its own row) wins: the other row is
+// lost, as on the card. Strict names the aliasing. Without a race the result
+// equals any serial order.
+func (l *ucLaunch) flush(d *Device, part int, pend []ucWrite, data []byte, tileB int) error {
+	p := l.p
+	d.ucLaunches++
+	users := make([]int, 0, p.cores)
+	seen := make(map[int]bool, p.cores)
+	for _, w := range pend {
+		if !seen[w.user] {
+			seen[w.user] = true
+			users = append(users, w.user)
+		}
+	}
+	if p.paged && len(users) > 1 {
+		r := rand.New(rand.NewPCG(d.opt.Seed, d.ucLaunches))
+		r.Shuffle(len(users), func(i, j int) { users[i], users[j] = users[j], users[i] })
+	}
+	var owner map[[2]uint64]int
+	if d.opt.Strict {
+		owner = map[[2]uint64]int{}
+	}
+	for _, u := range users {
+		for _, w := range pend {
+			if w.user != u {
+				continue
+			}
+			if owner != nil {
+				k := [2]uint64{uint64(w.bank), w.addr}
+				if o, ok := owner[k]; ok && o != u {
+					d.find(Finding{Class: KVTileRace, Op: p.op, Core: w.core, User: u, Index: int64(o), Tensor: l.parts[part].cacheID, Addr: w.addr,
+						Detail: fmt.Sprintf("users %d and %d read-modify-write the same cache tile (DRAM bank %d %#x) in one launch; their cores are unordered, so one row is lost", o, u, w.bank, w.addr)})
+					owner = nil // once per launch
+				} else {
+					owner[k] = u
+				}
+			}
+			if err := d.dramIO(p.op, w.core, w.bank, w.addr, data[w.off:w.off+tileB], true); err != nil {
+				return err
 			}
 		}
 	}

@@ -127,3 +127,53 @@ func TestErrorMsg(t *testing.T) {
 		t.Error("prefix")
 	}
 }
+
+func TestWidthShardedSpec(t *testing.T) {
+	ok := Spec{Shape: []int{1, 1, 8, 512}, DType: BF16, Layout: Tile, Memory: L1WidthSharded(16, [2]int{32, 32})}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ok.Memory.String(); got != "L1_WIDTH_SHARDED(cores=16,shard=[32,32])" {
+		t.Errorf("String %q", got)
+	}
+	for _, bad := range []Spec{
+		{Shape: []int{1, 1, 8, 512}, DType: BF16, Layout: RowMajor, Memory: L1WidthSharded(16, [2]int{8, 32})},
+		{Shape: []int{1, 1, 8, 512}, DType: BF16, Layout: Tile, Memory: L1WidthSharded(8, [2]int{32, 32})},
+		{Shape: []int{1, 1, 8, 512}, DType: BF16, Layout: Tile, Memory: L1WidthSharded(16, [2]int{64, 32})},
+		{Shape: []int{1, 1, 8, 512}, DType: BF16, Layout: Tile, Memory: MemoryConfig{Layout: WidthSharded, Buffer: DRAM, Shard: ShardSpec{NumCores: 16, Shape: [2]int{32, 32}}}},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("accepted %v", bad)
+		}
+	}
+}
+
+// The ops whose ttnn entry point allocates its own output at TTMetalCommit
+// are Allocating, with ttnn's default output specs; the others are not.
+func TestAllocatingOps(t *testing.T) {
+	in := Tensor{Spec: Spec{Shape: []int{1, 1, 5, 1024}, DType: BF16, Layout: Tile, Memory: DRAMInterleaved}}
+	heads := NLPCreateQKVHeadsDecode{Input: in, NumHeads: 4, NumKVHeads: 2}.OutputSpecs()
+	if len(heads) != 3 || heads[0].String() != "[1,5,4,128] BFLOAT16 TILE L1_HEIGHT_SHARDED(cores=5,shard=[32,128])" ||
+		heads[2].String() != "[1,5,2,128] BFLOAT16 TILE L1_HEIGHT_SHARDED(cores=5,shard=[32,128])" {
+		t.Errorf("head specs %v", heads)
+	}
+	if s := (RMSNorm{Input: in}).OutputSpecs(); len(s) != 1 || !s[0].Equal(in.Spec) {
+		t.Errorf("rms_norm output %v", s)
+	}
+	if s := (PagedSDPADecode{Q: Tensor{Spec: heads[0]}}).OutputSpecs(); s[0].Memory != DRAMInterleaved || s[0].String()[:12] != "[1,5,4,128] " {
+		t.Errorf("sdpa output %v", s)
+	}
+	for _, op := range []Op{RMSNorm{}, NLPCreateQKVHeadsDecode{}, RotaryEmbeddingHF{}, RotaryEmbeddingLlama{}, PagedSDPADecode{}, ToMemoryConfig{}} {
+		if _, ok := op.(Allocating); !ok || op.Outputs() != nil {
+			t.Errorf("%s is not Allocating", op.Name())
+		}
+	}
+	for _, op := range []Op{Embedding{}, Linear{}, ConcatHeads{}, Add{}, SiluMul{}, Argmax{}, PlusOne{}, PagedUpdateCache{}, PagedFusedUpdateCache{}, PagedFillCache{}} {
+		if _, ok := op.(Allocating); ok {
+			t.Errorf("%s takes the caller's output in ttnn, yet is Allocating", op.Name())
+		}
+	}
+	if len(TTMetalCommit) != 40 || TTMetalCommit[:8] != "622c6fb9" {
+		t.Errorf("pin %q", TTMetalCommit)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -65,7 +66,7 @@ type Options struct {
 
 // Default timeouts.
 const (
-	DefaultTimeout      = 10 * time.Second
+	DefaultTimeout      = 30 * time.Second
 	DefaultHelloTimeout = 60 * time.Second
 	// byeTimeout bounds the goodbye: the bye reply and the exit.
 	byeTimeout = 2 * time.Second
@@ -125,14 +126,20 @@ func Start(o Options, h Hello) (*Client, error) {
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	stdout, err := c.cmd.StdoutPipe()
+	// Not StdoutPipe: Wait closes that pipe when the process exits, racing
+	// the reader for the replies written just before.
+	stdout, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := c.cmd.Start(); err != nil {
+	c.cmd.Stdout = pw
+	err = c.cmd.Start()
+	pw.Close()
+	if err != nil {
+		stdout.Close()
 		return nil, fmt.Errorf("start engine %q: %w", strings.Join(o.Command, " "), err)
 	}
-	go c.read(stdout)
+	go func() { c.read(stdout); stdout.Close() }()
 	go func() { c.waitErr = c.cmd.Wait(); close(c.exited) }()
 	r, err := c.roundTrip(OpHello, h, o.HelloTimeout)
 	if err == nil {
@@ -193,6 +200,9 @@ func (c *Client) Hello() Hello { return c.hello }
 
 // Last is the reply to the last call (outputs as sent, observations).
 func (c *Client) Last() Reply { return c.last }
+
+// Pid is the engine process's id.
+func (c *Client) Pid() int { return c.cmd.Process.Pid }
 
 // Calls counts the calls answered so far (hello excluded).
 func (c *Client) Calls() int { return c.calls }
@@ -357,16 +367,11 @@ func (c *Client) roundTrip(op string, req any, timeout time.Duration) (Reply, er
 			return Reply{}, c.fault(Hung, op, fmt.Sprintf("no answer within %v (killed)", timeout))
 		}
 	}
-	var r Reply
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return Reply{}, c.fault(Malformed, op, fmt.Sprintf("%v in %q", err, clip(line)))
+	r, err := ParseReply(line)
+	if err != nil {
+		return Reply{}, c.fault(Malformed, op, err.Error())
 	}
 	if !r.OK {
-		if r.Error == "" {
-			return Reply{}, c.fault(Malformed, op, fmt.Sprintf("a reply with neither ok nor error: %q", clip(line)))
-		}
 		return Reply{}, &RefusedError{Op: op, Msg: r.Error}
 	}
 	if op != OpHello && op != OpBye {
@@ -431,4 +436,22 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.Join(strings.Fields(string(t.b)), " ")
+}
+
+// ParseReply parses one reply line: a JSON object with only the
+// protocol's keys, either ok or carrying an error.
+func ParseReply(line []byte) (Reply, error) {
+	var r Reply
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Reply{}, fmt.Errorf("%v in %q", err, clip(line))
+	}
+	if dec.More() {
+		return Reply{}, fmt.Errorf("more than one JSON value on a line: %q", clip(line))
+	}
+	if !r.OK && r.Error == "" {
+		return Reply{}, fmt.Errorf("a reply with neither ok nor error: %q", clip(line))
+	}
+	return r, nil
 }

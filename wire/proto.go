@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"strings"
 
+	"github.com/offcard/offcard/dump"
 	"github.com/offcard/offcard/qwen3"
 )
 
@@ -144,7 +144,7 @@ type Output struct {
 	// TopIDs and TopLogits: the top_k largest logits, largest first.
 	TopIDs    []int32   `json:"top_ids,omitempty"`
 	TopLogits []float32 `json:"top_logits,omitempty"`
-	// Digest is Digest() of the full row.
+	// Digest is dump.Digest of the full row (the dump format's digest).
 	Digest string `json:"digest,omitempty"`
 }
 
@@ -173,7 +173,11 @@ type KVWrite struct {
 
 // Observations are what an engine saw on its device during a call.
 type Observations struct {
-	Seqs     []SeqObs  `json:"seqs,omitempty"`
+	Seqs []SeqObs `json:"seqs,omitempty"`
+	// IdleRows (with page_table) are the page-table rows no sequence of
+	// the call uses (free slots, live sequences not in the batch), as the
+	// device holds them: all page_pad, when the engine names a pad.
+	IdleRows [][]int32 `json:"idle_rows,omitempty"`
 	KVWrites []KVWrite `json:"kv_writes,omitempty"`
 	Findings []string  `json:"findings,omitempty"`
 }
@@ -214,18 +218,6 @@ func DecodeLogits(s string) ([]float32, error) {
 	return row, nil
 }
 
-// Digest is the FNV-1a 64 hash of a row's little-endian bf16 bytes, as 16
-// lowercase hex digits: equal digests, equal rows (bit for bit).
-func Digest(row []float32) string {
-	h := fnv.New64a()
-	var b [2]byte
-	for _, x := range row {
-		binary.LittleEndian.PutUint16(b[:], toBF16(x))
-		h.Write(b[:])
-	}
-	return fmt.Sprintf("%016x", h.Sum64())
-}
-
 // toBF16 rounds to bfloat16 (nearest even; NaN stays a quiet NaN).
 func toBF16(x float32) uint16 {
 	u := math.Float32bits(x)
@@ -245,40 +237,11 @@ func FromOutputs(outs []qwen3.Output, c Caps) []Output {
 		case LogitsFull:
 			w[i].Logits = EncodeLogits(o.Logits)
 		case LogitsTopK:
-			w[i].TopIDs, w[i].TopLogits = TopK(o.Logits, c.TopK)
-			w[i].Digest = Digest(o.Logits)
+			w[i].TopIDs, w[i].TopLogits = dump.Top(o.Logits, c.TopK)
+			w[i].Digest = dump.Digest(o.Logits)
 		}
 	}
 	return w
-}
-
-// TopK returns the k largest finite values of row and their ids, largest
-// first, lower id first among equals.
-func TopK(row []float32, k int) ([]int32, []float32) {
-	var ids []int32
-	for i, x := range row {
-		if x != x || math.IsInf(float64(x), 0) {
-			continue
-		}
-		j := len(ids)
-		for j > 0 && row[ids[j-1]] < x {
-			j--
-		}
-		if j >= k {
-			continue
-		}
-		ids = append(ids, 0)
-		copy(ids[j+1:], ids[j:])
-		ids[j] = int32(i)
-		if len(ids) > k {
-			ids = ids[:k]
-		}
-	}
-	vals := make([]float32, len(ids))
-	for i, id := range ids {
-		vals[i] = row[id]
-	}
-	return ids, vals
 }
 
 // checkCaps validates a hello reply.

@@ -141,7 +141,7 @@ func Serve(r io.Reader, w io.Writer, open Open) error {
 			obs, err := ob.Observe(req.Op, seqs)
 			if err != nil {
 				rep = Reply{Error: "observe: " + err.Error()}
-			} else if len(obs.Seqs)+len(obs.KVWrites)+len(obs.Findings) > 0 {
+			} else if len(obs.Seqs)+len(obs.IdleRows)+len(obs.KVWrites)+len(obs.Findings) > 0 {
 				rep.Obs = &obs
 			}
 		}

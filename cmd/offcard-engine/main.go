@@ -22,9 +22,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/proptest"
-	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/wire"
 )
 
@@ -41,111 +39,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "offcard-engine: unexpected argument %q (it takes none; try --help)\n", args[0])
 		return 2
 	}
-	if err := wire.Serve(stdin, stdout, open); err != nil {
+	if err := wire.Serve(stdin, stdout, proptest.OpenSimEngine); err != nil {
 		fmt.Fprintf(stderr, "offcard-engine: %v\n", err)
 		return 1
 	}
 	return 0
 }
-
-// open builds the engine on a fresh simulated device.
-func open(h wire.Hello) (wire.Engine, wire.Caps, error) {
-	sc := proptest.Scenario{Model: h.Model.Preset, ModelSeed: h.Model.Seed, Device: "sim", Arch: "wormhole",
-		BlockSize: h.BlockSize, NumBlocks: h.NumBlocks, Capacity: h.Capacity, Mode: qwen3.ModeEager}
-	if x := h.Hints; x != nil {
-		if x.Arch != "" {
-			sc.Arch = x.Arch
-		}
-		sc.Strict, sc.Verify, sc.RecaptureEvery = x.Strict, x.Verify, x.RecaptureEvery
-		if x.Width != "" {
-			w, err := kvpage.ParseWidthPolicy(x.Width)
-			if err != nil {
-				return nil, wire.Caps{}, err
-			}
-			sc.Width = w
-		}
-		if x.Mode != "" {
-			m, err := qwen3.ParseEngineMode(x.Mode)
-			if err != nil {
-				return nil, wire.Caps{}, err
-			}
-			sc.Mode = m
-		}
-	}
-	if err := sc.Validate(); err != nil {
-		return nil, wire.Caps{}, err
-	}
-	sut, err := proptest.SimFactory(sc)
-	if err != nil {
-		return nil, wire.Caps{}, err
-	}
-	pad := int32(qwen3.PagePad)
-	caps := wire.Caps{Engine: "offcard-engine (qwen3.Engine on sim)", Logits: wire.LogitsFull, Exact: true, PagePad: &pad,
-		Observes: []string{wire.ObsCurPos, wire.ObsPageTable, wire.ObsKVWrites, wire.ObsFindings}}
-	return &engine{Engine: sut.(*proptest.SimSUT).Eng, sut: sut.(*proptest.SimSUT)}, caps, nil
-}
-
-// engine is qwen3.Engine with the simulator's observations by sequence.
-type engine struct {
-	*qwen3.Engine
-	sut *proptest.SimSUT
-}
-
-// Observe implements wire.Observer.
-func (e *engine) Observe(op string, seqs []int) (wire.Observations, error) {
-	var obs wire.Observations
-	slotSeq, live := e.Engine.SlotSeqs()
-	seqOf := func(slot int) int {
-		if slot >= 0 && slot < len(live) && live[slot] {
-			return int(slotSeq[slot])
-		}
-		return -1
-	}
-	slotOf := map[int]int{}
-	for s := range live {
-		if live[s] {
-			slotOf[int(slotSeq[s])] = s
-		}
-	}
-	ws, err := e.sut.TakeKVWrites()
-	if err != nil {
-		return obs, err
-	}
-	for _, w := range ws {
-		kv := "k"
-		if w.Value {
-			kv = "v"
-		}
-		obs.KVWrites = append(obs.KVWrites, wire.KVWrite{Layer: w.Layer, KV: kv, Seq: seqOf(w.Slot), Pos: w.Pos, Block: w.Block, Row: w.Row})
-	}
-	obs.Findings = e.sut.TakeFindings()
-	if op != wire.OpAdmit && op != wire.OpDecode {
-		return obs, nil
-	}
-	cur, err := e.sut.DeviceCurPos()
-	if err != nil {
-		return obs, err
-	}
-	table, width, ok, err := e.sut.DevicePageTable()
-	if err != nil {
-		return obs, err
-	}
-	for _, q := range seqs {
-		s, found := slotOf[q]
-		if !found {
-			return obs, fmt.Errorf("seq %d holds no slot after the call", q)
-		}
-		so := wire.SeqObs{Seq: q}
-		if s < len(cur) {
-			p := int(cur[s])
-			so.CurPos = &p
-		}
-		if ok && (s+1)*width <= len(table) {
-			so.PageRow = append([]int32{}, table[s*width:(s+1)*width]...)
-		}
-		obs.Seqs = append(obs.Seqs, so)
-	}
-	return obs, nil
-}
-
-var _ wire.Observer = (*engine)(nil)

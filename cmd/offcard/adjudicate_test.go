@@ -477,3 +477,62 @@ func TestCheckDump(t *testing.T) {
 		}
 	}
 }
+
+// tolerantFlipSUT is checked in the tolerant mode: its logits are off by
+// a little everywhere (not bit-exact, within tolerance) and its token at
+// every block start is ref's worst. check --dump must re-run it tolerant,
+// or the dump would stop at its first output.
+type tolerantFlipSUT struct{ flipSUT }
+
+func (tolerantFlipSUT) Tolerance() proptest.Tolerance { return proptest.DefaultTolerance }
+
+func (s tolerantFlipSUT) Decoder() qwen3.Decoder { return nudgeDecoder{s.flipSUT.Decoder()} }
+
+type nudgeDecoder struct{ qwen3.Decoder }
+
+// nudge moves the smallest logit down one bf16 step (never the argmax).
+func nudge(o []qwen3.Output) []qwen3.Output {
+	for i := range o {
+		worst := 0
+		for k, x := range o[i].Logits {
+			if x < o[i].Logits[worst] {
+				worst = k
+			}
+		}
+		b := math.Float32bits(o[i].Logits[worst])
+		if b&0xffff == 0 && o[i].Logits[worst] != 0 {
+			o[i].Logits[worst] = math.Float32frombits(b + 1<<16) // away from zero: one bf16 step
+		}
+	}
+	return o
+}
+
+func (d nudgeDecoder) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	o, err := d.Decoder.Prefill(p)
+	return nudge(o), err
+}
+
+func (d nudgeDecoder) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
+	o, err := d.Decoder.Decode(b)
+	return nudge(o), err
+}
+
+func TestCheckDumpTolerant(t *testing.T) {
+	dp := filepath.Join(t.TempDir(), "tol.jsonl")
+	defer func(f proptest.Factory) { checkFactory = f }(checkFactory)
+	checkFactory = func(sc proptest.Scenario) (proptest.SUT, error) {
+		s, err := proptest.SimFactory(sc)
+		return tolerantFlipSUT{flipSUT{s, sc.BlockSize}}, err
+	}
+	code, out, errs := runCLI(t, "check", "--cases", "1", "--seed", "3", "--dump", dp)
+	i := strings.Index(out, "judge it: ")
+	if code != 1 || i < 0 {
+		t.Fatalf("failing check: exit %d\n%s%s", code, out, errs)
+	}
+	cmd := strings.Fields(strings.SplitN(out[i+len("judge it: "):], "\n", 2)[0])
+	code, out, errs = runCLI(t, append(cmd[1:], "--json")...)
+	doc := adjJSON(t, out)
+	if code != 1 || doc.Divergent == 0 {
+		t.Fatalf("%v: exit %d, want 1 (the dump ends before the flip?)\n%s%s", cmd, code, out, errs)
+	}
+}

@@ -22,14 +22,16 @@ func init() {
 // 2^53 does not survive a JSON number in jq or JavaScript); each case
 // carries its replay command.
 type checkReport struct {
-	Device     string     `json:"device"`
-	Seed       uint64     `json:"seed,string"`
-	Cases      int        `json:"cases"`
-	Passed     int        `json:"passed"`
-	Failed     int        `json:"failed"`
-	Saved      []string   `json:"saved,omitempty"`
-	SaveErrors []string   `json:"save_errors,omitempty"`
-	Result     []caseJSON `json:"results"`
+	Device     string                `json:"device"`
+	Seed       uint64                `json:"seed,string"`
+	Cases      int                   `json:"cases"`
+	Passed     int                   `json:"passed"`
+	Failed     int                   `json:"failed"`
+	Saved      []string              `json:"saved,omitempty"`
+	SaveErrors []string              `json:"save_errors,omitempty"`
+	Errors     int                   `json:"errors,omitempty"`
+	Reach      []proptest.ReachTotal `json:"reach"`
+	Result     []caseJSON            `json:"results"`
 }
 
 // caseJSON is one case of the --json document.
@@ -60,16 +62,18 @@ type timedCase struct {
 // is the time from the start of the campaign until the first failing
 // command was observed, before any shrinking (absent when all passed).
 type timedReport struct {
-	Device     string      `json:"device"`
-	Seed       uint64      `json:"seed,string"`
-	Cases      int         `json:"cases"`
-	Passed     int         `json:"passed"`
-	Failed     int         `json:"failed"`
-	Saved      []string    `json:"saved,omitempty"`
-	SaveErrors []string    `json:"save_errors,omitempty"`
-	TimeToRed  int64       `json:"time_to_red_ns,omitempty"`
-	Elapsed    int64       `json:"elapsed_ns"`
-	Result     []timedCase `json:"results"`
+	Device     string                `json:"device"`
+	Seed       uint64                `json:"seed,string"`
+	Cases      int                   `json:"cases"`
+	Passed     int                   `json:"passed"`
+	Failed     int                   `json:"failed"`
+	Saved      []string              `json:"saved,omitempty"`
+	SaveErrors []string              `json:"save_errors,omitempty"`
+	Errors     int                   `json:"errors,omitempty"`
+	Reach      []proptest.ReachTotal `json:"reach"`
+	TimeToRed  int64                 `json:"time_to_red_ns,omitempty"`
+	Elapsed    int64                 `json:"elapsed_ns"`
+	Result     []timedCase           `json:"results"`
 }
 
 // checkFactory builds the SUT of --device sim; tests replace it.
@@ -79,7 +83,7 @@ func runCheck(e *env, args []string) error {
 	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--json [--times]] [--save DIR] [--dump FILE.jsonl]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
 	engine := fs.String("engine", "", "run the tolerant mode against an engine process speaking the line protocol: `'CMD ARGS'`, split at spaces (no shell); a fresh process per schedule run")
-	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take before the engine counts as hung and is killed (default 10s; hello 60s)")
+	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take before the engine counts as hung and is killed (default 30s; hello 60s)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	cases := fs.Int("cases", 200, "number of schedules")
 	seed := fs.Uint64("seed", proptest.DefaultSeed, "campaign seed; case i runs with a seed derived from (S, i), case 0 with S itself")
@@ -162,6 +166,8 @@ func runCheck(e *env, args []string) error {
 	rs := proptest.Campaign(opt)
 	elapsed := time.Since(t0)
 	passed, failed := proptest.Summary(rs)
+	errored := proptest.Errored(rs)
+	reach := proptest.ReachTotals(rs)
 	// A failed save is reported after the verdict and never hides it.
 	var saved, saveErrs []string
 	if *save != "" {
@@ -187,14 +193,17 @@ func runCheck(e *env, args []string) error {
 	}
 	out := bufio.NewWriter(e.stdout)
 	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
+	if errored > 0 {
+		summary += fmt.Sprintf(", %d not run (offcard's runner failed: not findings)", errored)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
-			Saved: saved, SaveErrors: saveErrs, Result: casesJSON(rs)}
+			Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach, Result: casesJSON(rs)}
 		if *times {
 			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
-				Saved: saved, SaveErrors: saveErrs,
+				Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach,
 				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
 			if t, ok := proptest.TimeToRed(rs); ok {
 				tr.TimeToRed = max(t.Nanoseconds(), 1)
@@ -238,6 +247,9 @@ func runCheck(e *env, args []string) error {
 	}
 	if failed > 0 {
 		return errFound
+	}
+	if errored > 0 {
+		return fmt.Errorf("%d cases did not run: offcard's runner failed (see the report)", errored)
 	}
 	return nil
 }

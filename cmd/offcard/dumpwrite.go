@@ -109,14 +109,24 @@ func (s recordingSimSUT) Decoder() qwen3.Decoder {
 	return recordingDecoder{s.SimSUT.Decoder(), s.rec}
 }
 
-// recordingSUT records any other SUT (its optional observers are hidden,
-// so only its outputs are checked).
+// recordingSUT records any other SUT (its optional observers but
+// Tolerant are hidden: the re-run checks fewer properties, and its tokens
+// are the same).
 type recordingSUT struct {
 	proptest.SUT
 	rec *dumpRecorder
 }
 
 func (s recordingSUT) Decoder() qwen3.Decoder { return recordingDecoder{s.SUT.Decoder(), s.rec} }
+
+// recordingTolerantSUT keeps a tolerant SUT tolerant (the re-run must not
+// stop at the first output that is not bit-exact).
+type recordingTolerantSUT struct {
+	recordingSUT
+	tol proptest.Tolerant
+}
+
+func (s recordingTolerantSUT) Tolerance() proptest.Tolerance { return s.tol.Tolerance() }
 
 // dumpCase runs script once more on factory's SUT and writes the
 // engine's tokens to path as a dump. It returns the command that
@@ -135,6 +145,9 @@ func dumpCase(path string, script proptest.Script, factory proptest.Factory) (st
 		}
 		if s, ok := sut.(*proptest.SimSUT); ok {
 			return recordingSimSUT{s, rec}, nil
+		}
+		if t, ok := sut.(proptest.Tolerant); ok {
+			return recordingTolerantSUT{recordingSUT{sut, rec}, t}, nil
 		}
 		return recordingSUT{sut, rec}, nil
 	})

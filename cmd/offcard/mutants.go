@@ -23,7 +23,8 @@ func init() {
 var mutantsWorkDir = os.Getwd
 
 func runMutants(e *env, args []string) error {
-	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--device sim|tt --lib PATH] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR]")
+	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--device sim|tt --lib PATH | --engine] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME]")
+	engine := fs.Bool("engine", false, "build each mutant into cmd/offcard-engine and kill it through the line protocol (offcard check --engine)")
 	only := fs.String("only", "", "run only these mutants (comma-separated `NAMES`)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	cases := fs.Int("cases", 0, "`N` cases for each mutant's offcard check (default: check's)")
@@ -34,6 +35,7 @@ func runMutants(e *env, args []string) error {
 	device := fs.String("device", "sim", "run each mutant's check on `DEVICE`: sim, or tt (a device library, --lib; mutants the catalog marks as needing sim are skipped)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	overlayDir := fs.String("overlay", "", "only write each mutant's overlay under `DIR`/NAME (for go test -overlay) and print their paths")
+	perturb := fs.String("perturb", "", "run every mutant on the simulator perturbed by `NAME` (a simulator bug: which mutants would it hide?)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -46,7 +48,7 @@ func runMutants(e *env, args []string) error {
 			return bad("--seed %q: want an unsigned 64-bit integer", *seed)
 		}
 	}
-	ms := mutants.Catalog
+	ms := append([]mutants.Mutant(nil), mutants.Catalog...)
 	if *only != "" {
 		ms = nil
 		for _, n := range strings.Split(*only, ",") {
@@ -64,6 +66,9 @@ func runMutants(e *env, args []string) error {
 			return bad("--lib goes with --device tt")
 		}
 	case "tt":
+		if *engine {
+			return bad("--engine runs the engine's own device: it goes without --device tt")
+		}
 		if _, err := cardFactory(*lib); err != nil {
 			return err
 		}
@@ -85,6 +90,15 @@ func runMutants(e *env, args []string) error {
 		ms = run
 	default:
 		return bad("--device %q: want sim or tt", *device)
+	}
+	if *perturb != "" {
+		p, ok := mutants.PerturbationByName(*perturb)
+		if !ok {
+			return bad("--perturb: no perturbation %q", *perturb)
+		}
+		for i := range ms {
+			ms[i] = mutants.Perturbed(ms[i], p)
+		}
 	}
 	if *list {
 		return listMutants(e.stdout, ms, *asJSON)
@@ -116,7 +130,7 @@ func runMutants(e *env, args []string) error {
 		}
 		return nil
 	}
-	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep, CheckArgs: checkArgs}
+	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep, Engine: *engine, CheckArgs: checkArgs}
 	if e.stderrTTY {
 		cfg.Progress = e.stderr
 	}

@@ -29,6 +29,9 @@ func TestSimModes(t *testing.T) {
 	for _, args := range [][]string{
 		{"--mode", "eager", "--width", "fixed:256", "--block-size", "64", "--arch", "blackhole"},
 		{"--mode", "captured", "--recapture-every", "3", "--width", "fixed:4", "--batch", "4", "--prompt-len", "62"},
+		// A correct engine is bit-exact whatever fresh L1 holds.
+		{"--l1", "zero", "--batch", "3"},
+		{"--l1", "stale", "--batch", "3"},
 	} {
 		code, out, errs := runCLI(t, append([]string{"sim", "--steps", "12", "--strict"}, args...)...)
 		if code != 0 {
@@ -43,6 +46,7 @@ func TestSimBadUsage(t *testing.T) {
 		{"--width", "wide"},
 		{"--mode", "turbo"},
 		{"--arch", "grayskull"},
+		{"--l1", "random"},
 		{"--block-size", "48"},
 		{"--batch", "0"},
 		{"--steps", "-2"},

@@ -8,6 +8,7 @@ package mutants
 const (
 	engineStep = "qwen3/engine_step.go"
 	simPlusOne = "sim/plusone.go"
+	kvpagePool = "kvpage/pool.go"
 )
 
 // Catalog is the mutant catalog, in the order the runner reports it: the
@@ -195,6 +196,37 @@ var Catalog = []Mutant{
 			{File: engineStep,
 				Old: "if e.trace != nil && (e.trace.pt != e.pt.ID || !slices.Equal(e.trace.active, active) ||",
 				New: "if e.trace != nil && (!slices.Equal(e.trace.active, active) || // mutant"},
+		},
+	},
+	{
+		Name: "capture-outputs-freed",
+		Idea: "the outputs the device allocated for the ops recorded in a capture (rms_norm, head split, rotary, " +
+			"to_memory_config, SDPA) are freed right after the capture, while the trace still writes them on every replay",
+		Expect: "strict: the capture step's own execution touches the freed outputs (trace-replay-stale-address); " +
+			"faithful runs stay bit-exact until something else is allocated there",
+		Notes: "Only catchable since the contract is ttnn's: with caller-allocated outputs every address a trace " +
+			"wrote was an engine tensor kept for the engine's life. tt_transformers keeps the captured outputs alive for " +
+			"the trace's life (generator.py stores trace_output).",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}\n",
+				New: "\te.freeTensors(owned) // mutant: a capture's op outputs freed after capture\n" +
+					"\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active}\n"},
+		},
+	},
+	{
+		Name: "pool-same-block",
+		Idea: "the scheduler's block pool hands the lowest free block out again and again: two sequences (and one " +
+			"sequence's successive blocks) get the same block",
+		Expect: "red at the first decode step where two users write rows of one 32-row tile: their cores race on the " +
+			"tile's read-modify-write and one row is lost (strict: kv-tile-race)",
+		Notes: "A scheduler bug, not the engine's: ref gets the same tables and keeps both rows. Only catchable since " +
+			"sim runs paged_update_cache's users unordered (all reads, then the writes in a seeded order): with the " +
+			"former serial model the engine kept both rows too and the mutant survived.",
+		Edits: []Edit{
+			{File: kvpagePool,
+				Old: "\tid := heap.Pop(&p.free).(int32)\n",
+				New: "\tid := p.free[0] // mutant: the lowest free block handed out again\n"},
 		},
 	},
 	{

@@ -65,7 +65,46 @@
 //	warm-pos-global-pure        cur-pos     2     3       0.46 s
 //	trace-kept-on-width-change  strict      64    2       0.19 s  page-table-read-past-row
 //	sim-plus-one-no-skip        cur-pos     0     1       0.04 s
+//	capture-outputs-freed       strict      1     2       0.37 s  trace-replay-stale-address
+//	pool-same-block             strict      2     3       3.4 s   kv-tile-race
+//
+// The last two (measured apart, under heavy load) are catchable only since
+// the contract is ttnn's at tt.TTMetalCommit: ops allocate their own
+// outputs (a trace writes them, so freeing them after the capture is a
+// stale-address replay), and paged_update_cache's users run unordered (two
+// users sharing a block race on the tile and lose a row).
 //
 // Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
 // so step 64 is the first position past the first block.
+//
+// # Candidates (issue 9)
+//
+// Candidates holds mutants written as a new user would write them, from
+// the engine's and the contract's documentation and without looking at the
+// properties: a wrong width policy shared by kvpage and the engine, a wrong
+// pad, dropped tile rows and heads in the simulated KV update, page tables
+// leaked per width change or per trace release, a recapture cadence one
+// late or ignored, host writes in every replay, new sequences of one
+// Decode put in one slot, teacher-forced tokens and position jumps ignored
+// by replays, a trace kept across a change of the active slots, a trace
+// left live at Close, a page table freed twice by Close. The ones that
+// mattered (survivors of the suite before issue 9) moved to the Catalog;
+// the before/after kill table is in the issue note. ByName finds both.
+//
+// # Simulator perturbations
+//
+// Perturbations are bugs of the simulator, not the engine:
+// sim-alloc-never-reuse (freed ranges are never handed out again) and
+// sim-overlap-misses-exact (the allocation-overlaps-live-trace check
+// misses an allocation at exactly the freed address).
+// `offcard mutants --perturb NAME` runs the catalog on the perturbed
+// simulator and shows which engine mutants that simulator bug would hide:
+// under sim-alloc-never-reuse the mutants whose harm is a freed address
+// handed to another tensor (free-not-retire, alloc-after-capture: the
+// sanitizer's overlap finding needs the reuse); under
+// sim-overlap-misses-exact the ones found only by that finding at the same
+// address. TestSimPerturbationsCaught keeps the guarantee that makes this
+// safe: the simulator's own unit tests fail on every perturbation
+// (TestAllocatorSequences, resp. TestTraceFreedIntermediateCorrupts), so a
+// mutant can only hide behind a simulator bug its tests flag first.
 package mutants

@@ -75,9 +75,9 @@ func (e *AnchorError) Error() string {
 		e.Mutant, e.Edit, a, e.Count, e.File)
 }
 
-// ByName returns the catalog mutant called name.
+// ByName returns the catalog mutant (or the candidate) called name.
 func ByName(name string) (Mutant, bool) {
-	for _, m := range Catalog {
+	for _, m := range append(Catalog[:len(Catalog):len(Catalog)], Candidates...) {
 		if m.Name == name {
 			return m, true
 		}

@@ -48,6 +48,13 @@ type Config struct {
 	// CheckArgs are added to every `offcard check` (e.g. --device tt --lib
 	// PATH).
 	CheckArgs []string
+	// Engine: build each mutant into cmd/offcard-engine (offcard's engine
+	// behind the line protocol) instead of cmd/offcard, and kill it through
+	// the protocol: `offcard check --engine MUTANT-ENGINE`, run by Checker.
+	Engine bool
+	// Checker is the unmutated offcard binary that checks an engine mutant
+	// (default: Run builds one from Root, once).
+	Checker string
 }
 
 // Result is one mutant's row of the report. Everything but the durations
@@ -128,6 +135,19 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := CheckAnchors(c.Root, ms); err != nil {
 		return nil, err
 	}
+	if c.Engine && c.Checker == "" {
+		d, err := os.MkdirTemp("", "offcard-mutants-checker-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		c.Checker = filepath.Join(d, "offcard"+exeSuffix())
+		build := exec.CommandContext(ctx, goCommand(c), "build", "-o", c.Checker, "./cmd/offcard")
+		build.Dir = c.Root
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build the checker (offcard): %v: %s", err, lastLines(string(out), 5))
+		}
+	}
 	out := make([]Result, 0, len(ms))
 	for i, m := range ms {
 		if err := ctx.Err(); err != nil {
@@ -196,12 +216,13 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 	if err != nil {
 		return fail("%v", err)
 	}
-	bin := filepath.Join(dir, "offcard")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
+	name, pkg := "offcard", "./cmd/offcard"
+	if c.Engine {
+		name, pkg = "offcard-engine", "./cmd/offcard-engine"
 	}
+	bin := filepath.Join(dir, name+exeSuffix())
 	t0 := time.Now()
-	build := exec.CommandContext(ctx, goCommand(c), "build", "-overlay", ov, "-o", bin, "./cmd/offcard")
+	build := exec.CommandContext(ctx, goCommand(c), "build", "-overlay", ov, "-o", bin, pkg)
 	build.Dir = c.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		return fail("mutant %s does not build: %v: %s", m.Name, err, lastLines(string(out), 5))
@@ -227,7 +248,12 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 			args = append(args, "--seed", c.Seed)
 		}
 		args = append(args, c.CheckArgs...)
-		chk := exec.CommandContext(ctx, bin, args...)
+		checker := bin
+		if c.Engine {
+			checker = c.Checker
+			args = append(args, "--engine", bin)
+		}
+		chk := exec.CommandContext(ctx, checker, args...)
 		chk.Dir = c.Root
 		var stdout, stderr bytes.Buffer
 		chk.Stdout, chk.Stderr = &stdout, &stderr
@@ -367,6 +393,10 @@ func ParseCheck(b []byte) (CheckReport, error) {
 			continue
 		}
 		if p, ok := m["passed"].(bool); ok && p {
+			continue
+		}
+		if f, ok := m["failure"]; (!ok || f == nil) && str(m["error"]) != "" {
+			// offcard's runner failed on this case: not a kill.
 			continue
 		}
 		failed++
@@ -577,4 +607,11 @@ func WriteTable(w io.Writer, rs []Result) error {
 	fmt.Fprintf(&b, "%d mutants: %d killed, %d survived, %d errors\n", len(rs), c[Killed], c[Survived], c[Error])
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func exeSuffix() string {
+	if runtime.GOOS == "windows" {
+		return ".exe"
+	}
+	return ""
 }

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package proptest
+
+import "time"
+
+func cpuTime(int) time.Duration { return 0 }

@@ -1,0 +1,267 @@
+package proptest
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/offcard/offcard/tt"
+)
+
+// Tap is a tt.Device that passes every call to the device it wraps and
+// records what the engine asked of it: allocations and frees, host writes
+// and reads, trace captures, executions and releases, and the tensors each
+// captured trace recorded. A factory builds the engine on a Tap; the
+// properties then read the regime, the host writes and the live
+// allocations from these device events, never from the engine's own
+// report. It works over any tt.Device (the simulator, the card).
+type Tap struct {
+	tt.Device
+
+	mu        sync.Mutex
+	live      map[tt.TensorID]tapAlloc
+	next      int // allocation counter
+	baseline  int // allocations up to MarkBaseline
+	capturing tt.TraceID
+	inCapture bool
+	traces    map[tt.TraceID]map[tt.TensorID]bool // live traces and the tensors they recorded
+	pageTable tt.TensorID                         // the page table the last paged op used
+	ev        TapEvents
+}
+
+type tapAlloc struct {
+	t     tt.Tensor
+	order int // 1, 2, ... in allocation order
+}
+
+// TapEvents count what the device was asked since the last TakeEvents.
+type TapEvents struct {
+	// HostWrites and HostReads are WriteHost and ReadHost calls.
+	HostWrites, HostReads int
+	// EagerOps are ops run outside a capture; CapturedOps ops recorded.
+	EagerOps, CapturedOps int
+	// Captures are completed BeginCapture..EndCapture pairs; Executes
+	// trace executions (a capture's first run included); Releases.
+	Captures, Executes, Releases int
+	// Allocs and Frees are Allocate and Free calls that succeeded.
+	Allocs, Frees int
+	// Misuse lists calls the engine should not have made (a free of a
+	// tensor the tap does not know, a release of an unknown trace), first
+	// ones first.
+	Misuse []string
+}
+
+// NewTap wraps dev.
+func NewTap(dev tt.Device) *Tap {
+	return &Tap{Device: dev, live: map[tt.TensorID]tapAlloc{}, traces: map[tt.TraceID]map[tt.TensorID]bool{}}
+}
+
+// MarkBaseline records that the engine's construction is over: the
+// allocations made so far are its persistent tensors.
+func (t *Tap) MarkBaseline() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.baseline = t.next
+}
+
+// TakeEvents returns the events since the previous call.
+func (t *Tap) TakeEvents() TapEvents {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.ev
+	t.ev = TapEvents{}
+	return e
+}
+
+// TapMemory is the device memory the engine holds, as the tap saw it.
+type TapMemory struct {
+	// Persistent are live tensors allocated during construction; Later the
+	// live tensors allocated after it, oldest first.
+	Persistent int
+	Later      []tt.Tensor
+	// PageTable is the page table the last paged op (paged_update_cache,
+	// paged SDPA decode, paged_fill_cache) ran or was recorded with (zero
+	// ID: none yet): the engine's current table.
+	PageTable tt.TensorID
+	// InTrace holds the tensors some live trace recorded.
+	InTrace map[tt.TensorID]bool
+	// Traces is the number of live (captured, not released) traces.
+	Traces int
+}
+
+// Memory reports the live allocations and traces.
+func (t *Tap) Memory() TapMemory {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := TapMemory{InTrace: map[tt.TensorID]bool{}, Traces: len(t.traces), PageTable: t.pageTable}
+	for _, a := range t.live {
+		if a.order <= t.baseline {
+			m.Persistent++
+			continue
+		}
+		m.Later = append(m.Later, a.t)
+	}
+	order := func(x tt.Tensor) int { return t.live[x.ID].order }
+	for i := 1; i < len(m.Later); i++ {
+		for j := i; j > 0 && order(m.Later[j]) < order(m.Later[j-1]); j-- {
+			m.Later[j], m.Later[j-1] = m.Later[j-1], m.Later[j]
+		}
+	}
+	for _, ts := range t.traces {
+		for id := range ts {
+			m.InTrace[id] = true
+		}
+	}
+	return m
+}
+
+func (t *Tap) misuse(format string, a ...any) {
+	if len(t.ev.Misuse) < 4 {
+		t.ev.Misuse = append(t.ev.Misuse, fmt.Sprintf(format, a...))
+	}
+}
+
+// Allocate implements tt.Device.
+func (t *Tap) Allocate(spec tt.Spec) (tt.Tensor, error) {
+	x, err := t.Device.Allocate(spec)
+	if err != nil {
+		return x, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	t.live[x.ID] = tapAlloc{t: x, order: t.next}
+	t.ev.Allocs++
+	return x, nil
+}
+
+// Free implements tt.Device.
+func (t *Tap) Free(x tt.Tensor) error {
+	err := t.Device.Free(x)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.live[x.ID]; !ok {
+		t.misuse("free of %v, which is not allocated", x)
+	} else if err == nil {
+		delete(t.live, x.ID)
+		t.ev.Frees++
+	}
+	return err
+}
+
+// WriteHost implements tt.Device.
+func (t *Tap) WriteHost(dst tt.Tensor, src tt.HostTensor) error {
+	t.mu.Lock()
+	t.ev.HostWrites++
+	t.mu.Unlock()
+	return t.Device.WriteHost(dst, src)
+}
+
+// ReadHost implements tt.Device.
+func (t *Tap) ReadHost(src tt.Tensor) (tt.HostTensor, error) {
+	t.mu.Lock()
+	t.ev.HostReads++
+	t.mu.Unlock()
+	return t.Device.ReadHost(src)
+}
+
+// Run implements tt.Device. The outputs a device allocates for an
+// Allocating op are allocations like any other (the caller frees them).
+func (t *Tap) Run(op tt.Op) ([]tt.Tensor, error) {
+	outs, err := t.Device.Run(op)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, x := range outs {
+		t.next++
+		t.live[x.ID] = tapAlloc{t: x, order: t.next}
+		t.ev.Allocs++
+	}
+	switch o := op.(type) {
+	case tt.PagedUpdateCache:
+		if o.PageTable != nil {
+			t.pageTable = o.PageTable.ID
+		}
+	case tt.PagedFusedUpdateCache:
+		if o.PageTable != nil {
+			t.pageTable = o.PageTable.ID
+		}
+	case tt.PagedSDPADecode:
+		t.pageTable = o.PageTable.ID
+	case tt.PagedFillCache:
+		t.pageTable = o.PageTable.ID
+	case *tt.PagedUpdateCache:
+		if o.PageTable != nil {
+			t.pageTable = o.PageTable.ID
+		}
+	case *tt.PagedFusedUpdateCache:
+		if o.PageTable != nil {
+			t.pageTable = o.PageTable.ID
+		}
+	case *tt.PagedSDPADecode:
+		t.pageTable = o.PageTable.ID
+	}
+	if !t.inCapture {
+		t.ev.EagerOps++
+		return outs, err
+	}
+	t.ev.CapturedOps++
+	if ts := t.traces[t.capturing]; ts != nil {
+		for _, group := range [][]tt.Tensor{op.Inputs(), op.Outputs(), outs} {
+			for _, x := range group {
+				ts[x.ID] = true
+			}
+		}
+	}
+	return outs, err
+}
+
+// BeginCapture implements tt.Device.
+func (t *Tap) BeginCapture() (tt.TraceID, error) {
+	id, err := t.Device.BeginCapture()
+	if err != nil {
+		return id, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.inCapture, t.capturing = true, id
+	t.traces[id] = map[tt.TensorID]bool{}
+	return id, nil
+}
+
+// EndCapture implements tt.Device.
+func (t *Tap) EndCapture(id tt.TraceID) error {
+	err := t.Device.EndCapture(id)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inCapture && id == t.capturing {
+		t.inCapture = false
+		if err == nil {
+			t.ev.Captures++
+		}
+	}
+	return err
+}
+
+// Execute implements tt.Device.
+func (t *Tap) Execute(id tt.TraceID) error {
+	err := t.Device.Execute(id)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil {
+		t.ev.Executes++
+	}
+	return err
+}
+
+// Release implements tt.Device.
+func (t *Tap) Release(id tt.TraceID) error {
+	err := t.Device.Release(id)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.traces[id]; !ok {
+		t.misuse("release of trace %d, which is not live", id)
+	} else if err == nil {
+		delete(t.traces, id)
+		t.ev.Releases++
+	}
+	return err
+}
