@@ -113,6 +113,7 @@ var Catalog = []Mutant{
 			"PagePad) and leaves block ids of finished sequences in the device table. Only the page-table property " +
 			"(the device table, read with sim's Peek, against the host's rows) kills it; a stale id 0 is invisible " +
 			"(PagePad is 0), so the shrunk reproduction needs a third sequence.",
+		NeedsSim: "the exact mode's whole-table page-table check: the stale columns sit in rows of slots with no live sequence, and the tolerant mode checks rows by live sequence only (a card could show them through read-back; the tolerant runner does not look yet; on the loopback: 10 cases pass)",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\ttable := make([]int32, C*e.ptW)\n",
@@ -163,6 +164,7 @@ var Catalog = []Mutant{
 			"every replay then touches a freed address (trace-replay-stale-address)",
 		Notes: "The scratch gets the same address (first fit, immediate reuse), so faithful runs stay bit-exact: " +
 			"only the sanitizer sees it, as on the card only a hang or a later owner would.",
+		NeedsSim: "sim strict mode: the scratch lands on the trace's freed operand and the replays touch it, but the values the engine reads stay right on a card (on the loopback: 10 cases pass); only the sanitizer's allocation-overlaps-live-trace / trace-replay-stale-address findings see it",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}\n",
