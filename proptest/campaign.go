@@ -17,6 +17,9 @@ type Options struct {
 	Seed uint64
 	// Cases is the number of cases (schedules).
 	Cases int
+	// Shard, when set, runs only its slice of the Cases cases (each with
+	// its campaign index and seed, exactly as the whole campaign runs it).
+	Shard Shard
 	// Factory builds the SUT (SimFactory for the engine on sim).
 	Factory Factory
 	// Base fixes the device name and strictness of every scenario.
@@ -35,17 +38,18 @@ type Options struct {
 	Progress func(done, failed, total int)
 }
 
-// Campaign runs o.Cases cases and returns their results in case order.
-// Cases run in parallel; each is deterministic in its seed alone, so the
-// results (and any report made from them) do not depend on Workers or
-// GOMAXPROCS.
+// Campaign runs o.Cases cases (those of o.Shard) and returns their results
+// in case order. Cases run in parallel; each is deterministic in its seed
+// alone, so the results (and any report made from them) do not depend on
+// Workers or GOMAXPROCS.
 func Campaign(o Options) []CaseResult {
+	idx := o.Shard.Cases(o.Cases)
 	workers := o.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	workers = max(1, min(workers, o.Cases))
-	res := make([]CaseResult, o.Cases)
+	workers = max(1, min(workers, len(idx)))
+	res := make([]CaseResult, len(idx))
 	co := CaseOptions{Base: o.Base, Factory: o.Factory, MaxShrinks: o.MaxShrinks, ShrinkRuns: o.ShrinkRuns}
 	jobs := make(chan int)
 	done := make(chan int)
@@ -55,18 +59,18 @@ func Campaign(o Options) []CaseResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range jobs {
+			for j := range jobs {
 				start := time.Since(t0)
-				r := RunCase(CaseSeed(o.Seed, i), co)
-				r.Index, r.Start, r.ReplayArgs = i, start, o.ReplayArgs
-				res[i] = r
-				done <- i
+				r := RunCase(CaseSeed(o.Seed, idx[j]), co)
+				r.Index, r.Start, r.ReplayArgs = idx[j], start, o.ReplayArgs
+				res[j] = r
+				done <- j
 			}
 		}()
 	}
 	go func() {
-		for i := 0; i < o.Cases; i++ {
-			jobs <- i
+		for j := range idx {
+			jobs <- j
 		}
 		close(jobs)
 		wg.Wait()
@@ -79,7 +83,7 @@ func Campaign(o Options) []CaseResult {
 			failed++
 		}
 		if o.Progress != nil {
-			o.Progress(n, failed, o.Cases)
+			o.Progress(n, failed, len(idx))
 		}
 	}
 	return res

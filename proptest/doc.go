@@ -37,7 +37,14 @@
 //   - Campaign runs cases in parallel; case i of the campaign with seed S
 //     has seed CaseSeed(S, i), and CaseSeed(D, 0) = D, so a failing case
 //     replays alone as `offcard check --seed D --cases 1`. Output depends
-//     on the seed only (not on GOMAXPROCS or the number of workers).
+//     on the seed only (not on GOMAXPROCS or the number of workers). A
+//     Shard K/N runs the cases i with i mod N = K-1, exactly as the whole
+//     campaign runs them (`offcard check --shard K/N`).
+//   - The oracle (ref.Decoder) answers positions it has already computed
+//     in this process from a memo of token trajectories (what ref computes
+//     at a position depends only on the weights and the tokens up to it):
+//     the same output bits, and the same keys and values written into
+//     ref's cache, without recomputing them.
 //   - RunScript replays a script; TestRegressions replays every script in
 //     testdata/regressions; FuzzPageTableWidths decodes bytes into a
 //     width sequence and a schedule.

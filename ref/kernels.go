@@ -2,6 +2,7 @@ package ref
 
 import (
 	"math"
+	"sync"
 
 	"github.com/offcard/offcard/bf16"
 )
@@ -15,13 +16,14 @@ func r(f float32) float32 { return bf16.Round(f) }
 
 // reduceLanes folds the 16 lane accumulators in the canonical tree order:
 // for h = 8, 4, 2, 1: acc[l] += acc[l+h] for l < h. The result is acc[0].
+// Written out (the loop costs more than the adds at the reduction lengths
+// of the tiny model); the same additions in the same order.
 func reduceLanes(acc *[Lanes]float32) float32 {
-	for h := Lanes / 2; h >= 1; h /= 2 {
-		for l := 0; l < h; l++ {
-			acc[l] += acc[l+h]
-		}
-	}
-	return acc[0]
+	a0, a1, a2, a3 := acc[0]+acc[8], acc[1]+acc[9], acc[2]+acc[10], acc[3]+acc[11]
+	a4, a5, a6, a7 := acc[4]+acc[12], acc[5]+acc[13], acc[6]+acc[14], acc[7]+acc[15]
+	a0, a1, a2, a3 = a0+a4, a1+a5, a2+a6, a3+a7
+	a0, a1 = a0+a2, a1+a3
+	return a0 + a1
 }
 
 // Dot returns the dot product of a and b (len(b) >= len(a)) in the canonical
@@ -226,14 +228,27 @@ func Silu(g float32) float32 {
 
 // SiluMul computes dst = R(R(silu(gate))·up) elementwise (the SwiGLU
 // activation of Qwen3's MLP). dst may alias gate or up.
+//
+// R(silu(gate)) depends on the 16 bits of the gate only, so it is read from
+// a table of all 65536 gate patterns built once with the same expression
+// (bit-identical by construction; TestSiluTable checks every entry).
 func SiluMul(dst, gate, up []bf16.BF16) {
 	n := len(dst)
 	gate, up = gate[:n], up[:n]
+	t := siluTable()
 	for i := range dst {
-		s := r(Silu(gate[i].Float32()))
-		dst[i] = bf16.FromFloat32(s * up[i].Float32())
+		dst[i] = bf16.FromFloat32(t[gate[i]] * up[i].Float32())
 	}
 }
+
+// siluTable maps every bf16 gate pattern g to R(silu(g)) as float32.
+var siluTable = sync.OnceValue(func() *[1 << 16]float32 {
+	t := new([1 << 16]float32)
+	for g := range t {
+		t[g] = r(Silu(bf16.BF16(g).Float32()))
+	}
+	return t
+})
 
 // AttnScale is the softmax scale of a head of size headDim: float32(1/sqrt(headDim)).
 func AttnScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }

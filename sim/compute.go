@@ -357,32 +357,18 @@ func (d *Device) linear(o tt.Linear) error {
 
 func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	in, w, out, bias := l.bufs[0], l.bufs[1], l.bufs[2], l.bufs[3]
-	gi, gw, gout := geomOf(in.spec), geomOf(w.spec), geomOf(out.spec)
+	gi, gout := geomOf(in.spec), geomOf(out.spec)
 	k := gi.w
 	n := gout.w
 	src := s.buf(0, gi.size())
 	if err := x.readPadded(s, in, src); err != nil {
 		return err
 	}
-	// wt: the weight as rows [n][k] (HF's [out, in]).
-	wt := s.buf(1, n*k)
-	if l.flag && gw.w == gw.wp && gw.h == gw.hp {
-		if err := x.readPadded(s, w, wt); err != nil {
-			return err
-		}
-	} else {
-		raw := s.buf(2, gw.size())
-		if err := x.readPadded(s, w, raw); err != nil {
-			return err
-		}
-		if l.flag {
-			for o := 0; o < n; o++ {
-				r := gw.prow(o) * gw.wp
-				copy(wt[o*k:(o+1)*k], raw[r:r+k])
-			}
-		} else {
-			transpose(wt, raw, gw, k, n)
-		}
+	// wt: the weight as rows [n][k] (HF's [out, in]); wid its contents' id
+	// (0: none, the rows are not remembered).
+	wt, wid, err := x.linearWeight(s, w, l.flag, k, n)
+	if err != nil {
+		return err
 	}
 	var bv []bf16.BF16
 	if bias != nil {
@@ -393,21 +379,42 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	}
 	dst := s.buf(5, gout.size())
 	clear(dst)
-	// Widen the input rows once; ref.DotWidened is ref.Dot(weight row, x_m).
+	// The rows to compute: those the memo (linmemo.go) does not hold.
 	rows := gi.rows()
-	xf := s.floats(rows * k)
+	todo := s.u32(rows)[:0]
+	keys := s.u32x(2 * rows)
 	for m := 0; m < rows; m++ {
 		a := gi.prow(m) * gi.wp
-		widen(xf[m*k:(m+1)*k], src[a:a+k])
+		if wid != 0 && useLinMemo {
+			key := rowKey(wid, bv, src[a:a+k])
+			keys[2*m], keys[2*m+1] = uint32(key), uint32(key>>32)
+			if memoGet(key, wid, bv, src[a:a+k], dst[gout.prow(m)*gout.wp:][:n]) {
+				continue
+			}
+		}
+		todo = append(todo, uint32(m))
+	}
+	// Widen the input rows once; ref.DotWidened is ref.Dot(weight row, x_m).
+	xf := s.floats(len(todo) * k)
+	for i, m := range todo {
+		a := gi.prow(int(m)) * gi.wp
+		widen(xf[i*k:(i+1)*k], src[a:a+k])
 	}
 	for o := 0; o < n; o++ {
 		wo := wt[o*k : (o+1)*k : (o+1)*k]
-		for m := 0; m < rows; m++ {
-			v := ref.DotWidened(wo, xf[m*k:(m+1)*k])
+		for i, m := range todo {
+			v := ref.DotWidened(wo, xf[i*k:(i+1)*k])
 			if bv != nil {
 				v += bv[o].Float32()
 			}
-			dst[gout.prow(m)*gout.wp+o] = bf16.FromFloat32(v)
+			dst[gout.prow(int(m))*gout.wp+o] = bf16.FromFloat32(v)
+		}
+	}
+	if wid != 0 && useLinMemo {
+		for _, m := range todo {
+			a := gi.prow(int(m)) * gi.wp
+			key := uint64(keys[2*m]) | uint64(keys[2*m+1])<<32
+			memoPut(key, wid, bv, src[a:a+k], dst[gout.prow(int(m))*gout.wp:][:n])
 		}
 	}
 	return x.writePadded(s, out, dst, nil)

@@ -115,6 +115,11 @@ type Options struct {
 	// it executed (Eager, Replay) or was recorded (Capture). It may call
 	// Peek; it must not call other Device methods.
 	OnOp func(OpEvent)
+	// OnOpBrief passes OnOp events without Args and Touched (an observer
+	// that reads only Seq, Op, Regime and Trace saves formatting the
+	// arguments and listing the tensors of every op). LogOps still logs
+	// whole events.
+	OnOpBrief bool
 }
 
 // arch parameters (§6.1, §6.2).
@@ -171,6 +176,8 @@ type Device struct {
 	unsafeAlloc bool
 	warned      bool
 	warnings    []string
+
+	wc wcache // linear weights decoded, while their bytes are unwritten
 }
 
 // buffer is a live device tensor's allocation.
@@ -231,8 +238,10 @@ func New(o Options) (*Device, error) {
 		return nil, fmt.Errorf("sim: reserved regions leave no memory")
 	}
 	d := &Device{opt: o, arch: p, bufs: map[tt.TensorID]*buffer{}, progs: map[string]program{}, nextID: 1}
+	d.wc = wcache{m: map[wcKey]*wcEntry{}, lo: ^uint64(0), bankSize: o.DRAMBankSize}
 	for i := 0; i < p.nbanks/p.banksPerChan; i++ {
 		d.chans = append(d.chans, newMem(o.DRAMBankSize*uint64(p.banksPerChan), o.Strict))
+		d.chans[len(d.chans)-1].watch = &d.wc
 	}
 	if o.L1 > L1Stale {
 		return nil, fmt.Errorf("sim: unknown L1 contents mode %v", o.L1)

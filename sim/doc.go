@@ -88,13 +88,21 @@
 // update ops, eager or replayed (KVLog); Options.LogOps keeps an OpEvent per
 // op (name, regime eager/capture/replay, key arguments, the tensors and
 // addresses touched; OpLog), and Options.OnOp receives the same events as
-// they happen. Peek reads a tensor's current bytes for tests without being a
-// host transfer (it works during capture and reports nothing).
+// they happen (Options.OnOpBrief: without Args and Touched, for an observer
+// that needs neither). Peek reads a tensor's current
+// bytes for tests without being a host transfer (it works during capture
+// and reports nothing).
 //
 // Performance: eager launches run on the live buffers without allocating
 // (program-cache keys are built in a reused buffer from per-tensor spec
 // strings), and linear's dot products call ref.DotWidened (ref's canonical
 // order over a once-widened input row), so results stay bit-equal to ref.
+// Linear keeps each DRAM weight it decoded while no byte of the weight's
+// bank range is written (every DRAM write is watched), and remembers output
+// rows process-wide, keyed exactly by the weight's contents, the bias and
+// the input row's bits, so a row seen before (the same prompt in another
+// schedule, a schedule run again while shrinking) is not computed again;
+// both give the bytes the banks hold, as before (wcache.go, linmemo.go).
 // BenchmarkTinyDecodeStep / BenchmarkTinyRefStep compare a tiny-model step
 // with ref's; BenchmarkPagedKVDecode measures the paged ops.
 //

@@ -11,6 +11,7 @@ type mem struct {
 	chunks [][][]byte   // two-level: chunks[c>>dirShift][c&dirMask], created on demand
 	shadow [][][]uint64 // nil unless strict; one bit per byte of a chunk
 	strict bool
+	watch  *wcache // DRAM channels: told of every write (decoded-weight cache)
 }
 
 const (
@@ -77,6 +78,9 @@ func (m *mem) chunkOrPoison(c uint64) []byte {
 
 // write copies src to a. The range must be inside.
 func (m *mem) write(a uint64, src []byte) {
+	if m.watch != nil {
+		m.watch.wrote(a, uint64(len(src)))
+	}
 	for len(src) > 0 {
 		c, off := a>>chunkShift, a&chunkMask
 		dir := m.chunks[c>>dirShift]
@@ -110,14 +114,15 @@ func (m *mem) mark(c, off, n uint64) {
 		sh = make([]uint64, chunkSize/64)
 		dir[c&dirMask] = sh
 	}
-	for i := off; i < off+n; {
-		if i&63 == 0 && off+n-i >= 64 {
-			sh[i>>6] = ^uint64(0)
-			i += 64
-			continue
+	for i, end := off, off+n; i < end; {
+		b := i & 63
+		cnt := min(64-b, end-i)
+		mask := ^uint64(0)
+		if cnt < 64 {
+			mask = (1<<cnt - 1) << b
 		}
-		sh[i>>6] |= 1 << (i & 63)
-		i++
+		sh[i>>6] |= mask
+		i += cnt
 	}
 }
 

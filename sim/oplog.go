@@ -86,6 +86,10 @@ func (e OpEvent) String() string {
 // observing reports whether op events are wanted.
 func (d *Device) observing() bool { return d.opt.LogOps || d.opt.OnOp != nil }
 
+// brief reports whether events need no Args and Touched (OnOpBrief and
+// no LogOps).
+func (d *Device) brief() bool { return d.opt.OnOpBrief && !d.opt.LogOps }
+
 // emit numbers an event, logs it (Options.LogOps) and calls Options.OnOp.
 func (d *Device) emit(e OpEvent) {
 	d.opSeq++

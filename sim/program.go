@@ -198,13 +198,17 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 		if len(d.recorded) > start {
 			fp := d.footprintOf(eff, start)
 			d.footprints = append(d.footprints, fp)
-			if d.observing() {
+			if d.brief() {
+				d.emit(OpEvent{Op: fp.op, Regime: Capture, Trace: d.traceID})
+			} else if d.observing() {
 				d.emit(OpEvent{Op: fp.op, Regime: Capture, Trace: d.traceID, Args: fp.args, Touched: fp.touches()})
 			}
 		}
 		return outs, nil
 	}
-	if d.observing() {
+	if d.brief() {
+		d.emit(OpEvent{Op: op.Name(), Regime: Eager})
+	} else if d.observing() {
 		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(eff)})
 	}
 	return outs, nil

@@ -165,7 +165,9 @@ func (d *Device) Execute(id tt.TraceID) error {
 				return err
 			}
 		}
-		if d.observing() {
+		if d.brief() {
+			d.emit(OpEvent{Op: fp.op, Regime: Replay, Trace: id})
+		} else if d.observing() {
 			d.emit(OpEvent{Op: fp.op, Regime: Replay, Trace: id, Args: fp.args, Touched: fp.touches()})
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ type checkReport struct {
 	Device     string                `json:"device"`
 	Seed       uint64                `json:"seed,string"`
 	Cases      int                   `json:"cases"`
+	Shard      string                `json:"shard,omitempty"`
 	Passed     int                   `json:"passed"`
 	Failed     int                   `json:"failed"`
 	Saved      []string              `json:"saved,omitempty"`
@@ -65,6 +67,7 @@ type timedReport struct {
 	Device     string                `json:"device"`
 	Seed       uint64                `json:"seed,string"`
 	Cases      int                   `json:"cases"`
+	Shard      string                `json:"shard,omitempty"`
 	Passed     int                   `json:"passed"`
 	Failed     int                   `json:"failed"`
 	Saved      []string              `json:"saved,omitempty"`
@@ -80,7 +83,7 @@ type timedReport struct {
 var checkFactory proptest.Factory = proptest.SimFactory
 
 func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--json [--times]] [--save DIR] [--dump FILE.jsonl]")
+	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--shard K/N] [--json [--times]] [--junit OUT.xml] [--save DIR] [--dump FILE.jsonl]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
 	engine := fs.String("engine", "", "run the tolerant mode against an engine process speaking the line protocol: `'CMD ARGS'`, split at spaces (no shell); a fresh process per schedule run")
 	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take before the engine counts as hung and is killed (default 30s; hello 60s)")
@@ -90,6 +93,8 @@ func runCheck(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
 	times := fs.Bool("times", false, "with --json: add wall times (time_to_red_ns: campaign start to the first failing command, before shrinking; per case start_ns, elapsed_ns, time_to_red_ns)")
 	dumpPath := fs.String("dump", "", "run the first failing case's shrunk script once more and write the engine's tokens to `FILE.jsonl` (for offcard adjudicate; nothing is written when every case passes)")
+	shardFlag := fs.String("shard", "", "run only shard `K/N` of the cases (case i when i mod N = K-1; the N shards together are the whole campaign, case for case)")
+	junitPath := fs.String("junit", "", "also write a JUnit XML report, one test case per case, to `OUT.xml`")
 	save := fs.String("save", "", "write each failure's shrunk script into `DIR` (e.g. proptest/testdata/regressions)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -144,7 +149,22 @@ func runCheck(e *env, args []string) error {
 		}
 		probe.Abort()
 	}
-	opt := proptest.Options{Seed: *seed, Cases: *cases, Factory: factory, Base: proptest.Base{Device: *device}}
+	var shard proptest.Shard
+	if *shardFlag != "" {
+		s, err := proptest.ParseShard(*shardFlag)
+		if err != nil {
+			return bad("--shard: %v", err)
+		}
+		shard = s
+	}
+	junit, err := openJUnit(*junitPath)
+	if err != nil {
+		return err
+	}
+	if junit != nil {
+		defer junit.Abort()
+	}
+	opt := proptest.Options{Seed: *seed, Cases: *cases, Shard: shard, Factory: factory, Base: proptest.Base{Device: *device}}
 	if *device == proptest.CardDevice {
 		opt.ReplayArgs = "--device tt --lib " + *lib
 	}
@@ -165,6 +185,10 @@ func runCheck(e *env, args []string) error {
 	t0 := time.Now()
 	rs := proptest.Campaign(opt)
 	elapsed := time.Since(t0)
+	shardName := ""
+	if !shard.Whole() {
+		shardName = shard.String()
+	}
 	passed, failed := proptest.Summary(rs)
 	errored := proptest.Errored(rs)
 	reach := proptest.ReachTotals(rs)
@@ -199,10 +223,10 @@ func runCheck(e *env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
+		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
 			Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach, Result: casesJSON(rs)}
 		if *times {
-			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Passed: passed, Failed: failed,
+			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
 				Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach,
 				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
 			if t, ok := proptest.TimeToRed(rs); ok {
@@ -222,10 +246,14 @@ func runCheck(e *env, args []string) error {
 		}
 	} else {
 		if *engine != "" {
-			fmt.Fprintf(out, "offcard check: engine %q (tolerant mode), seed %d, %d cases\n", *engine, *seed, *cases)
+			fmt.Fprintf(out, "offcard check: engine %q (tolerant mode), seed %d, %d cases", *engine, *seed, *cases)
 		} else {
-			fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases\n", *device, *seed, *cases)
+			fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases", *device, *seed, *cases)
 		}
+		if shardName != "" {
+			fmt.Fprintf(out, ", shard %s (%d cases)", shardName, len(rs))
+		}
+		fmt.Fprintln(out)
 		for _, r := range rs {
 			if !r.Passed {
 				fmt.Fprint(out, r.Report())
@@ -241,6 +269,11 @@ func runCheck(e *env, args []string) error {
 	}
 	if err := out.Flush(); err != nil {
 		return err
+	}
+	if junit != nil {
+		if err := writeJUnit(junit, checkJUnit(*device, *seed, shardName, t0, elapsed, rs)); err != nil {
+			return fmt.Errorf("--junit: %w", err)
+		}
 	}
 	for _, m := range saveErrs {
 		fmt.Fprintf(e.stderr, "offcard check: %s\n", m)
@@ -316,4 +349,30 @@ func saveScripts(dir string, rs []proptest.CaseResult) (saved, errs []string) {
 		saved = append(saved, p)
 	}
 	return saved, errs
+}
+
+// checkJUnit is the campaign as a JUnit report: one test case per case,
+// named by its index and seed; a failing case's failure carries its whole
+// report (seed, replay command, property, shrunk script).
+func checkJUnit(device string, seed uint64, shard string, start time.Time, elapsed time.Duration, rs []proptest.CaseResult) junitSuites {
+	name := fmt.Sprintf("offcard check --device %s --seed %d", device, seed)
+	props := []junitProperty{{"device", device}, {"seed", strconv.FormatUint(seed, 10)}}
+	if shard != "" {
+		name += " --shard " + shard
+		props = append(props, junitProperty{"shard", shard})
+	}
+	cases := make([]junitCase, len(rs))
+	for i, r := range rs {
+		c := junitCase{Name: fmt.Sprintf("case %d seed %d", r.Index, r.Seed), Classname: "offcard.check." + device,
+			Time: junitSeconds(r.Elapsed), SystemOut: r.Scenario}
+		switch {
+		case r.Passed:
+		case r.Failure != nil:
+			c.Failure = &junitProblem{Message: r.Failure.String(), Type: r.Failure.Property, Text: r.Report()}
+		default:
+			c.Error = &junitProblem{Message: r.Error, Type: "error", Text: r.Report()}
+		}
+		cases[i] = c
+	}
+	return newJUnit(name, start, elapsed, props, cases)
 }

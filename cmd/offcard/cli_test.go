@@ -216,6 +216,8 @@ func TestMutantsListJSONSnakeCase(t *testing.T) {
 	}
 }
 
+// checkSnake checks that every object key under v is snake_case (the
+// reach map's event names included).
 func checkSnake(t *testing.T, what string, v any) {
 	t.Helper()
 	switch x := v.(type) {

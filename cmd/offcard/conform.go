@@ -109,42 +109,42 @@ func runConform(e *env, args []string) error {
 }
 
 // JUnit XML (the schema CI systems read: testsuite/testcase/failure).
-type junitSuite struct {
-	XMLName  xml.Name    `xml:"testsuite"`
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Time     string      `xml:"time,attr"`
-	Props    []junitProp `xml:"properties>property"`
-	Cases    []junitCase `xml:"testcase"`
+type conformSuite struct {
+	XMLName  xml.Name      `xml:"testsuite"`
+	Name     string        `xml:"name,attr"`
+	Tests    int           `xml:"tests,attr"`
+	Failures int           `xml:"failures,attr"`
+	Time     string        `xml:"time,attr"`
+	Props    []conformProp `xml:"properties>property"`
+	Cases    []conformCase `xml:"testcase"`
 }
 
-type junitProp struct {
+type conformProp struct {
 	Name  string `xml:"name,attr"`
 	Value string `xml:"value,attr"`
 }
 
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Failure   *junitFailure `xml:"failure,omitempty"`
-	SystemOut string        `xml:"system-out,omitempty"`
+type conformCase struct {
+	Name      string          `xml:"name,attr"`
+	Classname string          `xml:"classname,attr"`
+	Failure   *conformFailure `xml:"failure,omitempty"`
+	SystemOut string          `xml:"system-out,omitempty"`
 }
 
-type junitFailure struct {
+type conformFailure struct {
 	Message string `xml:"message,attr"`
 	Text    string `xml:",chardata"`
 }
 
 func writeConformJUnit(f *atomicFile, rep conform.Report, d time.Duration) error {
-	s := junitSuite{Name: "offcard conform", Tests: len(rep.Results), Failures: rep.Failed(), Time: fmt.Sprintf("%.3f", d.Seconds()),
-		Props: []junitProp{{"lib", rep.Lib}, {"arch", rep.Facts.Arch}, {"tt_metal_commit", rep.BuildInfo["tt_metal_commit"]}, {"implementation", rep.BuildInfo["implementation"]}}}
+	s := conformSuite{Name: "offcard conform", Tests: len(rep.Results), Failures: rep.Failed(), Time: fmt.Sprintf("%.3f", d.Seconds()),
+		Props: []conformProp{{"lib", rep.Lib}, {"arch", rep.Facts.Arch}, {"tt_metal_commit", rep.BuildInfo["tt_metal_commit"]}, {"implementation", rep.BuildInfo["implementation"]}}}
 	for _, r := range rep.Results {
-		c := junitCase{Name: r.Name, Classname: "conform"}
+		c := conformCase{Name: r.Name, Classname: "conform"}
 		if r.OK {
 			c.SystemOut = r.Detail
 		} else {
-			c.Failure = &junitFailure{Message: oneLine(r.Detail), Text: r.Detail}
+			c.Failure = &conformFailure{Message: oneLine(r.Detail), Text: r.Detail}
 		}
 		s.Cases = append(s.Cases, c)
 	}

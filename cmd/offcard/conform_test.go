@@ -29,7 +29,7 @@ func TestConformLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s junitSuite
+	var s conformSuite
 	if err := xml.Unmarshal(b, &s); err != nil {
 		t.Fatalf("JUnit does not parse: %v", err)
 	}
@@ -60,7 +60,7 @@ func TestConformMutantExits1(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, "FAIL  paged-update-cache ") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
-	var s junitSuite
+	var s conformSuite
 	b, _ := os.ReadFile(out)
 	if err := xml.Unmarshal(b, &s); err != nil || s.Failures == 0 || s.Cases[0].Failure == nil {
 		t.Errorf("JUnit: %v %+v", err, s)

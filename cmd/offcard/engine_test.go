@@ -138,7 +138,7 @@ func TestPythonEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Seed 8: two light cases (106 tokens), two sequences past a block.
+	// Seed 8: two light cases (195 device steps between them).
 	code, out, errs := runCLI(t, "check", "--engine", py+" "+script, "--cases", "2", "--seed", "8", "--timeout", "60s")
 	if code != 0 || !strings.HasSuffix(out, "2 passed, 0 failed\n") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/offcard/offcard/proptest/mutants"
 )
@@ -23,7 +24,7 @@ func init() {
 var mutantsWorkDir = os.Getwd
 
 func runMutants(e *env, args []string) error {
-	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--device sim|tt --lib PATH | --engine] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME]")
+	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--device sim|tt --lib PATH | --engine] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME] [--junit OUT.xml]")
 	engine := fs.Bool("engine", false, "build each mutant into cmd/offcard-engine and kill it through the line protocol (offcard check --engine)")
 	only := fs.String("only", "", "run only these mutants (comma-separated `NAMES`)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
@@ -36,6 +37,7 @@ func runMutants(e *env, args []string) error {
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	overlayDir := fs.String("overlay", "", "only write each mutant's overlay under `DIR`/NAME (for go test -overlay) and print their paths")
 	perturb := fs.String("perturb", "", "run every mutant on the simulator perturbed by `NAME` (a simulator bug: which mutants would it hide?)")
+	junitPath := fs.String("junit", "", "also write a JUnit XML report, one test case per mutant (killed passes), to `OUT.xml`")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -130,13 +132,26 @@ func runMutants(e *env, args []string) error {
 		}
 		return nil
 	}
+	junit, err := openJUnit(*junitPath)
+	if err != nil {
+		return err
+	}
+	if junit != nil {
+		defer junit.Abort()
+	}
 	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep, Engine: *engine, CheckArgs: checkArgs}
 	if e.stderrTTY {
 		cfg.Progress = e.stderr
 	}
+	t0 := time.Now()
 	rs, err := mutants.Run(context.Background(), cfg)
 	if err != nil {
 		return err
+	}
+	if junit != nil {
+		if err := writeJUnit(junit, mutantsJUnit(t0, time.Since(t0), rs)); err != nil {
+			return fmt.Errorf("--junit: %w", err)
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -185,4 +200,26 @@ func listMutants(w io.Writer, ms []mutants.Mutant, asJSON bool) error {
 		fmt.Fprintf(w, "%s\n  idea:   %s\n  expect: %s\n  edits:  %d in %s\n", m.Name, m.Idea, m.Expect, len(m.Edits), strings.Join(m.Files(), ", "))
 	}
 	return nil
+}
+
+// mutantsJUnit is the catalog run as a JUnit report: one test case per
+// mutant, passing when the property suite killed it (where and how is its
+// system-out), failing when it survived, an error when it could not be
+// built or checked.
+func mutantsJUnit(start time.Time, elapsed time.Duration, rs []mutants.Result) junitSuites {
+	cases := make([]junitCase, len(rs))
+	for i, r := range rs {
+		c := junitCase{Name: r.Name, Classname: "offcard.mutants", Time: junitSeconds(r.BuildTime + r.CheckTime)}
+		switch r.Status {
+		case mutants.Killed:
+			c.SystemOut = r.Summary() + "\n" + r.Where + "\n" + r.Script
+		case mutants.Survived:
+			c.Failure = &junitProblem{Message: r.Summary(), Type: "survived",
+				Text: fmt.Sprintf("mutant %s survived %d cases of offcard check: no property fired", r.Name, r.Cases)}
+		default:
+			c.Error = &junitProblem{Message: r.Error, Type: "error", Text: r.Error}
+		}
+		cases[i] = c
+	}
+	return newJUnit("offcard mutants", start, elapsed, nil, cases)
 }

@@ -76,13 +76,15 @@ class Model:
             ks = [self.rope(self.norm(k[i * hd:(i + 1) * hd], self.w[p + 'self_attn.k_norm.weight']), pos) for i in range(self.nkv)]
             at = (l, blocks[pos // self.bs], pos % self.bs)  # the paged cache slot of this position
             self.k[at], self.v[at] = ks, [v[i * hd:(i + 1) * hd] for i in range(self.nkv)]
-            slots = [(l, blocks[t // self.bs], t % self.bs) for t in range(pos + 1)]
+            zero = [[0.0] * hd] * self.nkv  # a row never written reads as fresh (zero) memory
+            kc = [self.k.get((l, blocks[t // self.bs], t % self.bs), zero) for t in range(pos + 1)]
+            vc = [self.v.get((l, blocks[t // self.bs], t % self.bs), zero) for t in range(pos + 1)]
             out = []
             for i, qh in enumerate(qs):
-                sc = bf16([v / math.sqrt(hd) for v in bf16([sum(map(mul, qh, self.k[t][i // g])) for t in slots])])
+                sc = bf16([v / math.sqrt(hd) for v in bf16([sum(map(mul, qh, k[i // g])) for k in kc])])
                 e = [math.exp(v - max(sc)) for v in sc]
                 pr = bf16([v / sum(e) for v in e])
-                out += bf16([sum(pt * self.v[t][i // g][d] for pt, t in zip(pr, slots)) for d in range(hd)])
+                out += bf16([sum(pt * v[i // g][d] for pt, v in zip(pr, vc)) for d in range(hd)])
             x = bf16(list(map(float.__add__, x, self.lin(p + 'self_attn.o_proj.weight', out))))
             a = self.norm(x, self.w[p + 'post_attention_layernorm.weight'])
             gate, up = self.lin(p + 'mlp.gate_proj.weight', a), self.lin(p + 'mlp.up_proj.weight', a)

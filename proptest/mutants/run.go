@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -48,6 +49,11 @@ type Config struct {
 	// CheckArgs are added to every `offcard check` (e.g. --device tt --lib
 	// PATH).
 	CheckArgs []string
+	// Jobs is the number of mutants built and checked at once (0:
+	// GOMAXPROCS). A build is mostly one compiler or linker process at a
+	// time, so two cores take two mutants at once. Results do not depend
+	// on it (the times do).
+	Jobs int
 	// Engine: build each mutant into cmd/offcard-engine (offcard's engine
 	// behind the line protocol) instead of cmd/offcard, and kill it through
 	// the protocol: `offcard check --engine MUTANT-ENGINE`, run by Checker.
@@ -121,7 +127,8 @@ func goCommand(c Config) string {
 }
 
 // Run checks every anchor first (an *AnchorError aborts the run before
-// anything is built), then builds and checks each mutant in turn. The
+// anything is built), then builds and checks the mutants, Jobs at a time;
+// the results are in the order of the mutants. The
 // error is non-nil only for a run that could not start; a mutant that
 // fails to build or run is a Result with Status Error.
 func Run(ctx context.Context, c Config) ([]Result, error) {
@@ -148,16 +155,46 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 			return nil, fmt.Errorf("build the checker (offcard): %v: %s", err, lastLines(string(out), 5))
 		}
 	}
-	out := make([]Result, 0, len(ms))
-	for i, m := range ms {
-		if err := ctx.Err(); err != nil {
-			return out, err
+	jobs := c.Jobs
+	if jobs <= 0 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	jobs = max(1, min(jobs, len(ms)))
+	out := make([]Result, len(ms))
+	next := make(chan int)
+	done := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < jobs; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i] = RunOne(ctx, c, ms[i])
+				done <- i
+			}
+		}()
+	}
+	go func() {
+		defer close(done)
+		defer wg.Wait()
+		defer close(next)
+		for i := range ms {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
 		}
-		r := RunOne(ctx, c, m)
-		out = append(out, r)
+	}()
+	n := 0
+	for i := range done {
+		n++
 		if c.Progress != nil {
-			fmt.Fprintf(c.Progress, "[%d/%d] %s: %s\n", i+1, len(ms), m.Name, r.Summary())
+			fmt.Fprintf(c.Progress, "[%d/%d] %s: %s\n", n, len(ms), ms[i].Name, out[i].Summary())
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return out[:0], err
 	}
 	return out, nil
 }
@@ -222,7 +259,9 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 	}
 	bin := filepath.Join(dir, name+exeSuffix())
 	t0 := time.Now()
-	build := exec.CommandContext(ctx, goCommand(c), "build", "-overlay", ov, "-o", bin, pkg)
+	// No VCS stamp (it runs git per build) and no symbol table or DWARF (a
+	// shorter link): the binary only runs check (or serves the engine).
+	build := exec.CommandContext(ctx, goCommand(c), "build", "-buildvcs=false", "-ldflags=-s -w", "-overlay", ov, "-o", bin, pkg)
 	build.Dir = c.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		return fail("mutant %s does not build: %v: %s", m.Name, err, lastLines(string(out), 5))

@@ -1,0 +1,265 @@
+package proptest
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/ref"
+)
+
+// oracle is the runner's ref.Decoder with a memo of trajectories shared by
+// every run in the process: what ref computes for a sequence at position p
+// (its output and the keys and values it writes) depends only on the
+// weights and the tokens fed at positions 0..p (ref's numerics contract:
+// never on the batch, the block table or the other sequences). Schedules
+// of a campaign admit the same prompts again and again (a prompt is a
+// function of its sequence id, salt and length), so most positions are
+// answered from the memo: the output is the memo's and the keys and values
+// are written into ref's cache where ref would write them, so the cache
+// audit and later computed positions see exactly what ref would hold.
+// Positions not in the memo are computed by ref (one sequence's prefill
+// position by position, as ref.Decoder.Prefill does; a decode's missing
+// sequences as one batch) and added to it.
+type oracle struct {
+	d    *ref.Decoder
+	memo *trajMemo
+	cfg  qwen3.Config
+	bs   int
+	// at is each live sequence's node for its last fed position (nil:
+	// off the memo, every later position is computed).
+	at   map[qwen3.SeqID]*trajNode
+	live map[qwen3.SeqID]bool
+}
+
+// useOracleMemo turns the memo on; tests turn it off to show it changes
+// nothing.
+var useOracleMemo = true
+
+// maxMemoNodes bounds the memo (about 2.5 KiB a node for the tiny model);
+// past it positions are computed and not remembered.
+const maxMemoNodes = 1 << 15
+
+// trajMemo is the trie of token sequences fed to ref for one set of
+// weights; a node is one position.
+type trajMemo struct {
+	mu    sync.Mutex
+	root  trajNode
+	nodes int
+}
+
+type trajNode struct {
+	tok  int32
+	pos  int
+	out  qwen3.Output // Seq is not meaningful
+	k, v []bf16.BF16  // [layer][kvHeads*headDim]
+	kids []*trajNode
+}
+
+func (n *trajNode) child(tok int32) *trajNode {
+	for _, c := range n.kids {
+		if c.tok == tok {
+			return c
+		}
+	}
+	return nil
+}
+
+var memos sync.Map // *qwen3.Weights -> *trajMemo
+
+// memoHits and memoMisses count positions answered by the memo and
+// computed by ref (for tests and benchmarks).
+var memoHits, memoMisses atomic.Int64
+
+func memoStats() (hits, misses int64) { return memoHits.Load(), memoMisses.Load() }
+
+func newOracle(w *qwen3.Weights, opt ref.Options) (*oracle, error) {
+	d, err := ref.New(w, opt)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := memos.LoadOrStore(w, &trajMemo{root: trajNode{pos: -1}})
+	return &oracle{d: d, memo: m.(*trajMemo), cfg: w.Config, bs: d.BlockSize(),
+		at: map[qwen3.SeqID]*trajNode{}, live: map[qwen3.SeqID]bool{}}, nil
+}
+
+func (o *oracle) Close()           { o.d.Close() }
+func (o *oracle) KV() *ref.KVStore { return o.d.KV() }
+
+// Prefill is ref.Decoder.Prefill.
+func (o *oracle) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	if !useOracleMemo {
+		return o.d.Prefill(p)
+	}
+	if o.live[p.Seq] {
+		return nil, fmt.Errorf("ref: prefill of sequence %d, which is already live", p.Seq)
+	}
+	if len(p.Tokens) == 0 {
+		return nil, fmt.Errorf("ref: prefill of sequence %d with an empty prompt", p.Seq)
+	}
+	outs := make([]qwen3.Output, len(p.Tokens))
+	o.at[p.Seq] = &o.memo.root
+	for i, t := range p.Tokens {
+		out, err := o.step(qwen3.Step{Seq: p.Seq, Token: t, Pos: i, Blocks: p.Blocks})
+		if err != nil {
+			delete(o.at, p.Seq)
+			return nil, err
+		}
+		outs[i] = out
+	}
+	o.live[p.Seq] = true
+	return outs, nil
+}
+
+// step runs one position of one sequence: from the memo, or by ref.
+func (o *oracle) step(st qwen3.Step) (qwen3.Output, error) {
+	if n := o.hit(st); n != nil {
+		if err := o.writeKV(n, st); err != nil {
+			return qwen3.Output{}, err
+		}
+		return o.output(n, st), nil
+	}
+	outs, err := o.d.Decode([]qwen3.Step{st})
+	if err != nil {
+		return qwen3.Output{}, err
+	}
+	o.remember(st, outs[0])
+	return outs[0], nil
+}
+
+// hit returns the memo's node for st, or nil; on a miss the sequence's
+// position in the memo is kept for remember.
+func (o *oracle) hit(st qwen3.Step) *trajNode {
+	cur := o.at[st.Seq]
+	if cur == nil || cur.pos != st.Pos-1 {
+		o.at[st.Seq] = nil
+		memoMisses.Add(1)
+		return nil
+	}
+	o.memo.mu.Lock()
+	n := cur.child(st.Token)
+	o.memo.mu.Unlock()
+	if n != nil {
+		o.at[st.Seq] = n
+		memoHits.Add(1)
+	} else {
+		memoMisses.Add(1)
+	}
+	return n
+}
+
+func (o *oracle) output(n *trajNode, st qwen3.Step) qwen3.Output {
+	out := n.out
+	out.Seq = st.Seq
+	return out
+}
+
+// remember adds what ref computed for st under the sequence's node.
+func (o *oracle) remember(st qwen3.Step, out qwen3.Output) {
+	cur := o.at[st.Seq]
+	if cur == nil || cur.pos != st.Pos-1 {
+		o.at[st.Seq] = nil
+		return
+	}
+	n := &trajNode{tok: st.Token, pos: st.Pos, out: out}
+	n.out.Seq = 0
+	n.k, n.v = o.readKV(st)
+	o.memo.mu.Lock()
+	defer o.memo.mu.Unlock()
+	if c := cur.child(st.Token); c != nil {
+		o.at[st.Seq] = c // another run added it meanwhile (same bits)
+		return
+	}
+	if o.memo.nodes >= maxMemoNodes {
+		o.at[st.Seq] = nil
+		return
+	}
+	o.memo.nodes++
+	cur.kids = append(cur.kids, n)
+	o.at[st.Seq] = n
+}
+
+// readKV copies the keys and values ref wrote for st, every layer.
+func (o *oracle) readKV(st qwen3.Step) (k, v []bf16.BF16) {
+	kvh, hd := o.cfg.NumKeyValueHeads, o.cfg.HeadDim
+	per := kvh * hd
+	k = make([]bf16.BF16, o.cfg.NumHiddenLayers*per)
+	v = make([]bf16.BF16, len(k))
+	b, row := int(st.Blocks[st.Pos/o.bs]), st.Pos%o.bs
+	for l := 0; l < o.cfg.NumHiddenLayers; l++ {
+		lk, lv := o.d.KV().Layer(l)
+		for h := 0; h < kvh; h++ {
+			off := ((b*kvh+h)*o.bs + row) * hd
+			copy(k[l*per+h*hd:], lk[off:off+hd])
+			copy(v[l*per+h*hd:], lv[off:off+hd])
+		}
+	}
+	return k, v
+}
+
+// writeKV writes a memo node's keys and values where ref would.
+func (o *oracle) writeKV(n *trajNode, st qwen3.Step) error {
+	per := o.cfg.NumKeyValueHeads * o.cfg.HeadDim
+	for l := 0; l < o.cfg.NumHiddenLayers; l++ {
+		if err := o.d.KV().Write(l, st.Blocks, st.Pos, n.k[l*per:(l+1)*per], n.v[l*per:(l+1)*per]); err != nil {
+			return fmt.Errorf("ref: decode of sequence %d: %w", st.Seq, err)
+		}
+	}
+	return nil
+}
+
+// Decode is ref.Decoder.Decode: the sequences the memo knows are answered
+// from it, the others computed by ref as one batch.
+func (o *oracle) Decode(batch []qwen3.Step) ([]qwen3.Output, error) {
+	if !useOracleMemo {
+		return o.d.Decode(batch)
+	}
+	outs := make([]qwen3.Output, len(batch))
+	var miss []qwen3.Step
+	var missAt []int
+	for i, st := range batch {
+		for _, x := range batch[:i] {
+			if x.Seq == st.Seq {
+				return nil, fmt.Errorf("ref: sequence %d appears twice in one decode batch", st.Seq)
+			}
+		}
+		if n := o.hit(st); n != nil {
+			if err := o.writeKV(n, st); err != nil {
+				return nil, err
+			}
+			outs[i] = o.output(n, st)
+			continue
+		}
+		miss = append(miss, st)
+		missAt = append(missAt, i)
+	}
+	if len(miss) > 0 {
+		got, err := o.d.Decode(miss)
+		if err != nil {
+			return nil, err
+		}
+		for j, st := range miss {
+			outs[missAt[j]] = got[j]
+			o.remember(st, got[j])
+		}
+	}
+	for _, st := range batch {
+		o.live[st.Seq] = true
+	}
+	return outs, nil
+}
+
+// Finish is ref.Decoder.Finish.
+func (o *oracle) Finish(seq qwen3.SeqID) error {
+	if !useOracleMemo {
+		return o.d.Finish(seq)
+	}
+	if !o.live[seq] {
+		return fmt.Errorf("ref: finish of sequence %d, which is not live", seq)
+	}
+	delete(o.live, seq)
+	delete(o.at, seq)
+	return nil
+}

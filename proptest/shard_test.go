@@ -1,0 +1,79 @@
+package proptest
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+func TestParseShard(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Shard
+		ok   bool
+	}{
+		{"1/1", Shard{1, 1}, true},
+		{"2/3", Shard{2, 3}, true},
+		{"3/3", Shard{3, 3}, true},
+		{"0/3", Shard{}, false},
+		{"4/3", Shard{}, false},
+		{"1/0", Shard{}, false},
+		{"-1/2", Shard{}, false},
+		{"1", Shard{}, false},
+		{"a/b", Shard{}, false},
+		{"1/2/3", Shard{}, false},
+		{"", Shard{}, false},
+	} {
+		got, err := ParseShard(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseShard(%q) = %v, %v; want %v, ok %v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+// Every case lands in exactly one shard, whatever N.
+func TestShardsPartition(t *testing.T) {
+	for n := 1; n <= 5; n++ {
+		seen := make([]int, 23)
+		for k := 1; k <= n; k++ {
+			for _, i := range (Shard{k, n}).Cases(len(seen)) {
+				seen[i]++
+			}
+		}
+		for i, c := range seen {
+			if c != 1 {
+				t.Fatalf("N=%d: case %d in %d shards", n, i, c)
+			}
+		}
+	}
+	if got := (Shard{}).Cases(3); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("the zero shard runs %v", got)
+	}
+}
+
+// The union of the N shards of a campaign is the campaign, case for case.
+func TestShardsUnionIsTheCampaign(t *testing.T) {
+	const cases, n = 7, 3
+	enc := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	whole := Campaign(Options{Seed: 13, Cases: cases, Factory: SimFactory})
+	var union []CaseResult
+	for k := 1; k <= n; k++ {
+		part := Campaign(Options{Seed: 13, Cases: cases, Shard: Shard{k, n}, Factory: SimFactory})
+		for _, r := range part {
+			if r.Index%n != k-1 {
+				t.Fatalf("shard %d/%d ran case %d", k, n, r.Index)
+			}
+		}
+		union = append(union, part...)
+	}
+	slices.SortFunc(union, func(a, b CaseResult) int { return a.Index - b.Index })
+	if a, b := enc(whole), enc(union); a != b {
+		t.Fatalf("shards:\n%s\nwhole campaign:\n%s", b, a)
+	}
+}

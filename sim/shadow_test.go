@@ -1,0 +1,43 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// The strict shadow (mark, unwritten) agrees with a byte-per-byte model
+// over random writes and queries, chunk borders and word borders included.
+func TestShadowMatchesByteModel(t *testing.T) {
+	const size = 3 * chunkSize
+	m := newMem(size, true)
+	written := make([]bool, size)
+	r := rand.New(rand.NewPCG(3, 4))
+	span := func() (uint64, uint64) {
+		n := uint64(1 + r.IntN([]int{3, 70, 300, 5000}[r.IntN(4)]))
+		a := uint64(r.IntN(size - int(n)))
+		if r.IntN(4) == 0 {
+			a = uint64(chunkSize) - n/2 // across a chunk border
+		}
+		return a, n
+	}
+	for it := 0; it < 3000; it++ {
+		if it%3 == 0 {
+			a, n := span()
+			m.write(a, make([]byte, n))
+			for i := a; i < a+n; i++ {
+				written[i] = true
+			}
+		}
+		a, n := span()
+		want, wantBad := uint64(0), false
+		for i := a; i < a+n; i++ {
+			if !written[i] {
+				want, wantBad = i, true
+				break
+			}
+		}
+		if got, bad := m.unwritten(a, n); bad != wantBad || got != want {
+			t.Fatalf("iteration %d: unwritten(%d, %d) = %d, %v; want %d, %v", it, a, n, got, bad, want, wantBad)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package sim
+
+import (
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/tt"
+)
+
+// A linear's weight is read, untilized and (for a [k, n] weight)
+// transposed at every launch, though an engine writes its weights once.
+// The device keeps each DRAM-interleaved weight it decoded as [n][k] rows,
+// valid while no byte of the weight's bank range has been written since:
+// every write to DRAM (host copy, op output, KV update, a replay writing
+// through a stale address) that touches the range drops the entry. So a
+// launch reads exactly the bytes the banks hold, as before; it only
+// skips decoding them again. The entry is keyed by address, spec and
+// transposition, not by tensor: a tensor allocated where a freed weight
+// was, with the same spec and not yet written, holds those stale bytes on
+// the card too.
+
+type wcKey struct {
+	addr uint64
+	spec string
+	flag bool
+}
+
+type wcEntry struct {
+	wt     []bf16.BF16 // [n][k], read only
+	id     uint64      // canonWeight(wt)
+	lo, hi uint64      // bank-local byte range [addr, addr+perBank)
+}
+
+// wcache is the device's decoded weights, and the watch its DRAM channels
+// call on every write.
+type wcache struct {
+	m        map[wcKey]*wcEntry
+	lo, hi   uint64 // union of the entries' ranges (empty: lo >= hi)
+	bankSize uint64
+}
+
+// wrote is called by a DRAM channel's mem on every write at channel offset
+// a of n bytes.
+func (c *wcache) wrote(a, n uint64) {
+	la := a % c.bankSize
+	if la+n > c.bankSize {
+		c.drop(0, c.bankSize) // crosses into the next bank: drop all
+		return
+	}
+	if la < c.hi && la+n > c.lo {
+		c.drop(la, la+n)
+	}
+}
+
+func (c *wcache) drop(lo, hi uint64) {
+	c.lo, c.hi = ^uint64(0), 0
+	for k, e := range c.m {
+		if e.lo < hi && e.hi > lo {
+			delete(c.m, k)
+			continue
+		}
+		c.lo, c.hi = min(c.lo, e.lo), max(c.hi, e.hi)
+	}
+}
+
+// wcMaxElems bounds the weights kept (a full-size model's weights would
+// double its memory; they are decoded at every launch, as before).
+const wcMaxElems = 1 << 22
+
+// cacheable reports whether a weight buffer's decoded rows may be kept:
+// DRAM interleaved (its pages at [addr, addr+perBank) of every bank), and
+// small.
+func cacheable(b *buffer) bool {
+	return b.bt == tt.DRAM && !b.spec.Memory.Sharded() && b.spec.Volume() <= wcMaxElems
+}
+
+// linearWeight returns the weight operand of a linear as rows [n][k] (HF's
+// [out, in]) and the id of its contents (canonWeight; 0 for a weight not
+// kept); transposed (flag) means w is stored [n, k]. The slice is read
+// only: a cached one is shared by later launches.
+func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.BF16, uint64, error) {
+	d := x.d
+	key := wcKey{w.addr, w.key, flag}
+	keep := cacheable(w) && d.wc.m != nil
+	if keep {
+		if e, ok := d.wc.m[key]; ok {
+			return e.wt, e.id, nil
+		}
+	}
+	gw := geomOf(w.spec)
+	var wt []bf16.BF16
+	if keep {
+		wt = make([]bf16.BF16, n*k)
+	} else {
+		wt = s.buf(1, n*k)
+	}
+	if flag && gw.w == gw.wp && gw.h == gw.hp {
+		if err := x.readPadded(s, w, wt); err != nil {
+			return nil, 0, err
+		}
+	} else {
+		raw := s.buf(2, gw.size())
+		if err := x.readPadded(s, w, raw); err != nil {
+			return nil, 0, err
+		}
+		if flag {
+			for o := 0; o < n; o++ {
+				r := gw.prow(o) * gw.wp
+				copy(wt[o*k:(o+1)*k], raw[r:r+k])
+			}
+		} else {
+			transpose(wt, raw, gw, k, n)
+		}
+	}
+	if keep {
+		e := &wcEntry{wt: wt, id: canonWeight(wt, n, k), lo: w.addr, hi: w.addr + w.perBank}
+		d.wc.m[key] = e
+		d.wc.lo, d.wc.hi = min(d.wc.lo, e.lo), max(d.wc.hi, e.hi)
+		return wt, e.id, nil
+	}
+	return wt, 0, nil
+}
