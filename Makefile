@@ -5,17 +5,38 @@ PKGS    := ./...
 
 -include testdata.mk
 
-.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score crosscheck
-all: build
+.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score crosscheck loopback ttnn-check
+all: build loopback
+
+# The C loopback of the device ABI (tthw/loopback, tthw/include/offcard_tt.h),
+# built with cc into the git-ignored build/ folder. Tests find it through
+# OFFCARD_LOOPBACK (set below for make test; without it they build their
+# own copy with cc).
+CC       ?= cc
+LOOPBACK := $(CURDIR)/build/liboffcard_tt_loopback.so
+LOOPBACK_SRC := $(wildcard tthw/loopback/*.c tthw/loopback/*.h) tthw/include/offcard_tt.h
+loopback: $(LOOPBACK)
+$(LOOPBACK): $(LOOPBACK_SRC)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -Itthw/include -o $@ tthw/loopback/loopback.c tthw/loopback/ops.c -lm
+
+# Compile-check the ttnn shim (tthw/ttnn) against tt-metal's headers laid
+# out in TTNN_HEADERS (its cxxflags file lists the include paths); with
+# clang++ too when it is installed. See tthw/ttnn/README.md.
+TTNN_HEADERS ?=
+ttnn-check:
+	@test -n "$(TTNN_HEADERS)" -a -f "$(TTNN_HEADERS)/cxxflags" || { echo "ttnn-check: set TTNN_HEADERS to a directory with a cxxflags file (tthw/ttnn/README.md)"; exit 2; }
+	g++ -std=c++20 -fsyntax-only -w -Itthw/include $$(cat $(TTNN_HEADERS)/cxxflags) tthw/ttnn/offcard_tt_ttnn.cpp
+	@if command -v clang++ >/dev/null; then echo clang++ -std=c++20 -fsyntax-only; clang++ -std=c++20 -fsyntax-only -w -Itthw/include $$(cat $(TTNN_HEADERS)/cxxflags) tthw/ttnn/offcard_tt_ttnn.cpp; fi
 
 build:
 	$(GO) build $(PKGS)
 
 # The README's test command. testdata fetches the Qwen3 tokenizer.json
 # (hash-checked, git-ignored) that the tokenizer tests need.
-test: build testdata
+test: build testdata loopback
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 -timeout 30m $(PKGS)
+	OFFCARD_LOOPBACK=$(LOOPBACK) $(GO) test -count=1 -timeout 30m $(PKGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

@@ -21,3 +21,7 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 )
+
+require github.com/ebitengine/purego v0.11.3
+
+require gonum.org/v1/gonum v0.17.0

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/offcard/offcard/proptest"
+	"github.com/offcard/offcard/tthw"
 )
 
 func init() {
@@ -119,10 +120,11 @@ func runCheck(e *env, args []string) error {
 			return bad("--lib goes with --device tt")
 		}
 	case "tt":
-		if *lib == "" {
-			return bad("--device tt needs --lib PATH")
+		f, err := cardFactory(*lib)
+		if err != nil {
+			return err
 		}
-		return bad("--device tt is not available yet: the engine has no card factory (run with --device sim)")
+		factory = f
 	default:
 		return bad("--device %q: want sim or tt", *device)
 	}
@@ -163,6 +165,9 @@ func runCheck(e *env, args []string) error {
 		defer junit.Abort()
 	}
 	opt := proptest.Options{Seed: *seed, Cases: *cases, Shard: shard, Factory: factory, Base: proptest.Base{Device: *device}}
+	if *device == proptest.CardDevice {
+		opt.ReplayArgs = "--device tt --lib " + *lib
+	}
 	if *engine != "" {
 		opt.ReplayArgs = fmt.Sprintf("--engine '%s'", *engine)
 		if *timeout != 0 {
@@ -296,6 +301,23 @@ func engineFactory(cmd string, timeout time.Duration) (*proptest.EngineFactory, 
 		return nil, bad("--engine: %v", err)
 	}
 	return proptest.NewEngineFactory(proptest.EngineOptions{Command: argv, Timeout: timeout})
+}
+
+// cardFactory is the factory of --device tt --lib PATH: the engine on a
+// fresh device of the library per schedule run, in the tolerant mode. The
+// library is opened once here so that a bad path is a usage error.
+func cardFactory(lib string) (proptest.Factory, error) {
+	if lib == "" {
+		return nil, bad("--device tt needs --lib PATH")
+	}
+	d, err := tthw.Open(lib, tthw.Options{})
+	if err != nil {
+		return nil, bad("--lib: %v", err)
+	}
+	if _, err := d.Close(); err != nil {
+		return nil, bad("--lib: %v", err)
+	}
+	return proptest.CardFactory(lib, proptest.Tolerance{}), nil
 }
 
 // checkSaveDir makes sure dir is a directory a script can be written

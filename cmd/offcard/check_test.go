@@ -75,7 +75,7 @@ func TestCheckUsage(t *testing.T) {
 		}
 	}
 	code, _, errs := runCLI(t, "check", "--device", "tt", "--lib", "lib.so")
-	if code != 2 || !strings.Contains(errs, "not available yet") {
+	if code != 2 || !strings.Contains(errs, "--lib: tthw: load") {
 		t.Fatalf("tt: exit %d %q", code, errs)
 	}
 	if code, out, errs := runCLI(t, "check", "--help"); code != 0 || !strings.Contains(out, "--seed") || errs != "" {

@@ -24,7 +24,7 @@ func init() {
 var mutantsWorkDir = os.Getwd
 
 func runMutants(e *env, args []string) error {
-	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--engine] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME] [--junit OUT.xml]")
+	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--device sim|tt --lib PATH | --engine] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME] [--junit OUT.xml]")
 	engine := fs.Bool("engine", false, "build each mutant into cmd/offcard-engine and kill it through the line protocol (offcard check --engine)")
 	only := fs.String("only", "", "run only these mutants (comma-separated `NAMES`)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
@@ -33,6 +33,8 @@ func runMutants(e *env, args []string) error {
 	repo := fs.String("repo", "", "the offcard source tree `DIR` (default: the module root above the working directory)")
 	keep := fs.String("keep", "", "keep each mutant's overlay, binary and check output under `DIR`/NAME")
 	list := fs.Bool("list", false, "list the catalog (name, idea, expected red) and exit")
+	device := fs.String("device", "sim", "run each mutant's check on `DEVICE`: sim, or tt (a device library, --lib; mutants the catalog marks as needing sim are skipped)")
+	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	overlayDir := fs.String("overlay", "", "only write each mutant's overlay under `DIR`/NAME (for go test -overlay) and print their paths")
 	perturb := fs.String("perturb", "", "run every mutant on the simulator perturbed by `NAME` (a simulator bug: which mutants would it hide?)")
 	junitPath := fs.String("junit", "", "also write a JUnit XML report, one test case per mutant (killed passes), to `OUT.xml`")
@@ -58,6 +60,38 @@ func runMutants(e *env, args []string) error {
 			}
 			ms = append(ms, m)
 		}
+	}
+	var checkArgs []string
+	switch *device {
+	case "sim":
+		if *lib != "" {
+			return bad("--lib goes with --device tt")
+		}
+	case "tt":
+		if *engine {
+			return bad("--engine runs the engine's own device: it goes without --device tt")
+		}
+		if _, err := cardFactory(*lib); err != nil {
+			return err
+		}
+		abs, err := filepath.Abs(*lib)
+		if err != nil {
+			return badInput{err}
+		}
+		checkArgs = []string{"--device", "tt", "--lib", abs}
+		var run []mutants.Mutant
+		for _, m := range ms {
+			if m.NeedsSim != "" {
+				if !*asJSON && !*list {
+					fmt.Fprintf(e.stdout, "skip %s: needs sim: %s\n", m.Name, m.NeedsSim)
+				}
+				continue
+			}
+			run = append(run, m)
+		}
+		ms = run
+	default:
+		return bad("--device %q: want sim or tt", *device)
 	}
 	if *perturb != "" {
 		p, ok := mutants.PerturbationByName(*perturb)
@@ -105,7 +139,7 @@ func runMutants(e *env, args []string) error {
 	if junit != nil {
 		defer junit.Abort()
 	}
-	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep, Engine: *engine}
+	cfg := mutants.Config{Root: root, Mutants: ms, Cases: *cases, Seed: *seed, KeepDir: *keep, Engine: *engine, CheckArgs: checkArgs}
 	if e.stderrTTY {
 		cfg.Progress = e.stderr
 	}

@@ -69,6 +69,7 @@ var Catalog = []Mutant{
 		Notes: "Freeing after the successor's allocation (the literal swap of retire for free) is an equivalent mutant " +
 			"in this engine: the trace is released in the same step, before any replay or allocation, so nothing can " +
 			"land on the freed table. The seed's hazard needs the freed address handed out while the trace lives.",
+		NeedsSim: "sim strict mode: the freed table is reallocated while the live trace still addresses it, but the trace is released in the same step, before any replay, so the card never computes a wrong value; only the sanitizer's allocation-overlaps-live-trace finding sees the hazard (on the loopback: 20 cases pass)",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "func (e *Engine) setWidth(w int) error {\n\tt, err := e.dev.Allocate(e.ptSpec(w))\n",
@@ -112,6 +113,7 @@ var Catalog = []Mutant{
 			"PagePad) and leaves block ids of finished sequences in the device table. Only the page-table property " +
 			"(the device table, read with sim's Peek, against the host's rows) kills it; a stale id 0 is invisible " +
 			"(PagePad is 0), so the shrunk reproduction needs a third sequence.",
+		NeedsSim: "the exact mode's whole-table page-table check: the stale columns sit in rows of slots with no live sequence, and the tolerant mode checks rows by live sequence only (a card could show them through read-back; the tolerant runner does not look yet; on the loopback: 10 cases pass)",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\ttable := make([]int32, C*e.ptW)\n",
@@ -162,6 +164,7 @@ var Catalog = []Mutant{
 			"every replay then touches a freed address (trace-replay-stale-address)",
 		Notes: "The scratch gets the same address (first fit, immediate reuse), so faithful runs stay bit-exact: " +
 			"only the sanitizer sees it, as on the card only a hang or a later owner would.",
+		NeedsSim: "sim strict mode: the scratch lands on the trace's freed operand and the replays touch it, but the values the engine reads stay right on a card (on the loopback: 10 cases pass); only the sanitizer's allocation-overlaps-live-trace / trace-replay-stale-address findings see it",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}\n",
@@ -229,9 +232,10 @@ var Catalog = []Mutant{
 		},
 	},
 	{
-		Name:   "sim-plus-one-no-skip",
-		Idea:   "the simulator's plus_one ignores skip_negative_entries for -1 (a simulator bug, not the engine's)",
-		Expect: "red at the first replay with an inactive slot (as plus-one-no-skip)",
+		Name:     "sim-plus-one-no-skip",
+		Idea:     "the simulator's plus_one ignores skip_negative_entries for -1 (a simulator bug, not the engine's)",
+		Expect:   "red at the first replay with an inactive slot (as plus-one-no-skip)",
+		NeedsSim: "it mutates the simulator (sim/plusone.go), not the engine: a card runs its own plus_one",
 		Edits: []Edit{
 			{File: simPlusOne,
 				Old: "if l.flag && (v < 0 || v == math.MaxInt32) {",

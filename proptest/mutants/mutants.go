@@ -35,6 +35,10 @@ type Mutant struct {
 	Expect string `json:"expect"`
 	// Notes documents choices (faithfulness, equivalence).
 	Notes string `json:"notes,omitempty"`
+	// NeedsSim, when set, says why only the simulator can kill the mutant
+	// (its strict mode's findings or its op log): offcard mutants --device
+	// tt skips it. Empty: the tolerant mode on a card must kill it.
+	NeedsSim string `json:"needs_sim,omitempty"`
 	// Edits are applied in order, each to the previous one's result.
 	Edits []Edit `json:"edits"`
 }

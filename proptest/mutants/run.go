@@ -46,6 +46,9 @@ type Config struct {
 	// KeepDir, when set, keeps each mutant's overlay, build and check
 	// output under KeepDir/<name> instead of a removed temporary directory.
 	KeepDir string
+	// CheckArgs are added to every `offcard check` (e.g. --device tt --lib
+	// PATH).
+	CheckArgs []string
 	// Jobs is the number of mutants built and checked at once (0:
 	// GOMAXPROCS). A build is mostly one compiler or linker process at a
 	// time, so two cores take two mutants at once. Results do not depend
@@ -283,6 +286,7 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 		if c.Seed != "" {
 			args = append(args, "--seed", c.Seed)
 		}
+		args = append(args, c.CheckArgs...)
 		checker := bin
 		if c.Engine {
 			checker = c.Checker

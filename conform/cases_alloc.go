@@ -1,0 +1,224 @@
+package conform
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/tt"
+)
+
+// allocOp runs an op whose outputs the device allocates on both devices:
+// same outcome, same number of outputs, same specs and addresses (the
+// allocator at dispatch).
+func (p *Pair) allocOp(name string, mk func(i int) tt.Op) ([][2]tt.Tensor, error) {
+	os, es := p.Sim.Run(mk(0))
+	oc, ec := p.Card.Run(mk(1))
+	if err := sameErr(name, es, ec); err != nil {
+		return nil, err
+	}
+	if es != nil {
+		return nil, es
+	}
+	if len(os) != len(oc) {
+		return nil, fmt.Errorf("%s: sim allocates %d outputs, device %d", name, len(os), len(oc))
+	}
+	out := make([][2]tt.Tensor, len(os))
+	for j := range os {
+		if !os[j].Spec.Equal(oc[j].Spec) {
+			return nil, fmt.Errorf("%s: output %d is %v on sim, %v on the device", name, j, os[j].Spec, oc[j].Spec)
+		}
+		if os[j].Addr != oc[j].Addr {
+			return nil, fmt.Errorf("%s: output %d at %#x on sim, %#x on the device", name, j, os[j].Addr, oc[j].Addr)
+		}
+		out[j] = [2]tt.Tensor{os[j], oc[j]}
+	}
+	return out, nil
+}
+
+func (p *Pair) allocWrite(r *rand.Rand, s tt.Spec, scale float32) ([2]tt.Tensor, error) {
+	t, err := p.alloc(s)
+	if err != nil {
+		return t, err
+	}
+	return t, p.write(t, tt.HostBF16(s.Shape, s.Layout, randBF16(r, s.Volume(), scale)))
+}
+
+// heads runs nlp_create_qkv_heads_decode on a random fused QKV row of b
+// users (4 query heads, 2 KV heads of 32).
+func (p *Pair) heads(r *rand.Rand, b int) ([][2]tt.Tensor, error) {
+	in, err := p.allocWrite(r, dram([]int{1, 1, b, (4 + 2*2) * 32}, tt.BF16, tt.Tile), 2)
+	if err != nil {
+		return nil, err
+	}
+	return p.allocOp("nlp_create_qkv_heads_decode", func(i int) tt.Op {
+		return tt.NLPCreateQKVHeadsDecode{Input: in[i], NumHeads: 4, NumKVHeads: 2}
+	})
+}
+
+func caseCreateHeads(p *Pair) error {
+	outs, err := p.heads(rand.New(rand.NewPCG(23, 24)), 4)
+	if err != nil {
+		return err
+	}
+	for j, what := range []string{"Q", "K", "V"} {
+		if err := p.exact(what, outs[j]); err != nil {
+			return err
+		}
+	}
+	p.Note("Q, K, V height-sharded, same addresses and values")
+	return nil
+}
+
+func caseConcatHeads(p *Pair) error {
+	outs, err := p.heads(rand.New(rand.NewPCG(25, 26)), 4)
+	if err != nil {
+		return err
+	}
+	out, err := p.alloc(tt.Spec{Shape: []int{1, 1, 4, 4 * 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1WidthSharded(4, [2]int{32, 32})})
+	if err != nil {
+		return err
+	}
+	if err := p.op("nlp_concat_heads_decode", func(i int) tt.Op { return tt.ConcatHeads{Input: outs[0][i], Output: out[i], NumHeads: 4} }); err != nil {
+		return err
+	}
+	return p.exact("concatenated heads (width-sharded)", out)
+}
+
+func caseToMemoryConfig(p *Pair) error {
+	r := rand.New(rand.NewPCG(27, 28))
+	in, err := p.allocWrite(r, dram([]int{1, 1, 64, 64}, tt.BF16, tt.Tile), 2)
+	if err != nil {
+		return err
+	}
+	sh, err := p.allocOp("to_memory_config", func(i int) tt.Op {
+		return tt.ToMemoryConfig{Input: in[i], Memory: tt.L1HeightSharded(2, [2]int{32, 64})}
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.exact("DRAM -> L1 height-sharded", sh[0]); err != nil {
+		return err
+	}
+	back, err := p.allocOp("to_memory_config", func(i int) tt.Op { return tt.ToMemoryConfig{Input: sh[0][i], Memory: tt.DRAMInterleaved} })
+	if err != nil {
+		return err
+	}
+	return p.exact("L1 height-sharded -> DRAM", back[0])
+}
+
+func caseRMSNorm(p *Pair) error {
+	r := rand.New(rand.NewPCG(29, 30))
+	in, err := p.allocWrite(r, dram([]int{1, 1, 8, 128}, tt.BF16, tt.Tile), 3)
+	if err != nil {
+		return err
+	}
+	w, err := p.allocWrite(r, dram([]int{1, 1, 4, 32}, tt.BF16, tt.RowMajor), 1)
+	if err != nil {
+		return err
+	}
+	out, err := p.allocOp("rms_norm", func(i int) tt.Op { return tt.RMSNorm{Input: in[i], Weight: w[i], Epsilon: 1e-6} })
+	if err != nil {
+		return err
+	}
+	return p.close("rms_norm", out[0])
+}
+
+// cosSin are user b's rotary rows at position pos[b]: HF order (pairs i,
+// i+D/2) or, for llama, interleaved (cos[2i] = cos[2i+1]).
+func cosSin(pos []int, d int, llama bool) (c, s []bf16.BF16) {
+	for _, x := range pos {
+		for i := 0; i < d; i++ {
+			k := i % (d / 2)
+			if llama {
+				k = i / 2
+			}
+			th := float64(x) * math.Pow(10000, -2*float64(k)/float64(d))
+			c = append(c, bf16.FromFloat32(float32(math.Cos(th))))
+			s = append(s, bf16.FromFloat32(float32(math.Sin(th))))
+		}
+	}
+	return c, s
+}
+
+func caseRotary(p *Pair, llama bool) error {
+	r := rand.New(rand.NewPCG(31, 32))
+	const b, heads, d = 4, 4, 32
+	x, err := p.allocWrite(r, tt.Spec{Shape: []int{1, b, heads, d}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(b, [2]int{32, d})}, 2)
+	if err != nil {
+		return err
+	}
+	cs := tt.Spec{Shape: []int{1, b, 1, d}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(b, [2]int{32, d})}
+	cv, sv := cosSin([]int{0, 5, 31, 1000}, d, llama)
+	var cos, sin, tm [2]tt.Tensor
+	for _, c := range []struct {
+		t *[2]tt.Tensor
+		v []bf16.BF16
+	}{{&cos, cv}, {&sin, sv}} {
+		if *c.t, err = p.alloc(cs); err != nil {
+			return err
+		}
+		if err := p.write(*c.t, tt.HostBF16(cs.Shape, tt.Tile, c.v)); err != nil {
+			return err
+		}
+	}
+	name := "rotary_embedding_hf"
+	if llama {
+		name = "rotary_embedding_llama"
+		ts := tt.Spec{Shape: []int{1, 1, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(1, [2]int{32, 32})}
+		m := make([]bf16.BF16, 32*32)
+		for i := 0; i < 16; i++ {
+			m[(2*i)*32+2*i+1] = bf16.FromFloat32(1)
+			m[(2*i+1)*32+2*i] = bf16.FromFloat32(-1)
+		}
+		if tm, err = p.alloc(ts); err != nil {
+			return err
+		}
+		if err := p.write(tm, tt.HostBF16(ts.Shape, tt.Tile, m)); err != nil {
+			return err
+		}
+	}
+	out, err := p.allocOp(name, func(i int) tt.Op {
+		if llama {
+			return tt.RotaryEmbeddingLlama{Input: x[i], Cos: cos[i], Sin: sin[i], TransMat: tm[i]}
+		}
+		return tt.RotaryEmbeddingHF{Input: x[i], Cos: cos[i], Sin: sin[i]}
+	})
+	if err != nil {
+		return err
+	}
+	return p.close(name, out[0])
+}
+
+func caseSDPA(p *Pair) error {
+	r := rand.New(rand.NewPCG(33, 34))
+	k, err := newKV(p, r, 2, 8, 4, 0)
+	if err != nil {
+		return err
+	}
+	// the V cache: another [blocks, heads, bs, D] of random values
+	v, err := p.allocWrite(r, k.cache[0].Spec, 1)
+	if err != nil {
+		return err
+	}
+	q, err := p.allocWrite(r, dram([]int{1, 2, 4, 64}, tt.BF16, tt.Tile), 1)
+	if err != nil {
+		return err
+	}
+	cur, err := p.alloc(dram([]int{2}, tt.INT32, tt.RowMajor))
+	if err != nil {
+		return err
+	}
+	if err := p.write(cur, tt.HostInt32([]int{2}, tt.RowMajor, []int32{40, 100})); err != nil {
+		return err
+	}
+	const name = "paged_scaled_dot_product_attention_decode"
+	out, err := p.allocOp(name, func(i int) tt.Op {
+		return tt.PagedSDPADecode{Q: q[i], K: k.cache[i], V: v[i], PageTable: k.pt[i], CurPos: cur[i]}
+	})
+	if err != nil {
+		return err
+	}
+	return p.close(name, out[0])
+}

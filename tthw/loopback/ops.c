@@ -1,0 +1,794 @@
+/* The loopback's ops. Data movement follows the kernels (tt-metal 622c6fb9):
+ * paged_update_cache reads the update index and the page-table stick
+ * (page_table.padded_shape[-1] * 4 bytes) into L1 and loads
+ * page_table[idx / block_size] from L1 without a bound check, so an
+ * out-of-row read returns what is really next to the row
+ * (ttnn/cpp/ttnn/operations/experimental/paged_cache/device/kernels/dataflow/
+ * writer_update_cache_interleaved_start_id.cpp); only an index of exactly
+ * 0xFFFFFFFF skips a user. plus_one skips negative entries when asked
+ * (ttnn/cpp/ttnn/operations/experimental/plusone/device/kernels/
+ * reader_plusone_interleaved.cpp). Compute ops are plain float loops on the
+ * logical elements, rounded to bf16 once at the end: not bit-exact with
+ * offcard's ref, on purpose. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lb.h"
+
+float lb_bf16_to_f32(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t lb_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+const char *lb_op_name(int32_t c) {
+  switch (c) {
+    case OFFCARD_TT_OP_EMBEDDING: return "embedding";
+    case OFFCARD_TT_OP_RMS_NORM: return "rms_norm";
+    case OFFCARD_TT_OP_LINEAR: return "linear";
+    case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS_DECODE: return "nlp_create_qkv_heads_decode";
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF: return "rotary_embedding_hf";
+    case OFFCARD_TT_OP_PAGED_UPDATE_CACHE: return "paged_update_cache";
+    case OFFCARD_TT_OP_PAGED_FUSED_UPDATE_CACHE: return "paged_fused_update_cache";
+    case OFFCARD_TT_OP_PAGED_FILL_CACHE: return "paged_fill_cache";
+    case OFFCARD_TT_OP_PAGED_SDPA_DECODE: return "paged_scaled_dot_product_attention_decode";
+    case OFFCARD_TT_OP_NLP_CONCAT_HEADS_DECODE: return "nlp_concat_heads_decode";
+    case OFFCARD_TT_OP_ADD: return "add";
+    case OFFCARD_TT_OP_SILU_MUL: return "multiply";
+    case OFFCARD_TT_OP_ARGMAX: return "argmax";
+    case OFFCARD_TT_OP_PLUS_ONE: return "plus_one";
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: return "rotary_embedding_llama";
+    case OFFCARD_TT_OP_TO_MEMORY_CONFIG: return "to_memory_config";
+    case OFFCARD_TT_OP_COPY: return "copy";
+  }
+  return "";
+}
+
+int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t *nout) {
+  static const struct {
+    uint32_t nt, nreq;
+    int nints;
+    uint32_t nout;
+  } f[] = {
+      {0, 0, 0, 0},  {3, 3, 0, 0}, /* embedding */
+      {2, 2, 0, 1},                /* rms_norm */
+      {4, 3, 1, 0},                /* linear */
+      {1, 1, 2, 3},                /* nlp_create_qkv_heads_decode */
+      {3, 3, 0, 1},                /* rotary_embedding_hf */
+      {4, 2, -1, 0},               /* paged_update_cache */
+      {6, 4, -1, 0},               /* paged_fused_update_cache */
+      {4, 3, 1, 0},                /* paged_fill_cache */
+      {5, 5, 2, 1},                /* sdpa decode */
+      {2, 2, 1, 0},                /* nlp_concat_heads_decode */
+      {3, 3, 0, 0},  {3, 3, 0, 0}, /* add, multiply */
+      {2, 2, 0, 0},                /* argmax */
+      {1, 1, 1, 0},                /* plus_one */
+      {4, 4, 0, 1},                /* rotary_embedding_llama */
+      {1, 1, 0, 1},                /* to_memory_config */
+      {2, 2, 0, 0},                /* copy */
+  };
+  if (code < 1 || code > OFFCARD_TT_OP_COPY) return 0;
+  *nt = f[code].nt, *nreq = f[code].nreq, *nints = f[code].nints, *nout = f[code].nout;
+  return 1;
+}
+
+/* ---- helpers ---- */
+
+static uint64_t rows_of(const lb_spec *s) { return lb_volume(s) / (uint64_t)s->dims[s->rank - 1]; }
+static int64_t last(const lb_spec *s) { return s->dims[s->rank - 1]; }
+
+static int same_shape(const lb_spec *a, const lb_spec *b) {
+  if (a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+static float *read_f(offcard_tt_device *d, const char *op, const lb_tensor *t, int *rc) {
+  uint64_t n = lb_volume(&t->s);
+  int e = lb_esize(t->s.dtype);
+  uint8_t *raw = malloc(n * e + 1);
+  float *f = malloc(n * sizeof *f + 1);
+  if (!raw || !f) {
+    free(raw), free(f);
+    *rc = lb_err(OFFCARD_TT_EINTERNAL, op, "out of host memory");
+    return NULL;
+  }
+  if ((*rc = lb_read_logical(d, op, t, raw))) {
+    free(raw), free(f);
+    return NULL;
+  }
+  for (uint64_t i = 0; i < n; i++) {
+    if (t->s.dtype == OFFCARD_TT_BF16) {
+      uint16_t b;
+      memcpy(&b, raw + 2 * i, 2);
+      f[i] = lb_bf16_to_f32(b);
+    } else {
+      memcpy(&f[i], raw + 4 * i, 4);
+    }
+  }
+  free(raw);
+  return f;
+}
+
+static int write_f(offcard_tt_device *d, const char *op, const lb_tensor *t, const float *f) {
+  uint64_t n = lb_volume(&t->s);
+  int e = lb_esize(t->s.dtype);
+  uint8_t *raw = malloc(n * e + 1);
+  if (!raw) return lb_err(OFFCARD_TT_EINTERNAL, op, "out of host memory");
+  for (uint64_t i = 0; i < n; i++) {
+    if (t->s.dtype == OFFCARD_TT_BF16) {
+      uint16_t b = lb_f32_to_bf16(f[i]);
+      memcpy(raw + 2 * i, &b, 2);
+    } else {
+      memcpy(raw + 4 * i, &f[i], 4);
+    }
+  }
+  int rc = lb_write_logical(d, op, t, raw);
+  free(raw);
+  return rc;
+}
+
+static uint32_t *read_u(offcard_tt_device *d, const char *op, const lb_tensor *t, int *rc) {
+  uint64_t n = lb_volume(&t->s);
+  uint32_t *u = malloc(n * 4 + 4);
+  if (!u) {
+    *rc = lb_err(OFFCARD_TT_EINTERNAL, op, "out of host memory");
+    return NULL;
+  }
+  if ((*rc = lb_read_logical(d, op, t, u))) {
+    free(u);
+    return NULL;
+  }
+  return u;
+}
+
+#define FAIL(...) return lb_err(OFFCARD_TT_EDEVICE, name, __VA_ARGS__)
+
+static int want_bf16(const char *name, const char *what, const lb_tensor *t) {
+  if (t->s.dtype != OFFCARD_TT_BF16) return lb_err(OFFCARD_TT_EDEVICE, name, "%s must be BFLOAT16", what);
+  return 0;
+}
+
+/* ---- validation (a program-cache miss) ---- */
+
+static int validate_uc(offcard_tt_device *d, const lb_op *o, int fused) {
+  const char *name = lb_op_name(o->code);
+  int np = fused ? 2 : 1;
+  const lb_tensor *idx = o->present[2 * np] ? &o->t[2 * np] : NULL;
+  const lb_tensor *pt = o->present[2 * np + 1] ? &o->t[2 * np + 1] : NULL;
+  int64_t n = o->ni >= 4 ? o->i[3] : -1;
+  (void)d;
+  if (o->ni < 4 || (n >= 0 && (uint64_t)n + 4 != o->ni)) return lb_err(OFFCARD_TT_EARG, name, "attributes: want share_cache, batch_offset, fp32_dest_acc, n, list");
+  for (int p = 0; p < np; p++) {
+    if (!o->present[2 * p] || !o->present[2 * p + 1]) return lb_err(OFFCARD_TT_EARG, name, "cache and input are required");
+    const lb_spec *cs = &o->t[2 * p].s, *is = &o->t[2 * p + 1].s;
+    if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor in non-fused update_cache must be tilized");
+    if (cs->layout != OFFCARD_TT_TILE) FAIL("Cache tensor in update_cache must be tilized");
+    if (cs->dtype != OFFCARD_TT_FP32 && cs->dtype != OFFCARD_TT_BF16) FAIL("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B");
+    if (is->dtype != OFFCARD_TT_FP32 && is->dtype != OFFCARD_TT_BF16) FAIL("Data type of input tensor must be FLOAT32 or BFLOAT16");
+    if (cs->rank != 4 || is->rank != 4) FAIL("Cache and input tensors must be rank 4");
+    if (lb_padded(is, 0) != 1) FAIL("Dim 0 of input tensor must be 1");
+    if (cs->memory != OFFCARD_TT_INTERLEAVED) FAIL("Only interleaved cache is supported");
+    int64_t hd = lb_padded(is, 3);
+    if (pt && !fused) {
+      if (lb_padded(cs, 2) % LB_TILE) FAIL("block_size (%lld) must be a multiple of 32", (long long)lb_padded(cs, 2));
+    }
+    if (lb_padded(cs, 3) != hd) FAIL("Input and cache head dims must match: %lld vs %lld", (long long)hd, (long long)lb_padded(cs, 3));
+    if (hd % LB_TILE) FAIL("Head dim (%lld) must be a multiple of 32", (long long)hd);
+    if (!pt) {
+      if (o->i[0]) {
+        if (cs->dims[0] != 1) FAIL("Cache batch must be 1 with share_cache");
+      } else if (is->dims[1] != cs->dims[0]) {
+        FAIL("Input batch (%lld) must match cache batch (%lld)", (long long)is->dims[1], (long long)cs->dims[0]);
+      }
+    } else {
+      if (o->i[0]) FAIL("share_cache not supported with paged cache");
+      if (!idx) FAIL("Paged cache requires update_idxs tensor");
+      const lb_spec *ps = &pt->s;
+      if (ps->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded page tables are not implemented by the loopback");
+      if (ps->dtype != OFFCARD_TT_INT32) FAIL("Page table must be INT32 when interleaved");
+      if (ps->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Page table must be ROW_MAJOR");
+      if (ps->rank != 2) FAIL("Page table must be rank 2 [batch, max_num_blocks_per_seq]");
+      if (ps->dims[0] != lb_padded(is, 1)) FAIL("Batch size between page_table and input_tensor must match");
+      if (ps->dims[1] > lb_padded(cs, 0))
+        FAIL("max_num_blocks_per_seq must be less than max_num_blocks: max_num_blocks_per_seq=%lld, max_num_blocks=%lld", (long long)ps->dims[1], (long long)lb_padded(cs, 0));
+    }
+    if ((idx == NULL) == (n < 0)) FAIL("Only an update tensor or an update vector can be provided. Not both or neither.");
+    int64_t num = n;
+    if (idx) {
+      if (idx->s.dtype != OFFCARD_TT_INT32) FAIL("update_idxs tensor must be INT32");
+      if (idx->s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("update_idxs tensor must be ROW_MAJOR");
+      if (idx->s.memory != OFFCARD_TT_INTERLEAVED || idx->s.buffer != OFFCARD_TT_DRAM) FAIL("update_idxs tensor must be DRAM interleaved");
+      num = idx->s.dims[0];
+    }
+    if (lb_padded(is, 1) != num) FAIL("Number of update_idxs (%lld) should match batch size (%lld)", (long long)num, (long long)lb_padded(is, 1));
+    if (is->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Input tensor must be sharded");
+    if (is->shard_w != hd) FAIL("Input shard width (%lld) must equal head_dim (%lld)", (long long)is->shard_w, (long long)hd);
+    if (is->shard_cores != lb_padded(is, 1)) FAIL("Input shard grid must have one core per user: %lld cores for batch %lld", (long long)is->shard_cores, (long long)lb_padded(is, 1));
+    if (is->shard_h != lb_padded(is, 2)) FAIL("Input shard height (%lld) must be one tile row (%lld)", (long long)is->shard_h, (long long)lb_padded(is, 2));
+    if (o->i[1] != 0) FAIL("batch_offset must be 0");
+  }
+  if (fused) {
+    const lb_spec *a = &o->t[1].s, *b = &o->t[3].s;
+    if (a->shard_cores != b->shard_cores) FAIL("input_tensor1 and input_tensor2 must be sharded on the same number of cores: %lld vs %lld", (long long)a->shard_cores, (long long)b->shard_cores);
+    if (a->shard_first < b->shard_first + b->shard_cores && b->shard_first < a->shard_first + a->shard_cores)
+      FAIL("input_tensor1 cores [%lld, %lld) and input_tensor2 cores [%lld, %lld) must not overlap", (long long)a->shard_first,
+           (long long)(a->shard_first + a->shard_cores), (long long)b->shard_first, (long long)(b->shard_first + b->shard_cores));
+    if (!same_shape(&o->t[0].s, &o->t[2].s) || o->t[0].s.dtype != o->t[2].s.dtype || !same_shape(a, b) || a->dtype != b->dtype)
+      FAIL("cache_tensor1/input_tensor1 and cache_tensor2/input_tensor2 must have the same specs");
+  }
+  return 0;
+}
+
+int lb_validate(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_tensor *t = o->t;
+  /* outputs the device allocates: the caller's expected specs must be what
+   * ttnn's compute_output_specs gives (the loopback checks the shapes) */
+  if (o->nout == 1 && o->code != OFFCARD_TT_OP_PAGED_SDPA_DECODE) {
+    const lb_spec *os = &o->out[0].s;
+    if (!same_shape(os, &t[0].s) || os->dtype != t[0].s.dtype || os->layout != t[0].s.layout) FAIL("output spec must have the input's shape, dtype and layout");
+  }
+  switch (o->code) {
+    case OFFCARD_TT_OP_EMBEDDING:
+      if (t[0].s.dtype != OFFCARD_TT_UINT32 && t[0].s.dtype != OFFCARD_TT_BF16) FAIL("Input must be UINT32 or BFLOAT16");
+      if (t[0].s.layout != OFFCARD_TT_ROW_MAJOR || t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Input and weight tensors must be ROW_MAJOR");
+      if (t[1].s.rank < 2) FAIL("Weight tensor must be [vocab, hidden]");
+      if (want_bf16(name, "Weight tensor", &t[1]) || want_bf16(name, "Output tensor", &t[2])) return OFFCARD_TT_EDEVICE;
+      if (lb_volume(&t[2].s) != lb_volume(&t[0].s) * (uint64_t)last(&t[1].s)) FAIL("Output tensor does not hold %llu rows of %lld", (unsigned long long)lb_volume(&t[0].s), (long long)last(&t[1].s));
+      return 0;
+    case OFFCARD_TT_OP_RMS_NORM:
+      if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want one float attribute (epsilon)");
+      for (int i = 0; i < 2; i++)
+        if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
+      if (t[0].s.memory == OFFCARD_TT_HEIGHT_SHARDED) FAIL("Height sharded inputs are not supported.");
+      if ((int64_t)lb_volume(&t[1].s) != last(&t[0].s)) FAIL("Weight tensor has %llu elements, want %lld (the last dim)", (unsigned long long)lb_volume(&t[1].s), (long long)last(&t[0].s));
+      return 0;
+    case OFFCARD_TT_OP_LINEAR: {
+      for (int i = 0; i < 4; i++)
+        if (o->present[i] && want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
+      int64_t k = (int64_t)rows_of(&t[1].s), n = last(&t[1].s);
+      if (o->i[0]) k = n, n = (int64_t)rows_of(&t[1].s);
+      if (last(&t[0].s) != k) FAIL("The width of the first tensor (%lld) must be equal to the height of the second tensor (%lld)", (long long)last(&t[0].s), (long long)k);
+      if (last(&t[2].s) != n || rows_of(&t[2].s) != rows_of(&t[0].s)) FAIL("Output shape, want %llu rows of %lld", (unsigned long long)rows_of(&t[0].s), (long long)n);
+      if (o->present[3] && (int64_t)lb_volume(&t[3].s) != n) FAIL("Bias tensor has %llu elements, want %lld", (unsigned long long)lb_volume(&t[3].s), (long long)n);
+      return 0;
+    }
+    case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS_DECODE: {
+      if (o->i[0] <= 0 || o->i[1] <= 0) FAIL("num_heads and num_kv_heads must be positive");
+      if (want_bf16(name, "Input tensor", &t[0])) return OFFCARD_TT_EDEVICE;
+      const lb_tensor *q = o->out;
+      for (int i = 0; i < 3; i++)
+        if (q[i].s.rank != 4 || q[i].s.dtype != OFFCARD_TT_BF16) FAIL("outputs must be rank-4 BFLOAT16");
+      int64_t dh = q[0].s.dims[3];
+      if (last(&t[0].s) != (o->i[0] + 2 * o->i[1]) * dh) FAIL("Input width %lld != (num_heads + 2*num_kv_heads) * head_dim = %lld", (long long)last(&t[0].s), (long long)((o->i[0] + 2 * o->i[1]) * dh));
+      for (int i = 0; i < 3; i++) {
+        int64_t heads = i == 0 ? o->i[0] : o->i[1];
+        const int64_t *sh = q[i].s.dims;
+        if (sh[0] != 1 || sh[1] != (int64_t)rows_of(&t[0].s) || sh[2] < heads || sh[3] != dh) FAIL("Output shape, want [1, %llu, >=%lld, %lld]", (unsigned long long)rows_of(&t[0].s), (long long)heads, (long long)dh);
+      }
+      return 0;
+    }
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF:
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: {
+      for (uint32_t i = 0; i < o->nt; i++)
+        if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
+      if (t[0].s.rank != 4) FAIL("Input tensor must be rank 4");
+      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && (lb_volume(&t[3].s) != LB_TILE * LB_TILE || t[0].s.dims[3] % LB_TILE))
+        FAIL("trans_mat must be [1,1,32,32] and head_dim a multiple of 32");
+      const int64_t *sh = t[0].s.dims;
+      if (sh[3] % 2) FAIL("head_dim %lld must be even", (long long)sh[3]);
+      uint64_t want = (uint64_t)(sh[0] * sh[1] * sh[3]);
+      if (lb_volume(&t[1].s) != want || lb_volume(&t[2].s) != want) FAIL("Cos/Sin must hold %lld users of %lld", (long long)(sh[0] * sh[1]), (long long)sh[3]);
+      return 0;
+    }
+    case OFFCARD_TT_OP_PAGED_UPDATE_CACHE:
+      return validate_uc(d, o, 0);
+    case OFFCARD_TT_OP_PAGED_FUSED_UPDATE_CACHE:
+      return validate_uc(d, o, 1);
+    case OFFCARD_TT_OP_PAGED_FILL_CACHE: {
+      const lb_spec *cs = &t[0].s, *is = &t[1].s, *ps = &t[2].s;
+      if (cs->layout != OFFCARD_TT_TILE || is->layout != OFFCARD_TT_TILE || cs->rank != 4 || is->rank != 4) FAIL("cache and input must be rank-4 TILE tensors");
+      if (cs->dtype != is->dtype) FAIL("cache and input must have the same dtype");
+      if (is->memory != OFFCARD_TT_INTERLEAVED || cs->memory != OFFCARD_TT_INTERLEAVED) FAIL("Input and cache must be interleaved");
+      if (is->dims[0] != 1 || is->dims[1] != cs->dims[1] || lb_padded(is, 3) != lb_padded(cs, 3)) FAIL("input must be [1, num_heads, seq_len, head_dim] of the cache");
+      if (ps->dtype != OFFCARD_TT_INT32 || ps->layout != OFFCARD_TT_ROW_MAJOR || ps->rank != 2 || ps->memory != OFFCARD_TT_INTERLEAVED) FAIL("page_table must be INT32 ROW_MAJOR interleaved [batch, blocks]");
+      if (lb_padded(is, 2) > ps->dims[1] * lb_padded(cs, 2)) FAIL("Input sequence length must be <= max_num_blocks_per_seq * block_size");
+      if (!o->present[3] && (o->i[0] < 0 || o->i[0] >= ps->dims[0])) FAIL("batch_idx %lld out of range of the page table's %lld rows", (long long)o->i[0], (long long)ps->dims[0]);
+      if (o->present[3]) {
+        const lb_spec *xs = &t[3].s;
+        if (xs->rank != 1 || (xs->dtype != OFFCARD_TT_INT32 && xs->dtype != OFFCARD_TT_UINT32) || xs->layout != OFFCARD_TT_ROW_MAJOR || xs->memory != OFFCARD_TT_INTERLEAVED || xs->buffer != OFFCARD_TT_DRAM)
+          FAIL("batch_idx_tensor must be a 1-D int ROW_MAJOR DRAM interleaved tensor");
+      }
+      if (t[2].aligned % 32) FAIL("page table page size in bytes must be a multiple of 32 due to address alignment");
+      return 0;
+    }
+    case OFFCARD_TT_OP_PAGED_SDPA_DECODE: {
+      if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want k_chunk_size, fp32_dest_acc and scale");
+      for (int i = 0; i < 3; i++)
+        if (want_bf16(name, "Tensor", &t[i]) || t[i].s.rank != 4) FAIL("Q, K and V must be rank-4 BFLOAT16");
+      if (o->out[0].s.dtype != OFFCARD_TT_BF16 || o->out[0].s.layout != OFFCARD_TT_TILE) FAIL("Output must be BFLOAT16 TILE");
+      if (t[1].s.layout != OFFCARD_TT_TILE || t[2].s.layout != OFFCARD_TT_TILE) FAIL("K and V caches must be TILE");
+      if (t[1].s.memory != OFFCARD_TT_INTERLEAVED || t[1].s.buffer != OFFCARD_TT_DRAM || t[2].s.memory != OFFCARD_TT_INTERLEAVED || t[2].s.buffer != OFFCARD_TT_DRAM) FAIL("K and V caches must be DRAM interleaved");
+      const lb_spec *ps = &t[3].s, *cp = &t[4].s;
+      if (ps->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded page tables are not implemented by the loopback");
+      if (ps->dtype != OFFCARD_TT_INT32 || ps->layout != OFFCARD_TT_ROW_MAJOR || ps->rank != 2) FAIL("page_table must be INT32 ROW_MAJOR [batch, blocks]");
+      if (cp->dtype != OFFCARD_TT_INT32 || cp->layout != OFFCARD_TT_ROW_MAJOR || last(cp) != ps->dims[0]) FAIL("cur_pos must be INT32 ROW_MAJOR with one entry per user");
+      const int64_t *qs = t[0].s.dims, *ks = t[1].s.dims, *vs = t[2].s.dims;
+      if (ps->dims[0] != qs[1]) FAIL("page table batch must match Q batch");
+      if (ks[2] != vs[2] || ks[3] != qs[3] || vs[3] != qs[3] || ks[1] != vs[1] || ks[0] != vs[0]) FAIL("K, V and Q geometry mismatch");
+      if (ks[2] % LB_TILE || qs[3] % LB_TILE) FAIL("block size and head dim must be multiples of 32");
+      if (o->i[0] < 0 || o->i[0] % LB_TILE) FAIL("k_chunk_size must be a multiple of 32");
+      if (qs[2] % ks[1]) FAIL("num_heads must be a multiple of num_kv_heads");
+      if (!same_shape(&o->out[0].s, &t[0].s)) FAIL("Output shape != Q shape");
+      if (qs[0] != 1) FAIL("Q dim 0 must be 1");
+      return 0;
+    }
+    case OFFCARD_TT_OP_NLP_CONCAT_HEADS_DECODE: {
+      if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Output tensor", &t[1])) return OFFCARD_TT_EDEVICE;
+      if (t[0].s.rank != 4) FAIL("Input tensor must be rank 4");
+      const int64_t *sh = t[0].s.dims;
+      if (o->i[0] <= 0 || o->i[0] > sh[2]) FAIL("num_heads %lld out of range", (long long)o->i[0]);
+      if ((int64_t)rows_of(&t[1].s) != sh[0] * sh[1] || last(&t[1].s) != o->i[0] * sh[3]) FAIL("Output shape, want [1, 1, %lld, %lld]", (long long)(sh[0] * sh[1]), (long long)(o->i[0] * sh[3]));
+      return 0;
+    }
+    case OFFCARD_TT_OP_ADD:
+    case OFFCARD_TT_OP_SILU_MUL:
+      for (int i = 0; i < 3; i++)
+        if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
+      for (int i = 1; i < 3; i++)
+        if (!same_shape(&t[0].s, &t[i].s) || t[0].s.layout != t[i].s.layout) FAIL("Tensors must have the same shape and layout");
+      return 0;
+    case OFFCARD_TT_OP_ARGMAX:
+      if (want_bf16(name, "Input tensor", &t[0])) return OFFCARD_TT_EDEVICE;
+      if (t[1].s.dtype != OFFCARD_TT_UINT32 && t[1].s.dtype != OFFCARD_TT_INT32) FAIL("Output tensor must be UINT32");
+      if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Output tensor must be ROW_MAJOR");
+      if (lb_volume(&t[1].s) < rows_of(&t[0].s)) FAIL("Output tensor holds fewer than %llu indices", (unsigned long long)rows_of(&t[0].s));
+      return 0;
+    case OFFCARD_TT_OP_TO_MEMORY_CONFIG:
+      return 0;
+    case OFFCARD_TT_OP_COPY:
+      if (!same_shape(&t[0].s, &t[1].s) || t[0].s.dtype != t[1].s.dtype) FAIL("copy needs the same shape and dtype");
+      return 0;
+    case OFFCARD_TT_OP_PLUS_ONE:
+      if (t[0].s.dtype != OFFCARD_TT_INT32 && t[0].s.dtype != OFFCARD_TT_UINT32) FAIL("Only INT32 and UINT32 is supported for inputs!");
+      if (t[0].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Only ROW_MAJOR layout is supported for inputs!");
+      if (t[0].s.rank > 4) FAIL("Input tensor must be rank 1 to 4");
+      return 0;
+  }
+  return lb_err(OFFCARD_TT_EARG, name, "unknown op");
+}
+
+/* ---- execution ---- */
+
+/* page-table CB: one stick per core at a fixed place in L1 */
+#define PT_CB_OFFSET 0x4000
+#define IDX_CB_OFFSET 0x2000
+
+static uint32_t le32(const uint8_t *b) { return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24; }
+
+static uint64_t align_to(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+/* pt_entry copies user's page-table stick into the core's CB and loads entry
+ * virt from L1 with 32-bit pointer arithmetic and no bound check. */
+static int pt_entry(offcard_tt_device *d, const char *op, const lb_tensor *pt, int core, uint32_t user, uint32_t virt, uint32_t *out) {
+  uint64_t stick = (uint64_t)lb_padded(&pt->s, 1) * 4;
+  uint8_t *buf = malloc(stick);
+  if (!buf) return lb_err(OFFCARD_TT_EINTERNAL, op, "out of host memory");
+  uint32_t nb = (uint32_t)d->nbanks;
+  uint64_t slot = align_to(stick, d->dram_align);
+  uint64_t cb = d->l1_base + PT_CB_OFFSET;
+  int rc = lb_io(d, op, 0, (int)(user % nb), (uint32_t)(pt->addr + (user / nb) * slot), buf, stick, 0);
+  if (!rc) rc = lb_io(d, op, 1, core, cb, buf, stick, 1);
+  free(buf);
+  if (rc) return rc;
+  uint8_t w[4];
+  rc = lb_io(d, op, 1, core, (uint32_t)(cb + 4ull * virt), w, 4, 0);
+  if (!rc) *out = le32(w);
+  return rc;
+}
+
+static float get_e(const uint8_t *b, int i, int dt) {
+  if (dt == OFFCARD_TT_BF16) {
+    uint16_t v;
+    memcpy(&v, b + 2 * i, 2);
+    return lb_bf16_to_f32(v);
+  }
+  float f;
+  memcpy(&f, b + 4 * i, 4);
+  return f;
+}
+
+static void set_e(uint8_t *b, int i, int dt, float v) {
+  if (dt == OFFCARD_TT_BF16) {
+    uint16_t x = lb_f32_to_bf16(v);
+    memcpy(b + 2 * i, &x, 2);
+  } else {
+    memcpy(b + 4 * i, &v, 4);
+  }
+}
+
+static float round_to(float v, int bf) { return bf ? lb_bf16_to_f32(lb_f32_to_bf16(v)) : v; }
+
+static int exec_uc(offcard_tt_device *d, const lb_op *o, int fused) {
+  const char *name = lb_op_name(o->code);
+  int np = fused ? 2 : 1;
+  const lb_tensor *idx = o->present[2 * np] ? &o->t[2 * np] : NULL;
+  const lb_tensor *pt = o->present[2 * np + 1] ? &o->t[2 * np + 1] : NULL;
+  const lb_spec *cs = &o->t[0].s, *is = &o->t[1].s;
+  uint32_t wt = (uint32_t)(lb_padded(is, 3) / LB_TILE), heads = (uint32_t)lb_padded(cs, 1), bs = (uint32_t)lb_padded(cs, 2);
+  uint32_t st = bs / LB_TILE, cores = (uint32_t)lb_padded(is, 1);
+  uint32_t batch_tiles = o->i[0] ? 0 : (uint32_t)(o->t[0].num_pages / (uint64_t)lb_padded(cs, 0));
+  int cdt = cs->dtype, idt = is->dtype, fp32 = o->i[2] != 0;
+  int lossless = cdt == idt && (fp32 || cdt == OFFCARD_TT_BF16);
+  uint32_t tileB = LB_TILE * LB_TILE * lb_esize(cdt), inTileB = LB_TILE * LB_TILE * lb_esize(idt);
+  uint32_t tileAl = (uint32_t)align_to(tileB, d->dram_align), nb = (uint32_t)d->nbanks;
+  uint8_t *tiles = malloc((size_t)wt * tileB), *in_row = malloc((size_t)wt * inTileB);
+  uint8_t *stick = idx ? malloc(idx->aligned) : NULL;
+  int rc = 0;
+  if (!tiles || !in_row || (idx && !stick)) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+  for (int part = 0; part < np && !rc; part++) {
+    const lb_tensor *cache = &o->t[2 * part], *in = &o->t[2 * part + 1];
+    for (uint32_t user = 0; user < cores && !rc; user++) {
+      int core = (int)(in->s.shard_first + user);
+      uint32_t cache_id, row;
+      if (idx) {
+        uint8_t w[4];
+        if ((rc = lb_io(d, name, 0, 0, idx->addr, stick, idx->aligned, 0))) break;
+        if ((rc = lb_io(d, name, 1, core, d->l1_base + IDX_CB_OFFSET, stick, idx->aligned, 1))) break;
+        if ((rc = lb_io(d, name, 1, core, d->l1_base + IDX_CB_OFFSET + 4ull * user, w, 4, 0))) break;
+        uint32_t raw = le32(w);
+        if (raw == 0xFFFFFFFFu) continue;
+        if (pt) {
+          uint32_t phys;
+          if ((rc = pt_entry(d, name, pt, core, user, raw / bs, &phys))) break;
+          cache_id = phys * heads * st * wt + ((raw % bs) / LB_TILE) * wt;
+        } else {
+          cache_id = user * batch_tiles + (raw / LB_TILE) * wt;
+        }
+        row = raw % LB_TILE;
+      } else {
+        uint32_t u = (uint32_t)o->i[4 + user];
+        cache_id = user * batch_tiles + (u / LB_TILE) * wt;
+        row = u % LB_TILE;
+      }
+      if ((rc = lb_io(d, name, 1, core, in->addr, in_row, (uint64_t)wt * inTileB, 0))) break;
+      for (uint32_t h = 0; h < heads && !rc; h++) {
+        for (uint32_t w = 0; w < wt && !rc; w++) {
+          uint32_t id = cache_id + w;
+          rc = lb_io(d, name, 0, (int)(id % nb), (uint32_t)(cache->addr + (id / nb) * tileAl), tiles + w * tileB, tileB, 0);
+        }
+        for (uint32_t w = 0; w < wt && !rc; w++) {
+          uint8_t *ct = tiles + w * tileB, *it = in_row + w * inTileB;
+          if (!lossless)
+            for (int i = 0; i < LB_TILE * LB_TILE; i++) set_e(ct, i, cdt, round_to(get_e(ct, i, cdt), !fp32));
+          for (int c = 0; c < LB_TILE; c++) {
+            int ci = lb_tile_elem((int)row, c), ii = lb_tile_elem((int)(h % LB_TILE), c);
+            if (h >= LB_TILE) ii = lb_tile_elem(LB_TILE - 1, c); /* heads beyond one tile row are not modelled */
+            if (lossless)
+              memcpy(ct + ci * lb_esize(cdt), it + ii * lb_esize(idt), lb_esize(cdt));
+            else
+              set_e(ct, ci, cdt, round_to(get_e(it, ii, idt), !fp32));
+          }
+        }
+        for (uint32_t w = 0; w < wt && !rc; w++) {
+          uint32_t id = cache_id + w;
+          rc = lb_io(d, name, 0, (int)(id % nb), (uint32_t)(cache->addr + (id / nb) * tileAl), tiles + w * tileB, tileB, 1);
+        }
+        cache_id += wt * st;
+      }
+    }
+  }
+  free(tiles), free(in_row), free(stick);
+  return rc;
+}
+
+static int exec_fill(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_tensor *cache = &o->t[0], *in = &o->t[1], *pt = &o->t[2];
+  uint32_t batch = (uint32_t)o->i[0], nb = (uint32_t)d->nbanks;
+  int rc = 0;
+  if (o->present[3]) {
+    uint32_t *w = read_u(d, name, &o->t[3], &rc);
+    if (!w) return rc;
+    batch = w[0];
+    free(w);
+  }
+  uint8_t *row = malloc(pt->aligned), *tile = malloc(cache->page_size);
+  if (!row || !tile) {
+    free(row), free(tile);
+    return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+  }
+  rc = lb_io(d, name, 0, (int)(batch % nb), (uint32_t)(pt->addr + (batch / nb) * pt->aligned), row, pt->aligned, 0);
+  uint32_t heads = (uint32_t)lb_padded(&cache->s, 1), bst = (uint32_t)(lb_padded(&cache->s, 2) / LB_TILE);
+  uint32_t wt = (uint32_t)(lb_padded(&cache->s, 3) / LB_TILE), st = (uint32_t)(lb_padded(&in->s, 2) / LB_TILE);
+  uint32_t nent = (uint32_t)(pt->aligned / 4), tileAl = (uint32_t)cache->aligned;
+  for (uint32_t h = 0; h < heads && !rc; h++)
+    for (uint32_t t = 0; t < st && !rc; t++) {
+      uint32_t vb = t / bst;
+      if (vb >= nent) {
+        rc = lb_err(OFFCARD_TT_EDEVICE, name, "page-table entry %u lies past the %u B page read", vb, 4 * nent);
+        break;
+      }
+      uint32_t phys = le32(row + 4 * vb);
+      if (phys == 0xFFFFFFFFu) continue;
+      for (uint32_t w = 0; w < wt && !rc; w++) {
+        if ((rc = lb_page_io(d, name, in, h * st * wt + t * wt + w, tile, 0))) break;
+        uint32_t id = phys * heads * bst * wt + h * bst * wt + (t % bst) * wt + w;
+        rc = lb_io(d, name, 0, (int)(id % nb), (uint32_t)(cache->addr + (id / nb) * tileAl), tile, cache->page_size, 1);
+      }
+    }
+  free(row), free(tile);
+  return rc;
+}
+
+static int exec_sdpa(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_tensor *q = &o->t[0], *k = &o->t[1], *v = &o->t[2], *pt = &o->t[3], *cp = &o->t[4], *out = &o->out[0];
+  int rc = 0;
+  uint32_t batch = (uint32_t)pt->s.dims[0];
+  uint32_t *pos = read_u(d, name, cp, &rc);
+  if (!pos) return rc;
+  float *qv = read_f(d, name, q, &rc);
+  float *ov = qv ? read_f(d, name, out, &rc) : NULL;
+  int heads = (int)q->s.dims[2], kvh = (int)k->s.dims[1], dh = (int)q->s.dims[3];
+  uint32_t bs = (uint32_t)k->s.dims[2], bst = bs / LB_TILE, dht = (uint32_t)dh / LB_TILE, nb = (uint32_t)d->nbanks;
+  float scale = o->f[0] != 0 ? o->f[0] : 1.0f / sqrtf((float)dh);
+  uint8_t *tile = malloc(k->page_size);
+  float *kb = NULL, *vb = NULL, *pr = NULL;
+  if (!tile && !rc) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+  int active = 0;
+  for (uint32_t b = 0; b < batch && !rc; b++) {
+    uint32_t cur = pos[b];
+    if (cur == 0xFFFFFFFFu) continue;
+    active++;
+    if (cur >= (1u << 20)) {
+      rc = lb_err(OFFCARD_TT_EDEVICE, name, "user %u has cur_pos %d; the loopback stops at %d positions", b, (int32_t)cur, 1 << 20);
+      break;
+    }
+    int core = (int)(b % (uint32_t)d->ncores);
+    uint32_t used = cur / LB_TILE + 1, n = cur + 1;
+    free(kb), free(vb), free(pr);
+    kb = malloc((size_t)used * LB_TILE * dh * sizeof *kb);
+    vb = malloc((size_t)used * LB_TILE * dh * sizeof *vb);
+    pr = malloc((size_t)n * sizeof *pr);
+    if (!kb || !vb || !pr) {
+      rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+      break;
+    }
+    for (int h = 0; h < kvh && !rc; h++) {
+      for (uint32_t r = 0; r < used && !rc; r++) {
+        uint32_t phys;
+        if ((rc = pt_entry(d, name, pt, core, b, r / bst, &phys))) break;
+        for (uint32_t c = 0; c < dht && !rc; c++) {
+          uint32_t id = phys * (uint32_t)kvh * bst * dht + (uint32_t)h * bst * dht + (r % bst) * dht + c;
+          for (int which = 0; which < 2 && !rc; which++) {
+            const lb_tensor *cache = which ? v : k;
+            float *into = which ? vb : kb;
+            if ((rc = lb_io(d, name, 0, (int)(id % nb), (uint32_t)(cache->addr + (id / nb) * cache->aligned), tile, cache->page_size, 0))) break;
+            for (int rr = 0; rr < LB_TILE; rr++)
+              for (int cc = 0; cc < LB_TILE; cc++) {
+                uint16_t x;
+                memcpy(&x, tile + 2 * lb_tile_elem(rr, cc), 2);
+                into[(size_t)(r * LB_TILE + rr) * dh + c * LB_TILE + cc] = lb_bf16_to_f32(x);
+              }
+          }
+        }
+      }
+      if (rc) break;
+      int group = heads / kvh;
+      for (int g = 0; g < group; g++) {
+        int qh = h * group + g;
+        const float *qr = qv + ((size_t)b * heads + qh) * dh;
+        float mx = -INFINITY, sum = 0;
+        for (uint32_t p = 0; p < n; p++) {
+          float s = 0;
+          for (int i = 0; i < dh; i++) s += qr[i] * kb[(size_t)p * dh + i];
+          pr[p] = s * scale;
+          if (pr[p] > mx) mx = pr[p];
+        }
+        for (uint32_t p = 0; p < n; p++) sum += pr[p] = expf(pr[p] - mx);
+        float *orow = ov + ((size_t)b * heads + qh) * dh;
+        for (int i = 0; i < dh; i++) {
+          float acc = 0;
+          for (uint32_t p = 0; p < n; p++) acc += pr[p] * vb[(size_t)p * dh + i];
+          orow[i] = acc / sum;
+        }
+      }
+    }
+  }
+  if (!rc && active) rc = write_f(d, name, out, ov);
+  free(pos), free(qv), free(ov), free(tile), free(kb), free(vb), free(pr);
+  return rc;
+}
+
+static int exec_plus_one(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_tensor *t = &o->t[0];
+  uint8_t *pg = malloc(t->page_size);
+  if (!pg) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+  uint64_t w = (uint64_t)lb_padded(&t->s, t->s.rank - 1);
+  int rc = 0;
+  for (uint64_t p = 0; p < t->num_pages && !rc; p++) {
+    if ((rc = lb_page_io(d, name, t, p, pg, 0))) break;
+    for (uint64_t i = 0; i < w; i++) {
+      int32_t x = (int32_t)le32(pg + 4 * i);
+      if (o->i[0] && (x < 0 || x == INT32_MAX)) continue;
+      uint32_t y = (uint32_t)x + 1;
+      memcpy(pg + 4 * i, &y, 4);
+    }
+    rc = lb_page_io(d, name, t, p, pg, 1);
+  }
+  free(pg);
+  return rc;
+}
+
+int lb_exec(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_tensor *t = o->t;
+  int rc = 0;
+  float *a = NULL, *b = NULL, *c = NULL, *r = NULL;
+  uint32_t *u = NULL;
+  switch (o->code) {
+    case OFFCARD_TT_OP_PAGED_UPDATE_CACHE:
+      return exec_uc(d, o, 0);
+    case OFFCARD_TT_OP_PAGED_FUSED_UPDATE_CACHE:
+      return exec_uc(d, o, 1);
+    case OFFCARD_TT_OP_PAGED_FILL_CACHE:
+      return exec_fill(d, o);
+    case OFFCARD_TT_OP_PAGED_SDPA_DECODE:
+      return exec_sdpa(d, o);
+    case OFFCARD_TT_OP_PLUS_ONE:
+      return exec_plus_one(d, o);
+    case OFFCARD_TT_OP_EMBEDDING: {
+      uint64_t n = lb_volume(&t[0].s), hidden = (uint64_t)last(&t[1].s);
+      if (t[0].s.dtype == OFFCARD_TT_BF16) { /* ids as bf16 values */
+        if (!(a = read_f(d, name, &t[0], &rc))) return rc;
+        if (!(u = malloc(n * 4 + 4))) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+        for (uint64_t i = 0; i < n; i++) u[i] = (uint32_t)a[i];
+      } else if (!(u = read_u(d, name, &t[0], &rc))) {
+        return rc;
+      }
+      uint8_t *out = malloc(n * hidden * 2 + 2);
+      if (!out) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+      for (uint64_t i = 0; i < n && !rc; i++) rc = lb_page_io(d, name, &t[1], u[i], out + i * hidden * 2, 0);
+      if (!rc) rc = lb_write_logical(d, name, &t[2], out);
+      free(out);
+      break;
+    }
+    case OFFCARD_TT_OP_RMS_NORM: {
+      if (!(a = read_f(d, name, &t[0], &rc)) || !(b = read_f(d, name, &t[1], &rc))) break;
+      uint64_t w = (uint64_t)last(&t[0].s), rows = rows_of(&t[0].s);
+      for (uint64_t i = 0; i < rows; i++) {
+        float *x = a + i * w, ss = 0;
+        for (uint64_t j = 0; j < w; j++) ss += x[j] * x[j];
+        float inv = 1.0f / sqrtf(ss / (float)w + o->f[0]);
+        for (uint64_t j = 0; j < w; j++) x[j] = x[j] * inv * b[j];
+      }
+      rc = write_f(d, name, &o->out[0], a);
+      break;
+    }
+    case OFFCARD_TT_OP_LINEAR: {
+      if (!(a = read_f(d, name, &t[0], &rc)) || !(b = read_f(d, name, &t[1], &rc))) break;
+      if (o->present[3] && !(c = read_f(d, name, &t[3], &rc))) break;
+      uint64_t k = (uint64_t)last(&t[0].s), m = rows_of(&t[0].s), n = (uint64_t)last(&t[2].s);
+      if (!(r = malloc(m * n * sizeof *r + 4))) {
+        rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+        break;
+      }
+      for (uint64_t i = 0; i < m; i++)
+        for (uint64_t j = 0; j < n; j++) {
+          float s = c ? c[j] : 0;
+          for (uint64_t q = 0; q < k; q++) s += a[i * k + q] * (o->i[0] ? b[j * k + q] : b[q * n + j]);
+          r[i * n + j] = s;
+        }
+      rc = write_f(d, name, &t[2], r);
+      break;
+    }
+    case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS_DECODE: {
+      if (!(a = read_f(d, name, &t[0], &rc))) break;
+      uint64_t rows = rows_of(&t[0].s), w = (uint64_t)last(&t[0].s), col = 0;
+      for (int i = 0; i < 3 && !rc; i++) {
+        const lb_tensor *ot = &o->out[i];
+        uint64_t heads = (uint64_t)(i == 0 ? o->i[0] : o->i[1]), hp = (uint64_t)ot->s.dims[2], dh = (uint64_t)ot->s.dims[3];
+        float *dst = calloc(lb_volume(&ot->s) + 1, sizeof *dst);
+        if (!dst) {
+          rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+          break;
+        }
+        for (uint64_t bb = 0; bb < rows; bb++)
+          for (uint64_t h = 0; h < heads; h++) memcpy(dst + (bb * hp + h) * dh, a + bb * w + col + h * dh, dh * sizeof *dst);
+        rc = write_f(d, name, ot, dst);
+        free(dst);
+        col += heads * dh;
+      }
+      break;
+    }
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF:
+    case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: {
+      float *tm = NULL;
+      if (!(a = read_f(d, name, &t[0], &rc)) || !(b = read_f(d, name, &t[1], &rc)) || !(c = read_f(d, name, &t[2], &rc))) break;
+      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && !(tm = read_f(d, name, &t[3], &rc))) break;
+      uint64_t dh = (uint64_t)t[0].s.dims[3], hh = (uint64_t)t[0].s.dims[2], rows = rows_of(&t[0].s), half = dh / 2;
+      if (!(r = malloc(lb_volume(&t[0].s) * sizeof *r + 4))) {
+        rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+        break;
+      }
+      for (uint64_t i = 0; i < rows; i++) {
+        const float *x = a + i * dh, *cs = b + (i / hh) * dh, *sn = c + (i / hh) * dh;
+        for (uint64_t j = 0; j < dh; j++) {
+          float rot = j < half ? -x[j + half] : x[j - half];
+          if (tm) { /* (x . trans_mat) on the 32-wide column tile of j */
+            uint64_t c0 = j / LB_TILE * LB_TILE;
+            rot = 0;
+            for (uint64_t q = 0; q < LB_TILE; q++) rot += x[c0 + q] * tm[q * LB_TILE + (j - c0)];
+          }
+          r[i * dh + j] = x[j] * cs[j] + rot * sn[j];
+        }
+      }
+      free(tm);
+      rc = write_f(d, name, &o->out[0], r);
+      break;
+    }
+    case OFFCARD_TT_OP_NLP_CONCAT_HEADS_DECODE: {
+      if (!(a = read_f(d, name, &t[0], &rc))) break;
+      uint64_t users = (uint64_t)(t[0].s.dims[0] * t[0].s.dims[1]), hp = (uint64_t)t[0].s.dims[2], dh = (uint64_t)t[0].s.dims[3];
+      uint64_t nh = (uint64_t)o->i[0];
+      if (!(r = malloc(users * nh * dh * sizeof *r + 4))) {
+        rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+        break;
+      }
+      for (uint64_t bb = 0; bb < users; bb++)
+        for (uint64_t h = 0; h < nh; h++) memcpy(r + (bb * nh + h) * dh, a + (bb * hp + h) * dh, dh * sizeof *r);
+      rc = write_f(d, name, &t[1], r);
+      break;
+    }
+    case OFFCARD_TT_OP_ADD:
+    case OFFCARD_TT_OP_SILU_MUL: {
+      if (!(a = read_f(d, name, &t[0], &rc)) || !(b = read_f(d, name, &t[1], &rc))) break;
+      uint64_t n = lb_volume(&t[0].s);
+      for (uint64_t i = 0; i < n; i++) a[i] = o->code == OFFCARD_TT_OP_ADD ? a[i] + b[i] : a[i] / (1.0f + expf(-a[i])) * b[i];
+      rc = write_f(d, name, &t[2], a);
+      break;
+    }
+    case OFFCARD_TT_OP_ARGMAX: {
+      if (!(a = read_f(d, name, &t[0], &rc)) || !(u = read_u(d, name, &t[1], &rc))) break;
+      uint64_t w = (uint64_t)last(&t[0].s), rows = rows_of(&t[0].s);
+      for (uint64_t i = 0; i < rows; i++) {
+        long best = -1;
+        for (uint64_t j = 0; j < w; j++) {
+          float x = a[i * w + j];
+          if (isnan(x)) continue;
+          if (best < 0 || x > a[i * w + best]) best = (long)j;
+        }
+        u[i] = best < 0 ? 0 : (uint32_t)best;
+      }
+      rc = lb_write_logical(d, name, &t[1], u);
+      break;
+    }
+    case OFFCARD_TT_OP_TO_MEMORY_CONFIG:
+    case OFFCARD_TT_OP_COPY: {
+      uint8_t *raw = malloc(lb_volume(&t[0].s) * lb_esize(t[0].s.dtype) + 1);
+      if (!raw) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+      rc = lb_read_logical(d, name, &t[0], raw);
+      if (!rc) rc = lb_write_logical(d, name, o->code == OFFCARD_TT_OP_COPY ? &t[1] : &o->out[0], raw);
+      free(raw);
+      break;
+    }
+    default:
+      rc = lb_err(OFFCARD_TT_EARG, name, "unknown op %d", o->code);
+  }
+  free(a), free(b), free(c), free(r), free(u);
+  return rc;
+}
