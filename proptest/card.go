@@ -20,8 +20,9 @@ const CardDevice = "tt"
 // with ref and shows no op log, so it is observed only through what the
 // device can report, read back after every Decoder call: each sequence's
 // cur_pos and page-table row, and the KV caches, whose rows that changed
-// since the previous call are the call's KV writes. Trace rules come from
-// the engine's own accounting.
+// since the previous call are the call's KV writes. Trace rules, host
+// writes and device memory come from the device's own events: the engine
+// runs on a Tap.
 func CardFactory(lib string, tol Tolerance) Factory {
 	if tol == (Tolerance{}) {
 		tol = DefaultTolerance
@@ -38,12 +39,18 @@ func CardFactory(lib string, tol Tolerance) Factory {
 		if err != nil {
 			return nil, err
 		}
-		eng, err := qwen3.NewEngine(dev, w, sc.EngineOptions())
+		// The engine runs on a tap, so the regime, host-write and
+		// device-memory properties hold on a card as on sim; the SUT's own
+		// read-backs and poisoning go to the device directly, unseen by it.
+		tap := NewTap(dev)
+		eng, err := qwen3.NewEngine(tap, w, sc.EngineOptions())
 		if err != nil {
 			dev.Close()
 			return nil, err
 		}
-		s := &CardSUT{Dev: dev, Eng: eng, tol: tol, layers: w.Config.NumHiddenLayers, bs: sc.BlockSize}
+		tap.MarkBaseline()
+		tap.TakeEvents()
+		s := &CardSUT{Dev: dev, Eng: eng, tap: tap, tol: tol, layers: w.Config.NumHiddenLayers, bs: sc.BlockSize}
 		s.rec = &callLog{d: eng, bs: sc.BlockSize}
 		s.rec.before = s.poison
 		if err := s.snapshot(); err != nil {
@@ -59,6 +66,7 @@ type CardSUT struct {
 	Dev *tthw.Device
 	Eng *qwen3.Engine
 
+	tap    *Tap
 	tol    Tolerance
 	layers int
 	bs     int
@@ -132,6 +140,9 @@ func (s *CardSUT) Close() error {
 
 // Reset implements Resetter.
 func (s *CardSUT) Reset() error { return s.Eng.Reset() }
+
+// DeviceTap implements DeviceTapper: the engine's calls to the device.
+func (s *CardSUT) DeviceTap() *Tap { return s.tap }
 
 // Tolerance implements Tolerant.
 func (s *CardSUT) Tolerance() Tolerance { return s.tol }

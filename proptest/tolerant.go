@@ -157,6 +157,11 @@ func (r *runner) checkTolerant(k call, tol Tolerance) *Failure {
 	if so, ok := r.sut.(SeqObserver); ok && k.err == nil {
 		r.checkSeqStates(&ps, k, so)
 	}
+	// Regime cadence, steady-state host writes and device memory from the
+	// device's events, where the SUT offers them (the card path).
+	if r.tap != nil {
+		r.checkTap(&ps, k)
+	}
 	if k.err == nil {
 		r.checkTolerantOutputs(&ps, k, tol)
 	}
