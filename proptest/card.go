@@ -148,9 +148,9 @@ func (s *CardSUT) DeviceTap() *Tap { return s.tap }
 func (s *CardSUT) Tolerance() Tolerance { return s.tol }
 
 // SeqCaps implements SeqObserver: cur_pos and page-table rows, padded with
-// qwen3.PagePad.
+// the contract's pad (the suite's own value, not the engine's constant).
 func (s *CardSUT) SeqCaps() (curPos, pageRow bool, pad *int32) {
-	p := int32(qwen3.PagePad)
+	p := contractPad
 	return true, true, &p
 }
 

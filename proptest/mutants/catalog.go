@@ -209,6 +209,9 @@ var Catalog = []Mutant{
 		Notes: "Only catchable since the contract is ttnn's: with caller-allocated outputs every address a trace " +
 			"wrote was an engine tensor kept for the engine's life. tt_transformers keeps the captured outputs alive for " +
 			"the trace's life (generator.py stores trace_output).",
+		NeedsSim: "sim strict mode: the freed outputs are written only by the trace itself and nothing is allocated on them " +
+			"between replays, so the values stay right on a card (on the loopback: 200 cases pass); only the sanitizer's " +
+			"trace-replay-stale-address finding sees the hazard",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}\n",
