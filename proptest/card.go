@@ -81,6 +81,7 @@ type callLog struct {
 	d      qwen3.Decoder
 	bs     int
 	wrote  map[[2]int64][2]int // (block, row) -> (seq, pos)
+	inCall map[int]bool        // the sequences of the last call
 	owner  map[int64][2]int    // block -> (seq, index in its table) of the call's sequences
 	before func() error        // runs after wrote is set, before the call
 }
@@ -98,7 +99,7 @@ func (r *callLog) Config() qwen3.Config { return r.d.Config() }
 func (r *callLog) BlockSize() int       { return r.d.BlockSize() }
 
 func (r *callLog) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
-	r.wrote, r.owner = map[[2]int64][2]int{}, map[int64][2]int{}
+	r.wrote, r.owner, r.inCall = map[[2]int64][2]int{}, map[int64][2]int{}, map[int]bool{int(p.Seq): true}
 	for i := range p.Tokens {
 		r.note(p.Seq, i, p.Blocks, r.bs)
 	}
@@ -109,8 +110,9 @@ func (r *callLog) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
 }
 
 func (r *callLog) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
-	r.wrote, r.owner = map[[2]int64][2]int{}, map[int64][2]int{}
+	r.wrote, r.owner, r.inCall = map[[2]int64][2]int{}, map[int64][2]int{}, map[int]bool{}
 	for _, s := range b {
+		r.inCall[int(s.Seq)] = true
 		r.note(s.Seq, s.Pos, s.Blocks, r.bs)
 	}
 	if err := r.before(); err != nil {
@@ -120,7 +122,7 @@ func (r *callLog) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
 }
 
 func (r *callLog) Finish(s qwen3.SeqID) error {
-	r.wrote, r.owner = map[[2]int64][2]int{}, map[int64][2]int{}
+	r.wrote, r.owner, r.inCall = map[[2]int64][2]int{}, map[int64][2]int{}, map[int]bool{}
 	return r.d.Finish(s)
 }
 
@@ -155,8 +157,9 @@ func (s *CardSUT) SeqCaps() (curPos, pageRow bool, pad *int32) {
 }
 
 // TakeSeqStates implements SeqObserver: the device's cur_pos and page
-// table, read back through the device, by the engine's slot of each live
-// sequence.
+// table, read back through the device, by the engine's slot of each
+// sequence of the last call; every other slot's row is an idle row (Seq
+// -1), which must hold only the pad.
 func (s *CardSUT) TakeSeqStates() ([]SeqState, error) {
 	_, cp, _ := s.Eng.Inputs()
 	h, err := s.Dev.ReadHost(cp)
@@ -176,7 +179,10 @@ func (s *CardSUT) TakeSeqStates() ([]SeqState, error) {
 	seqs, live := s.Eng.SlotSeqs()
 	var out []SeqState
 	for slot, q := range seqs {
-		if !live[slot] {
+		if !live[slot] || !s.rec.inCall[int(q)] {
+			if width > 0 && (slot+1)*width <= len(table) {
+				out = append(out, SeqState{Seq: -1, CurPos: -1, Row: append([]int32(nil), table[slot*width:(slot+1)*width]...)})
+			}
 			continue
 		}
 		st := SeqState{Seq: int(q), CurPos: -1}
