@@ -23,6 +23,12 @@ func init() {
 // 2^53 does not survive a JSON number in jq or JavaScript); each case
 // carries its replay command.
 type checkReport struct {
+	checkSummary
+	Result []caseJSON `json:"results"`
+}
+
+// checkSummary is what both --json documents say before their results.
+type checkSummary struct {
 	Device     string                `json:"device"`
 	Seed       uint64                `json:"seed,string"`
 	Cases      int                   `json:"cases"`
@@ -33,7 +39,6 @@ type checkReport struct {
 	SaveErrors []string              `json:"save_errors,omitempty"`
 	Errors     int                   `json:"errors,omitempty"`
 	Reach      []proptest.ReachTotal `json:"reach"`
-	Result     []caseJSON            `json:"results"`
 }
 
 // caseJSON is one case of the --json document.
@@ -64,19 +69,10 @@ type timedCase struct {
 // is the time from the start of the campaign until the first failing
 // command was observed, before any shrinking (absent when all passed).
 type timedReport struct {
-	Device     string                `json:"device"`
-	Seed       uint64                `json:"seed,string"`
-	Cases      int                   `json:"cases"`
-	Shard      string                `json:"shard,omitempty"`
-	Passed     int                   `json:"passed"`
-	Failed     int                   `json:"failed"`
-	Saved      []string              `json:"saved,omitempty"`
-	SaveErrors []string              `json:"save_errors,omitempty"`
-	Errors     int                   `json:"errors,omitempty"`
-	Reach      []proptest.ReachTotal `json:"reach"`
-	TimeToRed  int64                 `json:"time_to_red_ns,omitempty"`
-	Elapsed    int64                 `json:"elapsed_ns"`
-	Result     []timedCase           `json:"results"`
+	checkSummary
+	TimeToRed int64       `json:"time_to_red_ns,omitempty"`
+	Elapsed   int64       `json:"elapsed_ns"`
+	Result    []timedCase `json:"results"`
 }
 
 // checkFactory builds the SUT of --device sim; tests replace it.
@@ -223,12 +219,11 @@ func runCheck(e *env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		var doc any = checkReport{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
-			Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach, Result: casesJSON(rs)}
+		sum := checkSummary{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
+			Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach}
+		var doc any = checkReport{checkSummary: sum, Result: casesJSON(rs)}
 		if *times {
-			tr := timedReport{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
-				Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach,
-				Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
+			tr := timedReport{checkSummary: sum, Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
 			if t, ok := proptest.TimeToRed(rs); ok {
 				tr.TimeToRed = max(t.Nanoseconds(), 1)
 			}
