@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,11 @@ type Options struct {
 	// ReplayArgs are appended to each failing case's replay command (the
 	// flags that name the SUT, e.g. --engine 'CMD').
 	ReplayArgs string
+	// FailFast stops the campaign at its first failing case in case
+	// order: no case after it is started once it is known, and Campaign
+	// returns the results up to and including it (a prefix of the whole
+	// campaign's, at any Workers). A case that failed is one not Passed.
+	FailFast bool
 	// Progress, when set, is called after each case completes (from the
 	// goroutine of the caller of Campaign), with the number done and
 	// failed so far.
@@ -39,9 +45,9 @@ type Options struct {
 }
 
 // Campaign runs o.Cases cases (those of o.Shard) and returns their results
-// in case order. Cases run in parallel; each is deterministic in its seed
-// alone, so the results (and any report made from them) do not depend on
-// Workers or GOMAXPROCS.
+// in case order (with FailFast, up to the first failing case). Cases run in
+// parallel; each is deterministic in its seed alone, so the results (and
+// any report made from them) do not depend on Workers or GOMAXPROCS.
 func Campaign(o Options) []CaseResult {
 	idx := o.Shard.Cases(o.Cases)
 	workers := o.Workers
@@ -53,6 +59,12 @@ func Campaign(o Options) []CaseResult {
 	co := CaseOptions{Base: o.Base, Factory: o.Factory, MaxShrinks: o.MaxShrinks, ShrinkRuns: o.ShrinkRuns}
 	jobs := make(chan int)
 	done := make(chan int)
+	// first is the position of the first failing case known so far
+	// (len(idx): none), lowered as soon as a case's first run fails; with
+	// FailFast no later case is started, and a later one running gives up
+	// its shrinking.
+	var first atomic.Int64
+	first.Store(int64(len(idx)))
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -61,6 +73,11 @@ func Campaign(o Options) []CaseResult {
 			defer wg.Done()
 			for j := range jobs {
 				start := time.Since(t0)
+				co := co
+				if o.FailFast {
+					co.Failing = func() { lower(&first, int64(j)) }
+					co.Stop = func() bool { return first.Load() < int64(j) }
+				}
 				r := RunCase(CaseSeed(o.Seed, idx[j]), co)
 				r.Index, r.Start, r.ReplayArgs = idx[j], start, o.ReplayArgs
 				res[j] = r
@@ -70,6 +87,9 @@ func Campaign(o Options) []CaseResult {
 	}
 	go func() {
 		for j := range idx {
+			if o.FailFast && int64(j) > first.Load() {
+				break
+			}
 			jobs <- j
 		}
 		close(jobs)
@@ -81,12 +101,26 @@ func Campaign(o Options) []CaseResult {
 		n++
 		if !res[i].Passed {
 			failed++
+			lower(&first, int64(i))
 		}
 		if o.Progress != nil {
 			o.Progress(n, failed, len(idx))
 		}
 	}
+	if f := int(first.Load()); o.FailFast && f < len(idx) {
+		return res[:f+1]
+	}
 	return res
+}
+
+// lower sets v to x when x is smaller.
+func lower(v *atomic.Int64, x int64) {
+	for {
+		cur := v.Load()
+		if x >= cur || v.CompareAndSwap(cur, x) {
+			return
+		}
+	}
 }
 
 // TimeToRed is the wall time from the start of the campaign whose results

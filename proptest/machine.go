@@ -99,6 +99,13 @@ type recorder struct {
 	reach    map[string]int // the first run's
 	// runnerErr: the runner itself failed in the first run.
 	runnerErr string
+	failing   func()      // CaseOptions.Failing
+	stop      func() bool // CaseOptions.Stop
+}
+
+// over reports whether the shrink budget is spent or the case is given up.
+func (rec *recorder) over(runs int) bool {
+	return runs > rec.budget || runs > 1 && rec.stop != nil && rec.stop()
 }
 
 func (rec *recorder) failed(sc Scenario, cmds []Cmd, f *Failure) {
@@ -106,6 +113,9 @@ func (rec *recorder) failed(sc Scenario, cmds []Cmd, f *Failure) {
 	if rec.first == nil {
 		rec.first, rec.firstF = s, f
 		rec.firstAt = time.Since(rec.start)
+		if rec.failing != nil {
+			rec.failing()
+		}
 	}
 	rec.last, rec.lastF = s, f
 	rec.fails++
@@ -125,7 +135,7 @@ func (rec *recorder) machine(b Base) commands.Commands {
 				sc := *m.sc
 				rec.scenario = &sc
 			}
-			if rec.runs > rec.budget {
+			if rec.over(rec.runs) {
 				return cr // past the budget: nothing runs, everything passes
 			}
 			cr.r, cr.err = newRunner(*m.sc, rec.factory)
@@ -214,6 +224,12 @@ type CaseOptions struct {
 	// included (default 600).
 	MaxShrinks int
 	ShrinkRuns int
+	// Failing, when set, is called once when the case's first failing
+	// run is observed (before shrinking); Stop, when set, is asked before
+	// each shrink run, and true ends shrinking there (a campaign that will
+	// discard the case: Options.FailFast).
+	Failing func()
+	Stop    func() bool
 }
 
 // DefaultSeed is the campaign seed when none is given: fixed, so a
@@ -246,7 +262,7 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 	res = CaseResult{Seed: s}
 	rng := rand.New(rand.NewSource(int64(s)))
 	n := caseLen(rng)
-	rec := &recorder{factory: o.Factory, budget: o.ShrinkRuns, start: time.Now()}
+	rec := &recorder{factory: o.Factory, budget: o.ShrinkRuns, start: time.Now(), failing: o.Failing, stop: o.Stop}
 	defer func() { res.Elapsed = time.Since(rec.start) }()
 	prop := commands.Prop(rec.machine(o.Base))
 	gp := &gopter.GenParameters{MinSize: 0, MaxSize: n, MaxShrinkCount: o.MaxShrinks, Rng: rng}
@@ -274,7 +290,8 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 		// Adjacent decodes of the same batch are one decode: merge them
 		// when the merged script fails the same way (it makes the same
 		// Decoder calls, so it does unless the SUT is not deterministic).
-		if m, ok := mergeDecodes(sh); ok && !hung(res.Failure) {
+		given := o.Stop != nil && o.Stop() // the campaign discards this case
+		if m, ok := mergeDecodes(sh); ok && !hung(res.Failure) && !given {
 			if f, _, err := RunScript(m, o.Factory); err == nil && f != nil && f.Property == res.Failure.Property {
 				sh, res.Failure = m, f
 			}
@@ -282,7 +299,7 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 		// gopter shrinks the schedule only: drop commands it could not
 		// (a failure at Close is invisible to it) and simplify the
 		// scenario, keeping every step that fails the same way.
-		if !hung(res.Failure) { // a hung engine: each run waits out the timeout
+		if !hung(res.Failure) && !given { // a hung engine: each run waits out the timeout
 			sh, res.Failure, res.Runs = shrinkScript(sh, res.Failure, o.Factory, res.Runs, o.ShrinkRuns+shrinkExtraRuns)
 		}
 		res.Script = &sh

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseShard(t *testing.T) {
@@ -75,5 +77,28 @@ func TestShardsUnionIsTheCampaign(t *testing.T) {
 	slices.SortFunc(union, func(a, b CaseResult) int { return a.Index - b.Index })
 	if a, b := enc(whole), enc(union); a != b {
 		t.Fatalf("shards:\n%s\nwhole campaign:\n%s", b, a)
+	}
+}
+
+// FailFast stops at the first failing case in case order: the results
+// are the whole campaign's up to and including it, byte for byte, at any
+// number of workers.
+func TestCampaignFailFast(t *testing.T) {
+	enc := func(rs []CaseResult) string {
+		b, err := json.Marshal(rs)
+		require.NoError(t, err)
+		return string(b)
+	}
+	const cases, seed = 8, 4
+	o := Options{Seed: seed, Cases: cases, Factory: corruptFactory, Workers: 1, ShrinkRuns: 4}
+	whole := Campaign(o)
+	first := slices.IndexFunc(whole, func(r CaseResult) bool { return !r.Passed })
+	require.GreaterOrEqual(t, first, 1, "the test needs a passing case before the first failure")
+	require.Less(t, first, cases-1, "the test needs cases after the first failure")
+	o.FailFast = true
+	for _, w := range []int{1, 2, 3} {
+		o.Workers = w
+		got := Campaign(o)
+		require.Equal(t, enc(whole[:first+1]), enc(got), "workers %d", w)
 	}
 }

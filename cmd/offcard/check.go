@@ -91,6 +91,7 @@ func runCheck(e *env, args []string) error {
 	dumpPath := fs.String("dump", "", "run the first failing case's shrunk script once more and write the engine's tokens to `FILE.jsonl` (for offcard adjudicate; nothing is written when every case passes)")
 	shardFlag := fs.String("shard", "", "run only shard `K/N` of the cases (case i when i mod N = K-1; the N shards together are the whole campaign, case for case)")
 	junitPath := fs.String("junit", "", "also write a JUnit XML report, one test case per case, to `OUT.xml`")
+	failFast := fs.Bool("fail-fast", false, "stop at the first failing case in case order: later cases are not started, and the report covers the cases up to it (what offcard mutants runs)")
 	save := fs.String("save", "", "write each failure's shrunk script into `DIR` (e.g. proptest/testdata/regressions)")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -160,7 +161,7 @@ func runCheck(e *env, args []string) error {
 	if junit != nil {
 		defer junit.Abort()
 	}
-	opt := proptest.Options{Seed: *seed, Cases: *cases, Shard: shard, Factory: factory, Base: proptest.Base{Device: *device}}
+	opt := proptest.Options{Seed: *seed, Cases: *cases, Shard: shard, Factory: factory, Base: proptest.Base{Device: *device}, FailFast: *failFast}
 	if *device == proptest.CardDevice {
 		opt.ReplayArgs = "--device tt --lib " + *lib
 	}
@@ -215,6 +216,9 @@ func runCheck(e *env, args []string) error {
 	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
 	if errored > 0 {
 		summary += fmt.Sprintf(", %d not run (offcard's runner failed: not findings)", errored)
+	}
+	if n := len(shard.Cases(*cases)) - len(rs); n > 0 {
+		summary += fmt.Sprintf(", %d not started (--fail-fast)", n)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(out)

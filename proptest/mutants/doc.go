@@ -23,14 +23,20 @@
 //
 // The command finds the module root by walking up from the working
 // directory to the go.mod of github.com/offcard/offcard (or takes --repo).
-// Each mutant's campaign runs in stages of 1, 10 and N cases (default 200,
-// offcard check's default) with the same seed: a stage's cases are a prefix
-// of the next one's, so the first failing case is the full campaign's, and
-// a mutant killed by case 0 costs one case and its shrinking. Exit 0 when
+// The mutants are built once, not once each: BuildSchema folds every
+// mutant whose edits lie inside function bodies into one source tree (each
+// edited function keeps its body, gains a renamed mutated copy per mutant,
+// and dispatches to the copy when the OFFCARD_MUTANT environment variable
+// names that mutant), so one `go build` serves them all; the few others
+// (edits to a declaration or a signature) build on their own while it
+// builds. Each mutant's campaign is `offcard check --fail-fast --cases N`
+// (default 200, offcard check's default): it stops at the first failing
+// case in case order, the full campaign's first failing case, so a mutant
+// killed by case 0 costs one case and its shrinking. Exit 0 when
 // every mutant is killed, 1 when one survives, 2 when one cannot be applied,
 // built or checked. The table has one row per mutant: status, first red
 // device step (0-based), property, shrunk length (commands), time to red
-// (from `offcard check --json --times` of the stage that went red: the
+// (from `offcard check --json --times`: the
 // wall time from the start of its campaign until the first failing command
 // was observed, before shrinking; the only column that changes between
 // runs) and the strict finding.

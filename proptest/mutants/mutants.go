@@ -130,12 +130,24 @@ func (m Mutant) Overlay(root, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return writeOverlay(root, dir, files)
+}
+
+// writeOverlay writes files (by slash-separated path relative to root)
+// under dir/src and the overlay file that puts them in place of (or
+// beside) root's, dir/overlay.json, and returns its path.
+func writeOverlay(root, dir string, files map[string][]byte) (string, error) {
 	absRoot, err := filepath.Abs(root)
 	if err != nil {
 		return "", err
 	}
+	rels := make([]string, 0, len(files))
+	for rel := range files {
+		rels = append(rels, rel)
+	}
+	sort.Strings(rels)
 	replace := map[string]string{}
-	for _, rel := range m.Files() {
+	for _, rel := range rels {
 		dst := filepath.Join(dir, "src", filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return "", err

@@ -84,18 +84,22 @@ type Result struct {
 	Replay      string `json:"replay,omitempty"`
 	// Case is the index of the first failing case; Failed and Cases are
 	// the failed and total case counts of the check run that went red
-	// (campaigns run in stages: see RunOne).
+	// (it stops at the first failing case: Cases counts the cases up to it).
 	Case   int `json:"case"`
 	Failed int `json:"failed"`
 	Cases  int `json:"cases"`
 	// Error says why the mutant is an Error.
 	Error string `json:"error,omitempty"`
 	// Durations (not deterministic): the build; the time to red (the
-	// check's own time_to_red_ns of the stage that went red: from the start
-	// of its campaign until the first failing command was observed, before
-	// any shrinking; the stage's whole wall time only for a check that does
-	// not report it); all check runs together (shrinking included).
+	// check's own time_to_red_ns: from the start of its campaign until the
+	// first failing command was observed, before any shrinking; the check's
+	// whole wall time only for a check that does not report it); the check
+	// run (shrinking included).
 	BuildTime time.Duration `json:"build_ns"`
+	// Schema: the mutant ran in the one schema build of the run's folded
+	// mutants (BuildSchema), switched on by SwitchEnv; BuildTime is that
+	// shared build's.
+	Schema    bool          `json:"schema,omitempty"`
 	TimeToRed time.Duration `json:"time_to_red_ns"`
 	CheckTime time.Duration `json:"check_ns"`
 	// Check is the check's JSON output, verbatim.
@@ -160,17 +164,50 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		jobs = runtime.GOMAXPROCS(0)
 	}
 	jobs = max(1, min(jobs, len(ms)))
+
+	// Fold what folds into one schema build, when that saves a build; the
+	// rest are built one by one while the schema builds.
+	var sch *Schema
+	if len(ms) > 1 {
+		s, err := BuildSchema(c.Root, ms)
+		if err != nil {
+			return nil, err
+		}
+		if len(s.Folded) > 1 {
+			sch = s
+		}
+	}
+	folded := map[string]bool{}
+	if sch != nil {
+		for _, m := range sch.Folded {
+			folded[m.Name] = true
+		}
+	}
+	type job struct {
+		i      int
+		schema bool // build the schema (i unused)
+	}
 	out := make([]Result, len(ms))
-	next := make(chan int)
+	next := make(chan job)
 	done := make(chan int)
+	built := make(chan schemaBuild, 1)
 	var wg sync.WaitGroup
+	var sb schemaBuild
 	for w := 0; w < jobs; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				out[i] = RunOne(ctx, c, ms[i])
-				done <- i
+			for j := range next {
+				switch {
+				case j.schema:
+					built <- buildSchema(ctx, c, sch)
+					continue
+				case folded[ms[j.i].Name]:
+					out[j.i] = sb.check(ctx, c, ms[j.i])
+				default:
+					out[j.i] = RunOne(ctx, c, ms[j.i])
+				}
+				done <- j.i
 			}
 		}()
 	}
@@ -178,15 +215,42 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		defer close(done)
 		defer wg.Wait()
 		defer close(next)
-		for i := range ms {
+		send := func(j job) bool {
 			select {
-			case next <- i:
+			case next <- j:
+				return true
 			case <-ctx.Done():
+				return false
+			}
+		}
+		if sch != nil && !send(job{schema: true}) {
+			return
+		}
+		for i, m := range ms {
+			if !folded[m.Name] && !send(job{i: i}) {
+				return
+			}
+		}
+		if sch == nil {
+			return
+		}
+		select {
+		case sb = <-built:
+		case <-ctx.Done():
+			return
+		}
+		for i, m := range ms {
+			if folded[m.Name] && !send(job{i: i}) {
 				return
 			}
 		}
 	}()
 	n := 0
+	defer func() {
+		if sb.cleanup != nil {
+			sb.cleanup() // after done is closed: every check has finished
+		}
+	}()
 	for i := range done {
 		n++
 		if c.Progress != nil {
@@ -197,6 +261,55 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		return out[:0], err
 	}
 	return out, nil
+}
+
+// schemaBuild is the one build of a Schema's folded mutants.
+type schemaBuild struct {
+	bin, dir string
+	time     time.Duration
+	err      error
+	cleanup  func()
+}
+
+// SchemaDir is the KeepDir subdirectory of the schema build.
+const SchemaDir = "_schema"
+
+func buildSchema(ctx context.Context, c Config, s *Schema) schemaBuild {
+	sb := schemaBuild{cleanup: func() {}}
+	dir, cleanup, err := workDir(c, SchemaDir)
+	if err != nil {
+		sb.err = err
+		return sb
+	}
+	sb.dir, sb.cleanup = dir, cleanup
+	ov, err := s.Overlay(c.Root, dir)
+	if err != nil {
+		sb.err = err
+		return sb
+	}
+	t0 := time.Now()
+	sb.bin, sb.err = build(ctx, c, ov, dir)
+	sb.time = time.Since(t0)
+	return sb
+}
+
+// check runs the campaign against the schema binary with the
+// switch set to m.
+func (sb schemaBuild) check(ctx context.Context, c Config, m Mutant) Result {
+	res := Result{Name: m.Name, Step: -1, ShrunkLen: -1, BuildTime: sb.time, Schema: true}
+	if sb.err != nil {
+		return res.failed("the schema build (the folded mutants' one build) fails: %v", sb.err)
+	}
+	dir := sb.dir
+	if c.KeepDir != "" {
+		d, cleanup, err := workDir(c, m.Name)
+		if err != nil {
+			return res.failed("%v", err)
+		}
+		defer cleanup()
+		dir = d
+	}
+	return checkBuilt(ctx, c, res, sb.bin, dir, []string{SwitchEnv + "=" + m.Name})
 }
 
 // Summary is the result in a few words.
@@ -214,118 +327,124 @@ func (r Result) Summary() string {
 // check's default).
 const DefaultCases = 200
 
-// stages are the campaign sizes tried in turn, up to total.
-func stages(total int) []int {
-	var st []int
-	for _, n := range []int{1, 10} {
-		if n < total {
-			st = append(st, n)
-		}
-	}
-	return append(st, total)
-}
-
 // RunOne builds and checks one mutant.
 func RunOne(ctx context.Context, c Config, m Mutant) Result {
 	res := Result{Name: m.Name, Step: -1, ShrunkLen: -1}
-	fail := func(format string, a ...any) Result {
-		res.Status, res.Error = Error, oneLine(fmt.Sprintf(format, a...))
-		return res
+	dir, cleanup, err := workDir(c, m.Name)
+	if err != nil {
+		return res.failed("%v", err)
 	}
-	dir := ""
-	if c.KeepDir != "" {
-		dir = filepath.Join(c.KeepDir, m.Name)
-		if err := os.RemoveAll(dir); err != nil {
-			return fail("%v", err)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fail("%v", err)
-		}
-	} else {
-		d, err := os.MkdirTemp("", "offcard-mutant-"+m.Name+"-")
-		if err != nil {
-			return fail("%v", err)
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
+	defer cleanup()
 	ov, err := m.Overlay(c.Root, dir)
 	if err != nil {
-		return fail("%v", err)
+		return res.failed("%v", err)
 	}
+	t0 := time.Now()
+	bin, err := build(ctx, c, ov, dir)
+	if err != nil {
+		return res.failed("mutant %s does not build: %v", m.Name, err)
+	}
+	res.BuildTime = time.Since(t0)
+	return checkBuilt(ctx, c, res, bin, dir, nil)
+}
+
+// failed is r as an Error with the formatted reason.
+func (r Result) failed(format string, a ...any) Result {
+	r.Status, r.Error = Error, oneLine(fmt.Sprintf(format, a...))
+	return r
+}
+
+// workDir is the directory of one build's overlay, binary and outputs:
+// KeepDir/name (emptied) when keeping, else a temporary directory that
+// cleanup removes.
+func workDir(c Config, name string) (dir string, cleanup func(), err error) {
+	if c.KeepDir != "" {
+		dir = filepath.Join(c.KeepDir, name)
+		if err := os.RemoveAll(dir); err != nil {
+			return "", nil, err
+		}
+		return dir, func() {}, os.MkdirAll(dir, 0o755)
+	}
+	d, err := os.MkdirTemp("", "offcard-mutant-"+name+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// build builds cmd/offcard (cmd/offcard-engine with Config.Engine) with
+// the overlay ov into dir and returns the binary's path.
+func build(ctx context.Context, c Config, ov, dir string) (string, error) {
 	name, pkg := "offcard", "./cmd/offcard"
 	if c.Engine {
 		name, pkg = "offcard-engine", "./cmd/offcard-engine"
 	}
 	bin := filepath.Join(dir, name+exeSuffix())
-	t0 := time.Now()
 	// No VCS stamp (it runs git per build) and no symbol table or DWARF (a
 	// shorter link): the binary only runs check (or serves the engine).
-	build := exec.CommandContext(ctx, goCommand(c), "build", "-buildvcs=false", "-ldflags=-s -w", "-overlay", ov, "-o", bin, pkg)
-	build.Dir = c.Root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fail("mutant %s does not build: %v: %s", m.Name, err, lastLines(string(out), 5))
+	cmd := exec.CommandContext(ctx, goCommand(c), "build", "-buildvcs=false", "-ldflags=-s -w", "-overlay", ov, "-o", bin, pkg)
+	cmd.Dir = c.Root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, lastLines(string(out), 5))
 	}
-	res.BuildTime = time.Since(t0)
+	return bin, nil
+}
 
-	// The campaign in stages of 1, 10 and Cases cases: the cases of a stage
-	// are a prefix of the next stage's (same seed), so the first failing
-	// case is the full campaign's first failing case, and a mutant killed
-	// by case 0 costs one case (and its shrinking), not Cases of them.
+// checkBuilt runs the campaign against a built mutant binary, with env
+// added to the check's environment (the schema switch), and writes the
+// check's outputs into dir when keeping. The check runs with --fail-fast:
+// it stops at the first failing case in case order (the full campaign's
+// first failing case), so a mutant killed by case 0 costs one case and its
+// shrinking, not Cases of them.
+func checkBuilt(ctx context.Context, c Config, res Result, bin, dir string, env []string) Result {
+	fail := res.failed
 	total := c.Cases
 	if total <= 0 {
 		total = DefaultCases
 	}
-	var (
-		rep  CheckReport
-		code int
-		raw  []byte
-	)
-	for _, n := range stages(total) {
-		args := []string{"check", "--json", "--times", "--cases", strconv.Itoa(n)}
-		if c.Seed != "" {
-			args = append(args, "--seed", c.Seed)
+	args := []string{"check", "--json", "--times", "--fail-fast", "--cases", strconv.Itoa(total)}
+	if c.Seed != "" {
+		args = append(args, "--seed", c.Seed)
+	}
+	args = append(args, c.CheckArgs...)
+	checker := bin
+	if c.Engine {
+		checker = c.Checker
+		args = append(args, "--engine", bin)
+	}
+	chk := exec.CommandContext(ctx, checker, args...)
+	chk.Dir = c.Root
+	if env != nil {
+		chk.Env = append(os.Environ(), env...)
+	}
+	var stdout, stderr bytes.Buffer
+	chk.Stdout, chk.Stderr = &stdout, &stderr
+	t1 := time.Now()
+	err := chk.Run()
+	res.CheckTime = time.Since(t1)
+	if c.KeepDir != "" {
+		_ = os.WriteFile(filepath.Join(dir, "check.json"), stdout.Bytes(), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "check.stderr"), stderr.Bytes(), 0o644)
+	}
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return fail("run check: %v", err)
 		}
-		args = append(args, c.CheckArgs...)
-		checker := bin
-		if c.Engine {
-			checker = c.Checker
-			args = append(args, "--engine", bin)
-		}
-		chk := exec.CommandContext(ctx, checker, args...)
-		chk.Dir = c.Root
-		var stdout, stderr bytes.Buffer
-		chk.Stdout, chk.Stderr = &stdout, &stderr
-		t1 := time.Now()
-		err = chk.Run()
-		elapsed := time.Since(t1)
-		res.CheckTime += elapsed
-		if c.KeepDir != "" {
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("check-%d.json", n)), stdout.Bytes(), 0o644)
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("check-%d.stderr", n)), stderr.Bytes(), 0o644)
-		}
-		code = 0
-		if err != nil {
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) {
-				return fail("run check: %v", err)
-			}
-			code = ee.ExitCode()
-		}
-		if code != 0 && code != 1 {
-			return fail("check --cases %d exited %d: %s", n, code, lastLines(stderr.String(), 3))
-		}
-		if rep, err = ParseCheck(stdout.Bytes()); err != nil {
-			return fail("check --cases %d (exit %d): %v", n, code, err)
-		}
-		raw = stdout.Bytes()
-		res.TimeToRed = rep.TimeToRed
-		if res.TimeToRed <= 0 {
-			res.TimeToRed = elapsed // a check that does not report it
-		}
-		if code != 0 || rep.First != nil {
-			break
-		}
+		code = ee.ExitCode()
+	}
+	if code != 0 && code != 1 {
+		return fail("check --cases %d exited %d: %s", total, code, lastLines(stderr.String(), 3))
+	}
+	rep, err := ParseCheck(stdout.Bytes())
+	if err != nil {
+		return fail("check --cases %d (exit %d): %v", total, code, err)
+	}
+	raw := stdout.Bytes()
+	res.TimeToRed = rep.TimeToRed
+	if res.TimeToRed <= 0 {
+		res.TimeToRed = res.CheckTime // a check that does not report it
 	}
 	res.Check = json.RawMessage(bytes.TrimSpace(raw))
 	res.Cases, res.Failed = rep.Cases, rep.Failed

@@ -185,8 +185,8 @@ func TestSeedMutantsRedSteps(t *testing.T) {
 }
 
 // Every catalog mutant is killed by offcard check (OFFCARD_MUTANT_CASES
-// cases at most, default 200, in stages of 1 and 10). One `go build` of offcard per mutant: about two minutes
-// on 2 cores (see the package doc); skipped with -short.
+// cases at most, default 200, --fail-fast), and all but the few that do
+// not fold run in the one schema build; skipped with -short.
 func TestCatalogKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds offcard once per mutant; skipped with -short")
@@ -200,11 +200,22 @@ func TestCatalogKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, err := mutants.BuildSchema(root, mutants.Catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := 0
 	for _, r := range rs {
 		t.Logf("%-28s %s", r.Name, r.Summary())
 		if r.Status != mutants.Killed {
 			t.Errorf("mutant %s %s", r.Name, r.Summary())
 		}
+		if r.Schema {
+			schema++
+		}
+	}
+	if schema != len(s.Folded) {
+		t.Errorf("%d mutants ran in the schema build, want the %d that fold", schema, len(s.Folded))
 	}
 }
 
