@@ -32,6 +32,9 @@ type oracle struct {
 	// off the memo, every later position is computed).
 	at   map[qwen3.SeqID]*trajNode
 	live map[qwen3.SeqID]bool
+	// written: the cache rows the calls since the last takeWritten may
+	// have written (block*bs + row).
+	written []int
 }
 
 // useOracleMemo turns the memo on; tests turn it off to show it changes
@@ -88,8 +91,27 @@ func newOracle(w *qwen3.Weights, opt ref.Options) (*oracle, error) {
 func (o *oracle) Close()           { o.d.Close() }
 func (o *oracle) KV() *ref.KVStore { return o.d.KV() }
 
+// note records the cache row position pos of blocks may be written (the
+// calls below write at most these; takeWritten hands them out).
+func (o *oracle) note(blocks []int32, pos int) {
+	if i := pos / o.bs; pos >= 0 && i < len(blocks) && blocks[i] >= 0 && int(blocks[i]) < o.d.KV().NumBlocks() {
+		o.written = append(o.written, int(blocks[i])*o.bs+pos%o.bs)
+	}
+}
+
+// takeWritten returns the cache rows (block*blockSize + row) ref may have
+// written since the last take, and forgets them.
+func (o *oracle) takeWritten() []int {
+	w := o.written
+	o.written = nil
+	return w
+}
+
 // Prefill is ref.Decoder.Prefill.
 func (o *oracle) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	for i := range p.Tokens {
+		o.note(p.Blocks, i)
+	}
 	if !useOracleMemo {
 		return o.d.Prefill(p)
 	}
@@ -213,6 +235,9 @@ func (o *oracle) writeKV(n *trajNode, st qwen3.Step) error {
 // Decode is ref.Decoder.Decode: the sequences the memo knows are answered
 // from it, the others computed by ref as one batch.
 func (o *oracle) Decode(batch []qwen3.Step) ([]qwen3.Output, error) {
+	for _, st := range batch {
+		o.note(st.Blocks, st.Pos)
+	}
 	if !useOracleMemo {
 		return o.d.Decode(batch)
 	}

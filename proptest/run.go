@@ -570,13 +570,24 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 	kp := r.sut.(KVPeeker)
 	kvh, hd, bs := r.cfg.NumKeyValueHeads, r.cfg.HeadDim, r.sc.BlockSize
 	rows := expectedRows(k.act, bs)
+	// The caches were equal after the previous call (or the case ended):
+	// only what the device or ref wrote since can differ.
+	var refRows [][2]int
+	for _, slot := range r.ref.takeWritten() {
+		blk, row := slot/bs, slot%bs
+		for h := 0; h < kvh; h++ {
+			lo := ((blk*kvh+h)*bs + row) * hd
+			refRows = append(refRows, [2]int{lo, lo + hd})
+		}
+	}
 	for l := 0; l < r.cfg.NumHiddenLayers; l++ {
-		dk, dv, err := kp.PeekKV(l)
+		dk, dv, changed, err := kp.PeekKV(l)
 		if err != nil {
 			*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "peek KV cache: " + err.Error()})
 			return
 		}
 		rk, rv := r.ref.KV().Layer(l)
+		spans := mergeSpans(append(slices.Clone(changed), refRows...))
 		for _, x := range []struct {
 			value      bool
 			dev, oracl []bf16.BF16
@@ -585,7 +596,13 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 				*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("device cache has %d values, ref %d", len(x.dev), len(x.oracl))})
 				return
 			}
-			i := firstDiff(x.dev, x.oracl)
+			i := -1
+			for _, sp := range spans {
+				if j := firstDiff(x.dev[sp[0]:min(sp[1], len(x.dev))], x.oracl[sp[0]:min(sp[1], len(x.oracl))]); j >= 0 {
+					i = sp[0] + j
+					break
+				}
+			}
 			if i < 0 {
 				continue
 			}
@@ -601,6 +618,22 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 			return
 		}
 	}
+}
+
+// mergeSpans sorts the ranges [lo, hi) and merges those that overlap or
+// touch, so the first difference found scanning them in order is the
+// lowest index.
+func mergeSpans(s [][2]int) [][2]int {
+	slices.SortFunc(s, func(a, b [2]int) int { return a[0] - b[0] })
+	out := s[:0]
+	for _, x := range s {
+		if n := len(out); n > 0 && x[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], x[1])
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // firstDiff is the first index where a and b differ, or -1.

@@ -1,6 +1,7 @@
 package proptest
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -102,10 +103,14 @@ type DeviceTapper interface {
 }
 
 // KVPeeker is a SUT whose whole KV cache can be read cheaply, without a
-// host transfer the engine or the sanitizer would see (sim: Peek), after
-// every call; in ref's layout (per layer, [block][kvHead][row][headDim]).
+// host transfer the engine or the sanitizer would see (sim: PeekInto),
+// after every call; in ref's layout (per layer, [block][kvHead][row]
+// [headDim]). PeekKV also returns the element ranges [lo, hi) of k and v
+// that may have changed since the layer's previous PeekKV (every element
+// the first time): outside them both hold what they held then. The slices
+// are valid until the next PeekKV.
 type KVPeeker interface {
-	PeekKV(layer int) (k, v []bf16.BF16, err error)
+	PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err error)
 }
 
 // StepInfo is what the engine's last step did.
@@ -178,6 +183,7 @@ type SimSUT struct {
 	findSeq  []int // op seq of each finding since the last TakeFindings
 	ucSeq    []int // op seq of each executed paged_update_cache since the last TakeKVWrites
 	strictOn bool
+	peeks    [][2]peekCache // per layer, K and V (PeekKV)
 }
 
 type cacheID struct {
@@ -247,17 +253,43 @@ func (s *SimSUT) Reset() error { return s.Eng.Reset() }
 func (s *SimSUT) DeviceTap() *Tap { return s.Tap }
 
 // PeekKV implements KVPeeker with the simulator's Peek.
-func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, err error) {
+func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err error) {
 	kt, vt := s.Eng.KVCache(layer)
-	kh, err := s.Dev.Peek(kt)
-	if err != nil {
-		return nil, nil, err
+	if s.peeks == nil {
+		s.peeks = make([][2]peekCache, s.layers)
 	}
-	vh, err := s.Dev.Peek(vt)
-	if err != nil {
-		return nil, nil, err
+	var out [2][]bf16.BF16
+	for i, t := range []tt.Tensor{kt, vt} {
+		pc := &s.peeks[layer][i]
+		if pc.t.ID != t.ID || pc.t.Addr != t.Addr || pc.v == nil {
+			n := t.Spec.Volume()
+			*pc = peekCache{t: t, b: make([]byte, 2*n), v: make([]bf16.BF16, n)}
+		}
+		pc.since, err = s.Dev.PeekInto(t, pc.b, pc.since, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				pc.v[j] = bf16.BF16(binary.LittleEndian.Uint16(pc.b[2*j:]))
+			}
+			if n := len(changed); n > 0 && changed[n-1][1] == lo {
+				changed[n-1][1] = hi
+			} else {
+				changed = append(changed, [2]int{lo, hi})
+			}
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		out[i] = pc.v
 	}
-	return kh.BF16s(), vh.BF16s(), nil
+	return out[0], out[1], changed, nil
+}
+
+// peekCache is one KV cache tensor as PeekKV last read it: its host
+// bytes, their bf16 values, and the device clock to read changes from.
+type peekCache struct {
+	t     tt.Tensor
+	since uint64
+	b     []byte
+	v     []bf16.BF16
 }
 
 // UpdateCacheSeqs returns the op seq of each executed paged_update_cache

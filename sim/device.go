@@ -153,6 +153,8 @@ type Device struct {
 	bufs   map[tt.TensorID]*buffer
 	nextID tt.TensorID
 
+	clock uint64 // write stamps of the memories (PeekInto); starts at 1
+
 	progs      map[string]program
 	binaries   []uint64  // kernel-binary buffers, one per program-cache miss
 	ucLaunches uint64    // update-cache launches executed (the race order's stream)
@@ -237,11 +239,12 @@ func New(o Options) (*Device, error) {
 	if o.DRAMUnreservedBase+o.TraceRegionSize > o.DRAMBankSize || o.L1UnreservedBase >= o.L1Size {
 		return nil, fmt.Errorf("sim: reserved regions leave no memory")
 	}
-	d := &Device{opt: o, arch: p, bufs: map[tt.TensorID]*buffer{}, progs: map[string]program{}, nextID: 1}
+	d := &Device{opt: o, arch: p, bufs: map[tt.TensorID]*buffer{}, progs: map[string]program{}, nextID: 1, clock: 1}
 	d.wc = wcache{m: map[wcKey]*wcEntry{}, lo: ^uint64(0), bankSize: o.DRAMBankSize}
 	for i := 0; i < p.nbanks/p.banksPerChan; i++ {
 		d.chans = append(d.chans, newMem(o.DRAMBankSize*uint64(p.banksPerChan), o.Strict))
 		d.chans[len(d.chans)-1].watch = &d.wc
+		d.chans[len(d.chans)-1].clock = &d.clock
 	}
 	if o.L1 > L1Stale {
 		return nil, fmt.Errorf("sim: unknown L1 contents mode %v", o.L1)
@@ -252,6 +255,7 @@ func New(o Options) (*Device, error) {
 	}
 	for i := 0; i < o.NumCores; i++ {
 		d.l1 = append(d.l1, newMemFresh(o.L1Size, o.Strict, fresh))
+		d.l1[i].clock = &d.clock
 	}
 	d.dram = newAllocator(o.DRAMUnreservedBase, o.DRAMBankSize-o.TraceRegionSize, p.dramAlign, true, o.BestFit)
 	d.l1a = newAllocator(o.L1UnreservedBase, o.L1Size, p.dramAlign, false, false)

@@ -12,6 +12,11 @@ type mem struct {
 	shadow [][][]uint64 // nil unless strict; one bit per byte of a chunk
 	strict bool
 	watch  *wcache // DRAM channels: told of every write (decoded-weight cache)
+	// stamps hold, per stripe of stripeSize bytes of a created chunk, the
+	// value of *clock at the stripe's last write (0: never written);
+	// PeekInto reads back only stripes written since a given clock.
+	stamps [][][]uint64
+	clock  *uint64
 }
 
 const (
@@ -20,6 +25,9 @@ const (
 	chunkMask  = chunkSize - 1
 	dirShift   = 8
 	dirMask    = 1<<dirShift - 1
+
+	stripeShift = 10
+	stripeSize  = 1 << stripeShift
 )
 
 // Poison is the byte fresh memory holds at address a: 0xC1 at even addresses,
@@ -49,7 +57,7 @@ func newMem(size uint64, strict bool) *mem { return newMemFresh(size, strict, po
 func newMemFresh(size uint64, strict bool, fresh []byte) *mem {
 	n := (size + chunkMask) >> chunkShift
 	n = (n + dirMask) >> dirShift
-	m := &mem{size: size, fresh: fresh, chunks: make([][][]byte, n), strict: strict}
+	m := &mem{size: size, fresh: fresh, chunks: make([][][]byte, n), strict: strict, stamps: make([][][]uint64, n)}
 	if strict {
 		m.shadow = make([][][]uint64, n)
 	}
@@ -93,14 +101,40 @@ func (m *mem) write(a uint64, src []byte) {
 			ch = make([]byte, chunkSize)
 			copy(ch, m.fresh)
 			dir[c&dirMask] = ch
+			if m.stamps[c>>dirShift] == nil {
+				m.stamps[c>>dirShift] = make([][]uint64, 1<<dirShift)
+			}
+			m.stamps[c>>dirShift][c&dirMask] = make([]uint64, chunkSize/stripeSize)
 		}
 		n := copy(ch[off:], src)
 		if m.strict {
 			m.mark(c, off, uint64(n))
 		}
+		if m.clock != nil && n > 0 {
+			st := m.stamps[c>>dirShift][c&dirMask]
+			for i, e := off>>stripeShift, (off+uint64(n)-1)>>stripeShift; i <= e; i++ {
+				st[i] = *m.clock
+			}
+		}
 		src = src[n:]
 		a += uint64(n)
 	}
+}
+
+// writtenSince reports whether any byte of [a, a+n) was written while the
+// clock read since or later.
+func (m *mem) writtenSince(a, n, since uint64) bool {
+	for s, e := a>>stripeShift, (a+n-1)>>stripeShift; s <= e; s++ {
+		c := s >> (chunkShift - stripeShift)
+		dir := m.stamps[c>>dirShift]
+		if dir == nil || dir[c&dirMask] == nil {
+			continue
+		}
+		if dir[c&dirMask][s&(chunkSize/stripeSize-1)] >= since {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *mem) mark(c, off, n uint64) {

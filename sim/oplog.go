@@ -190,6 +190,48 @@ func ucArgsString(idx *tt.Tensor, list []int32, pt *tt.Tensor, share bool, batch
 	return s
 }
 
+// PeekInto is an incremental Peek: it reads into dst (the tensor's host
+// bytes, as Peek's Data) only the pages written since the clock value
+// since, calls changed (when not nil) with the element range [lo, hi) of
+// every run of host elements it read, and returns the clock value to pass
+// next time. since 0 reads every page. Writes are seen where they land in
+// memory, whatever op or host transfer made them. Like Peek it changes
+// nothing on the device and reports no findings.
+func (d *Device) PeekInto(t tt.Tensor, dst []byte, since uint64, changed func(lo, hi int)) (uint64, error) {
+	b, ok := d.live(t)
+	if !ok {
+		return 0, fmt.Errorf("sim: peek: %v is not allocated", t)
+	}
+	e := b.spec.DType.Size()
+	if len(dst) != b.spec.Volume()*e {
+		return 0, fmt.Errorf("sim: peek: %v holds %d bytes, not %d", t, b.spec.Volume()*e, len(dst))
+	}
+	page := make([]byte, b.pageSize)
+	for p := 0; p < b.numPages; p++ {
+		m, a := d.memAt(d.pageLoc(b, p))
+		if since > 0 && !m.writtenSince(a, b.pageSize, since) {
+			continue
+		}
+		m.read(a, page)
+		if b.spec.Layout == tt.Tile {
+			forEachTileSeg(b.spec, p, func(ti, li, n int) {
+				copy(dst[li*e:(li+n)*e], page[ti*e:(ti+n)*e])
+				if changed != nil {
+					changed(li, li+n)
+				}
+			})
+		} else {
+			lo := int(uint64(p) * b.pageSize)
+			n := copy(dst[lo:], page)
+			if changed != nil {
+				changed(lo/e, (lo+n)/e)
+			}
+		}
+	}
+	d.clock++
+	return d.clock, nil
+}
+
 // Peek returns a tensor's current contents as ReadHost would, for tests and
 // debugging only: it is not a host transfer (it never fails during trace
 // capture and is not counted as one), it reports no strict findings, and it
