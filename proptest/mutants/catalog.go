@@ -111,9 +111,9 @@ var Catalog = []Mutant{
 			"ever dereferences an entry past the current block, and a width change starts from a fresh table. It " +
 			"breaks the engine's documented row contract (columns past the slot's blocks, and inactive rows, hold " +
 			"PagePad) and leaves block ids of finished sequences in the device table. Only the page-table property " +
-			"(the device table, read with sim's Peek, against the host's rows) kills it; a stale id 0 is invisible " +
-			"(PagePad is 0), so the shrunk reproduction needs a third sequence.",
-		NeedsSim: "the exact mode's whole-table page-table check: the stale columns sit in rows of slots with no live sequence, and the tolerant mode checks rows by live sequence only (a card could show them through read-back; the tolerant runner does not look yet; on the loopback: 10 cases pass)",
+			"(the device table, read back, against the host's rows) kills it, on sim and on a card (the card path " +
+			"reads rows of slots outside the call back as idle rows, all pad: seed 1, case 2 on the loopback); a " +
+			"stale id 0 is invisible (PagePad is 0), so the shrunk reproduction needs a third sequence.",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\ttable := make([]int32, C*e.ptW)\n",
