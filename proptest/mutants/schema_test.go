@@ -1,6 +1,7 @@
 package mutants
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,4 +107,25 @@ func TestCatalogSchema(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, len(Catalog), len(s.Folded)+len(s.Rest))
 	require.GreaterOrEqual(t, len(s.Folded), len(Catalog)-4, "most of the catalog should fold: %v", s.Why)
+}
+
+// Engine mutants fold too: the schema build of offcard-engine runs under
+// an unmutated checker, and the switch reaches the engine process through
+// the environment `offcard check --engine` passes on.
+func TestEngineMutantsSchema(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds offcard and offcard-engine; skipped with -short")
+	}
+	var ms []Mutant
+	for _, n := range []string{"reseed-off-by-one", "rope-not-advanced"} {
+		m, ok := ByName(n)
+		require.True(t, ok, n)
+		ms = append(ms, m)
+	}
+	rs, err := Run(context.Background(), Config{Root: root(t), Mutants: ms, Cases: 10, Engine: true})
+	require.NoError(t, err)
+	for _, r := range rs {
+		require.Equal(t, Killed, r.Status, "%s: %s", r.Name, r.Summary())
+		require.True(t, r.Schema, "%s ran in its own build", r.Name)
+	}
 }
