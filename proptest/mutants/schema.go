@@ -76,6 +76,7 @@ func BuildSchema(root string, ms []Mutant) (*Schema, error) {
 	parsed := map[string]*ast.File{}
 	fsets := map[string]*token.FileSet{}
 	sites := map[string]map[int]*fnSite{} // file -> decl start -> site
+	var inserts []insertion               // folded mutants' added declarations
 	load := func(rel string) error {
 		if _, ok := srcs[rel]; ok {
 			return nil
@@ -102,6 +103,7 @@ func BuildSchema(root string, ms []Mutant) (*Schema, error) {
 			e    offEdit
 		}
 		var ps []placed
+		var adds []insertion // declarations the mutant adds
 		why := ""
 		for _, e := range m.Edits {
 			if err := load(e.File); err != nil {
@@ -112,13 +114,19 @@ func BuildSchema(root string, ms []Mutant) (*Schema, error) {
 				why = "an anchor depends on an earlier edit"
 				break
 			}
-			at := bytes.Index(src, []byte(e.Old))
-			site, reason := siteOf(parsed[e.File], fsets[e.File], src, e.File, at, at+len(e.Old))
+			// Only the part that changes counts: an anchor may run into
+			// the signature, or only add text after a declaration.
+			at, old, nw := trimEdit(bytes.Index(src, []byte(e.Old)), e.Old, e.New)
+			if old == "" && outsideDecls(parsed[e.File], fsets[e.File], at) {
+				adds = append(adds, insertion{file: e.File, at: at, text: nw})
+				continue
+			}
+			site, reason := siteOf(parsed[e.File], fsets[e.File], src, e.File, at, at+len(old))
 			if site == nil {
 				why = reason
 				break
 			}
-			ps = append(ps, placed{site, offEdit{at: at, old: e.Old, new: e.New}})
+			ps = append(ps, placed{site, offEdit{at: at, old: old, new: nw}})
 		}
 		if why == "" {
 			// Edits of one mutant must not overlap.
@@ -152,22 +160,33 @@ func BuildSchema(root string, ms []Mutant) (*Schema, error) {
 			}
 			site.copies[n-1].edits = append(site.copies[n-1].edits, p.e)
 		}
+		inserts = append(inserts, adds...)
 		s.Folded = append(s.Folded, m)
 	}
 	pkgDirs := map[string]string{}
+	files := map[string]bool{}
 	for rel, byStart := range sites {
-		if len(byStart) == 0 {
-			continue
+		if len(byStart) > 0 {
+			files[rel] = true
 		}
+	}
+	for _, in := range inserts {
+		files[in.file] = true
+	}
+	for rel := range files {
 		src := srcs[rel]
 		var list []*fnSite
-		for _, st := range byStart {
+		for _, st := range sites[rel] {
 			list = append(list, st)
 		}
-		// Prologues from the last function up, so offsets stay valid.
-		sort.Slice(list, func(a, b int) bool { return list[a].start > list[b].start })
-		out := append([]byte(nil), src...)
-		var tail bytes.Buffer
+		// The prologues and added declarations, from the end of the file
+		// up, so offsets stay valid.
+		ins := []insertion{}
+		for _, in := range inserts {
+			if in.file == rel {
+				ins = append(ins, in)
+			}
+		}
 		for _, st := range list {
 			var pro strings.Builder
 			fmt.Fprintf(&pro, "\n\tswitch %s {", switchVar)
@@ -180,7 +199,13 @@ func BuildSchema(root string, ms []Mutant) (*Schema, error) {
 				}
 			}
 			pro.WriteString("\n\t}")
-			out = append(out[:st.lbrace+1:st.lbrace+1], append([]byte(pro.String()), out[st.lbrace+1:]...)...)
+			ins = append(ins, insertion{file: rel, at: st.lbrace + 1, text: pro.String()})
+		}
+		sort.SliceStable(ins, func(a, b int) bool { return ins[a].at > ins[b].at })
+		out := append([]byte(nil), src...)
+		var tail bytes.Buffer
+		for _, in := range ins {
+			out = append(out[:in.at:in.at], append([]byte(in.text), out[in.at:]...)...)
 		}
 		sort.Slice(list, func(a, b int) bool { return list[a].start < list[b].start })
 		for _, st := range list {
@@ -206,6 +231,38 @@ func BuildSchema(root string, ms []Mutant) (*Schema, error) {
 			pkg, switchVar, SwitchEnv, switchVar, SwitchEnv)
 	}
 	return s, nil
+}
+
+// insertion is text added at an offset of the unedited file.
+type insertion struct {
+	file string
+	at   int
+	text string
+}
+
+// trimEdit drops the common prefix and suffix of old and new, an edit at
+// offset at: the part of the file that really changes and its offset.
+func trimEdit(at int, old, new string) (int, string, string) {
+	p := 0
+	for p < len(old) && p < len(new) && old[p] == new[p] {
+		p++
+	}
+	q := 0
+	for q < len(old)-p && q < len(new)-p && old[len(old)-1-q] == new[len(new)-1-q] {
+		q++
+	}
+	return at + p, old[p : len(old)-q], new[p : len(new)-q]
+}
+
+// outsideDecls reports whether offset at lies between the file's
+// top-level declarations (an added declaration goes there).
+func outsideDecls(f *ast.File, fs *token.FileSet, at int) bool {
+	for _, d := range f.Decls {
+		if fs.Position(d.Pos()).Offset < at && at < fs.Position(d.End()).Offset {
+			return false
+		}
+	}
+	return at >= fs.Position(f.Name.End()).Offset
 }
 
 // siteOf is the function whose body holds [from, to) of the file, or nil

@@ -69,10 +69,16 @@ func main() {
 		{Name: "b", Edits: []Edit{{File: "p/p.go", Old: "2 * x", New: "3 * x"}, {File: "p/p.go", Old: "append(*s, x)", New: "append(*s, x, x)"}}},
 		{Name: "c", Edits: []Edit{{File: "p/p.go", Old: "s := t.N", New: "s := t.N + 100"}}},
 		{Name: "d", Edits: []Edit{{File: "p/p.go", Old: "var K = 3", New: "var K = 4"}}},
+		// Adds a declaration and edits through an anchor that starts in
+		// the signature: both fold.
+		{Name: "e", Edits: []Edit{
+			{File: "p/p.go", Old: "var K = 3\n", New: "var K = 3\n\nvar extra = 7\n"},
+			{File: "p/p.go", Old: "func Twice(x int) (y int) {\n\ty = 2 * x", New: "func Twice(x int) (y int) {\n\ty = 2*x + extra"},
+		}},
 	}
 	s, err := BuildSchema(dir, ms)
 	require.NoError(t, err)
-	require.Len(t, s.Folded, 3)
+	require.Len(t, s.Folded, 4)
 	require.Len(t, s.Rest, 1)
 	require.Equal(t, "d", s.Rest[0].Name)
 	require.Contains(t, s.Why["d"], "outside every function body")
@@ -90,6 +96,7 @@ func main() {
 		{"b", "4 15 [x x] 3"},
 		{"c", "104 10 [x] 3"},
 		{"d", "4 10 [x] 3"}, // not folded: the schema runs it unmutated
+		{"e", "4 17 [x] 3"},
 		{"no-such-mutant", "4 10 [x] 3"},
 	} {
 		cmd := exec.Command(bin)
