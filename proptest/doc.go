@@ -56,12 +56,15 @@
 //     "replay = eager = ref" (property 4), and since ref's result for a
 //     sequence does not depend on its batch, it is batch independence
 //     (property 6).
-//  2. kv-write: the device's KV caches (read with sim's Peek after every
-//     call, KVPeeker) equal ref's, which wrote each position at the host
+//  2. kv-write: the device's KV caches (read with sim's PeekInto after
+//     every call, KVPeeker) equal ref's, which wrote each position at the host
 //     table's block, row pos%bs: a row the call should have written that
 //     does not hold ref's values is a write that went elsewhere or was
 //     dropped; any other row that differs is a stray write. The bytes are
-//     read where the kernel wrote, not from any log. The device's KV write
+//     read where the kernel wrote, not from any log. As the caches were
+//     equal after the previous call, only what changed is compared: the
+//     pages the device's memory saw written since (sim's write stamps) and
+//     the rows ref was asked to write; the verdict is the whole diff's. The device's KV write
 //     log (KVObserver) is checked too: exactly one write per position,
 //     slot, layer and K/V, none for inactive slots, none by finish or
 //     recapture. kv-cache: for a SUT without KVPeeker, after every finish

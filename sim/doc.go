@@ -91,7 +91,9 @@
 // they happen (Options.OnOpBrief: without Args and Touched, for an observer
 // that needs neither). Peek reads a tensor's current
 // bytes for tests without being a host transfer (it works during capture
-// and reports nothing).
+// and reports nothing); PeekInto does so incrementally: every memory keeps
+// a write stamp per 1 KiB stripe, so a later PeekInto re-reads only the
+// pages written since the previous one, whatever op or transfer wrote them.
 //
 // Performance: eager launches run on the live buffers without allocating
 // (program-cache keys are built in a reused buffer from per-tensor spec
