@@ -586,38 +586,67 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 			*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "peek KV cache: " + err.Error()})
 			return
 		}
-		rk, rv := r.ref.KV().Layer(l)
-		spans := mergeSpans(append(slices.Clone(changed), refRows...))
-		for _, x := range []struct {
-			value      bool
-			dev, oracl []bf16.BF16
-		}{{false, dk, rk}, {true, dv, rv}} {
-			if len(x.dev) != len(x.oracl) {
-				*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("device cache has %d values, ref %d", len(x.dev), len(x.oracl))})
-				return
-			}
-			i := -1
-			for _, sp := range spans {
-				if j := firstDiff(x.dev[sp[0]:min(sp[1], len(x.dev))], x.oracl[sp[0]:min(sp[1], len(x.oracl))]); j >= 0 {
-					i = sp[0] + j
-					break
-				}
-			}
-			if i < 0 {
-				continue
-			}
-			row := i / hd % bs
-			head := i / hd / bs % kvh
-			blk := i / hd / bs / kvh
-			where := fmt.Sprintf("layer %d %s cache block %d row %d (head %d dim %d): device bits %#04x, ref %#04x", l, kvName(x.value), blk, row, head, i%hd, uint16(x.dev[i]), uint16(x.oracl[i]))
-			if sp, ok := rows[[2]int{blk, row}]; ok {
-				*ps = append(*ps, problem{prop: PropKVWrite, seq: sp[0], pos: sp[1], detail: fmt.Sprintf("seq %d pos %d: the cache row the host table names does not hold ref's values (the write went elsewhere, was dropped, or wrote other values): %s", sp[0], sp[1], where)})
-			} else {
-				*ps = append(*ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: "a cache row no position of the call maps to differs from ref's (a stray write): " + where})
-			}
+		value, i, ok := r.firstCacheDiff(ps, l, dk, dv, mergeSpans(append(slices.Clone(changed), refRows...)))
+		if !ok {
 			return
 		}
+		if i < 0 {
+			continue
+		}
+		blk, row, head, dim := r.cacheCoord(i)
+		dev, oracl := r.cacheBits(l, value, i, dk, dv)
+		where := fmt.Sprintf("layer %d %s cache block %d row %d (head %d dim %d): device bits %#04x, ref %#04x", l, kvName(value), blk, row, head, dim, dev, oracl)
+		if sp, ok := rows[[2]int{blk, row}]; ok {
+			*ps = append(*ps, problem{prop: PropKVWrite, seq: sp[0], pos: sp[1], detail: fmt.Sprintf("seq %d pos %d: the cache row the host table names does not hold ref's values (the write went elsewhere, was dropped, or wrote other values): %s", sp[0], sp[1], where)})
+		} else {
+			*ps = append(*ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: "a cache row no position of the call maps to differs from ref's (a stray write): " + where})
+		}
+		return
 	}
+}
+
+// firstCacheDiff is the first element, K before V, where layer l's device
+// caches dk and dv differ from ref's, looking only inside spans (sorted
+// and disjoint; nil: everywhere); i is -1 when they agree. ok is false
+// when the sizes differ (a problem is added).
+func (r *runner) firstCacheDiff(ps *[]problem, l int, dk, dv []bf16.BF16, spans [][2]int) (value bool, i int, ok bool) {
+	rk, rv := r.ref.KV().Layer(l)
+	for _, x := range []struct {
+		value      bool
+		dev, oracl []bf16.BF16
+	}{{false, dk, rk}, {true, dv, rv}} {
+		if len(x.dev) != len(x.oracl) {
+			*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("device cache has %d values, ref %d", len(x.dev), len(x.oracl))})
+			return false, -1, false
+		}
+		if spans == nil {
+			spans = [][2]int{{0, len(x.oracl)}}
+		}
+		for _, sp := range spans {
+			hi := min(sp[1], len(x.oracl))
+			if j := firstDiff(x.dev[sp[0]:hi], x.oracl[sp[0]:hi]); j >= 0 {
+				return x.value, sp[0] + j, true
+			}
+		}
+	}
+	return false, -1, true
+}
+
+// cacheCoord is element i of a layer's cache in ref's layout
+// [block][kvHead][row][headDim].
+func (r *runner) cacheCoord(i int) (blk, row, head, dim int) {
+	kvh, hd, bs := r.cfg.NumKeyValueHeads, r.cfg.HeadDim, r.sc.BlockSize
+	return i / hd / bs / kvh, i / hd % bs, i / hd / bs % kvh, i % hd
+}
+
+// cacheBits are element i of layer l's K (or V) cache on the device and
+// in ref.
+func (r *runner) cacheBits(l int, value bool, i int, dk, dv []bf16.BF16) (dev, oracl uint16) {
+	rk, rv := r.ref.KV().Layer(l)
+	if value {
+		return uint16(dv[i]), uint16(rv[i])
+	}
+	return uint16(dk[i]), uint16(rk[i])
 }
 
 // mergeSpans sorts the ranges [lo, hi) and merges those that overlap or
@@ -1073,32 +1102,21 @@ func (r *runner) auditCache(ps *[]problem) {
 	if !ok {
 		return
 	}
-	kvh, hd, bs := r.cfg.NumKeyValueHeads, r.cfg.HeadDim, r.sc.BlockSize
 	for l := 0; l < r.cfg.NumHiddenLayers; l++ {
 		dk, dv, err := kr.ReadKV(l)
 		if err != nil {
 			*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "read KV cache: " + err.Error()})
 			return
 		}
-		rk, rv := r.ref.KV().Layer(l)
-		for _, x := range []struct {
-			value      bool
-			dev, oracl []bf16.BF16
-		}{{false, dk, rk}, {true, dv, rv}} {
-			if len(x.dev) != len(x.oracl) {
-				*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("device cache has %d values, ref %d", len(x.dev), len(x.oracl))})
-				return
-			}
-			for i := range x.oracl {
-				if x.dev[i] != x.oracl[i] {
-					d := i % hd
-					row := i / hd % bs
-					head := i / hd / bs % kvh
-					blk := i / hd / bs / kvh
-					*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("layer %d %s cache, block %d row %d head %d dim %d: device bits %#04x, ref %#04x", l, kvName(x.value), blk, row, head, d, uint16(x.dev[i]), uint16(x.oracl[i]))})
-					return
-				}
-			}
+		value, i, ok := r.firstCacheDiff(ps, l, dk, dv, nil)
+		if !ok {
+			return
+		}
+		if i >= 0 {
+			blk, row, head, dim := r.cacheCoord(i)
+			dev, oracl := r.cacheBits(l, value, i, dk, dv)
+			*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("layer %d %s cache, block %d row %d head %d dim %d: device bits %#04x, ref %#04x", l, kvName(value), blk, row, head, dim, dev, oracl)})
+			return
 		}
 	}
 }
