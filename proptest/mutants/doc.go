@@ -29,11 +29,11 @@
 // and dispatches to the copy when the OFFCARD_MUTANT environment variable
 // names that mutant), so one `go build` serves them all; the few others
 // (edits to a declaration or a signature) build on their own while it
-// builds. Each mutant's campaign is case 0 alone, then (unless that went
-// red) `offcard check --fail-fast --cases N` (default 200, offcard check's
-// default), which stops at the first failing case in case order, the full
-// campaign's first failing case: a mutant killed by case 0 costs one case
-// and its shrinking. Exit 0 when
+// builds. Each mutant's campaign is `offcard check --fail-fast --cases N`
+// (default 200, offcard check's default) with GOMAXPROCS=1: its cases run
+// one after the other and it stops at the first failing case, so a mutant
+// killed by case 0 costs one case and its shrinking; the mutants run
+// Config.Jobs at a time. Exit 0 when
 // every mutant is killed, 1 when one survives, 2 when one cannot be applied,
 // built or checked. The table has one row per mutant: status, first red
 // device step (0-based), property, shrunk length (commands), time to red

@@ -392,78 +392,60 @@ func build(ctx context.Context, c Config, ov, dir string) (string, error) {
 
 // checkBuilt runs the campaign against a built mutant binary, with env
 // added to the check's environment (the schema switch), and writes the
-// check's outputs into dir when keeping. Case 0 runs alone first; then,
-// unless it went red, `check --fail-fast` runs the whole campaign and
-// stops at the first failing case in case order (the full campaign's first
-// failing case). Case 0 alone keeps a mutant killed there (most are) to one
-// case and its shrinking, and away from the cases running beside it: a
-// mutant with process-wide state (warm-pos-global's package variable)
-// lets concurrent cases disturb each other.
+// check's outputs into dir when keeping. The check runs with --fail-fast,
+// stopping at the first failing case in case order (the full campaign's
+// first failing case), and with GOMAXPROCS=1: its cases run one after the
+// other (mutants run Jobs at a time instead), so a mutant killed by case 0
+// costs one case and its shrinking, and a mutant with process-wide state
+// (warm-pos-global's package variable) sees no case running beside it; the
+// result does not depend on Jobs.
 func checkBuilt(ctx context.Context, c Config, res Result, bin, dir string, env []string) Result {
 	fail := res.failed
 	total := c.Cases
 	if total <= 0 {
 		total = DefaultCases
 	}
-	var (
-		rep  CheckReport
-		code int
-		raw  []byte
-	)
-	for _, n := range []int{1, total} {
-		if n == 1 && total == 1 {
-			continue
+	args := []string{"check", "--json", "--times", "--fail-fast", "--cases", strconv.Itoa(total)}
+	if c.Seed != "" {
+		args = append(args, "--seed", c.Seed)
+	}
+	args = append(args, c.CheckArgs...)
+	checker := bin
+	if c.Engine {
+		checker = c.Checker
+		args = append(args, "--engine", bin)
+	}
+	chk := exec.CommandContext(ctx, checker, args...)
+	chk.Dir = c.Root
+	chk.Env = append(append(os.Environ(), "GOMAXPROCS=1"), env...)
+	var stdout, stderr bytes.Buffer
+	chk.Stdout, chk.Stderr = &stdout, &stderr
+	t1 := time.Now()
+	err := chk.Run()
+	res.CheckTime = time.Since(t1)
+	if c.KeepDir != "" {
+		_ = os.WriteFile(filepath.Join(dir, "check.json"), stdout.Bytes(), 0o644)
+		_ = os.WriteFile(filepath.Join(dir, "check.stderr"), stderr.Bytes(), 0o644)
+	}
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return fail("run check: %v", err)
 		}
-		args := []string{"check", "--json", "--times", "--cases", strconv.Itoa(n)}
-		if n > 1 {
-			args = append(args, "--fail-fast")
-		}
-		if c.Seed != "" {
-			args = append(args, "--seed", c.Seed)
-		}
-		args = append(args, c.CheckArgs...)
-		checker := bin
-		if c.Engine {
-			checker = c.Checker
-			args = append(args, "--engine", bin)
-		}
-		chk := exec.CommandContext(ctx, checker, args...)
-		chk.Dir = c.Root
-		if env != nil {
-			chk.Env = append(os.Environ(), env...)
-		}
-		var stdout, stderr bytes.Buffer
-		chk.Stdout, chk.Stderr = &stdout, &stderr
-		t1 := time.Now()
-		err := chk.Run()
-		elapsed := time.Since(t1)
-		res.CheckTime += elapsed
-		if c.KeepDir != "" {
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("check-%d.json", n)), stdout.Bytes(), 0o644)
-			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("check-%d.stderr", n)), stderr.Bytes(), 0o644)
-		}
-		code = 0
-		if err != nil {
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) {
-				return fail("run check: %v", err)
-			}
-			code = ee.ExitCode()
-		}
-		if code != 0 && code != 1 {
-			return fail("check --cases %d exited %d: %s", n, code, lastLines(stderr.String(), 3))
-		}
-		if rep, err = ParseCheck(stdout.Bytes()); err != nil {
-			return fail("check --cases %d (exit %d): %v", n, code, err)
-		}
-		raw = stdout.Bytes()
-		res.TimeToRed = rep.TimeToRed
-		if res.TimeToRed <= 0 {
-			res.TimeToRed = elapsed // a check that does not report it
-		}
-		if code != 0 || rep.First != nil {
-			break
-		}
+		code = ee.ExitCode()
+	}
+	if code != 0 && code != 1 {
+		return fail("check --cases %d exited %d: %s", total, code, lastLines(stderr.String(), 3))
+	}
+	rep, err := ParseCheck(stdout.Bytes())
+	if err != nil {
+		return fail("check --cases %d (exit %d): %v", total, code, err)
+	}
+	raw := stdout.Bytes()
+	res.TimeToRed = rep.TimeToRed
+	if res.TimeToRed <= 0 {
+		res.TimeToRed = res.CheckTime // a check that does not report it
 	}
 	res.Check = json.RawMessage(bytes.TrimSpace(raw))
 	res.Cases, res.Failed = rep.Cases, rep.Failed
