@@ -341,4 +341,44 @@ var Catalog = []Mutant{
 				New: "\te.pt, e.ptW, e.ptHost = &t, w, nil\n\te.tensor = append(e.tensor, t) // mutant\n"},
 		},
 	},
+	{
+		Name:   "leak-retired-on-release",
+		Idea:   "releasing a trace forgets the page tables it retired without freeing them",
+		Expect: "red (device-memory) after the first width change of a captured run",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\t\t\terr = errors.Join(err, e.dev.Free(r.t))\n",
+				New: "\t\t\t// mutant: retired table leaked\n"},
+		},
+	},
+	{
+		Name:   "recapture-every-ignored",
+		Idea:   "recapture_every is accepted and never acted on",
+		Expect: "red (replay cadence) at the first replay past recapture_every steps on one trace",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "(e.opt.RecaptureEvery > 0 && e.trace.steps >= e.opt.RecaptureEvery)",
+				New: "(false && e.opt.RecaptureEvery > 0 && e.trace.steps >= e.opt.RecaptureEvery) /* mutant */"},
+		},
+	},
+	{
+		Name:   "teacher-token-dropped-in-replay",
+		Idea:   "a replay never writes the token input (it assumes greedy decoding): a teacher-forced token is ignored",
+		Expect: "red (logits) at the first replay fed a token other than the device's argmax",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\tif tokDiffers {\n",
+				New: "\tif tokDiffers && st.Regime != RegimeReplay { // mutant\n"},
+		},
+	},
+	{
+		Name:   "jump-not-reseeded-in-replay",
+		Idea:   "a replay never re-seeds cur_pos and the rope index, even when the caller's positions did not advance by one",
+		Expect: "red (cur-pos) at the first replay whose positions jump",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "if st.Regime != RegimeReplay || posDiffers {",
+				New: "if st.Regime != RegimeReplay || posDiffers && st.Regime != RegimeReplay { // mutant: posDiffers ignored in replays"},
+		},
+	},
 }
