@@ -344,14 +344,17 @@ loopm:
 // func rows2x8x512(a *bf16.BF16, stride int, x *[8]*float32, n int, acc *[2][8][16]float32, fma int)
 // Two rows against eight inputs: sixteen chains (row r, input i in
 // Z(8r+i) for r = 0, and Z(10+i) for r = 1); each input is loaded once per
-// step for both rows, each row widened once for all eight inputs.
+// step for both rows, each row widened once for all eight inputs. Each step
+// prefetches one line of the next two rows (DX = a + 2·stride; with
+// contiguous rows, stride = 2·n, the line 64 bytes per step further on
+// covers them as these two are read).
 TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
 	MOVQ a+0(FP), SI
 	MOVQ stride+8(FP), BX
 	MOVQ x+16(FP), R13
 	MOVQ n+24(FP), CX
-	MOVQ fma+40(FP), DX
 	LEAQ (SI)(BX*1), R15
+	LEAQ (R15)(BX*1), DX
 	MOVQ 0(R13), AX
 	MOVQ 8(R13), BX
 	MOVQ 16(R13), DI
@@ -379,10 +382,11 @@ TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
 	VPXORD Z17, Z17, Z17
 	TESTQ CX, CX
 	JZ   done28
-	TESTQ DX, DX
-	JNZ  fma28
+	CMPQ fma+40(FP), $0
+	JNE  fma28
 
 loop28:
+	PREFETCHT0 (DX)(R12*4)
 	WIDEN((SI)(R12*2), Z8)
 	WIDEN((R15)(R12*2), Z9)
 	MUL2x8(AX, Z0, Z10)
@@ -399,6 +403,7 @@ loop28:
 	JMP  done28
 
 fma28:
+	PREFETCHT0 (DX)(R12*4)
 	WIDEN((SI)(R12*2), Z8)
 	WIDEN((R15)(R12*2), Z9)
 	FMA2x8(AX, Z0, Z10)
