@@ -47,7 +47,9 @@ done1:
 
 // func rows4x1x512(a *bf16.BF16, stride int, x *float32, n int, acc *[4][16]float32, fma int)
 // Four rows (a, a+stride, a+2·stride, a+3·stride; stride in bytes) against
-// one input: four independent chains, the input loaded once per step.
+// one input: four independent chains, the input loaded once per step. Each
+// step prefetches two lines of the next block (R13, from a + 4·stride, 128
+// bytes per step: with contiguous rows, stride = 2·n, the whole block).
 TEXT ·rows4x1x512(SB), NOSPLIT, $0-48
 	MOVQ a+0(FP), SI
 	MOVQ stride+8(FP), BX
@@ -58,6 +60,7 @@ TEXT ·rows4x1x512(SB), NOSPLIT, $0-48
 	LEAQ (SI)(BX*1), R8
 	LEAQ (SI)(BX*2), R9
 	LEAQ (R8)(BX*2), R10
+	LEAQ (SI)(BX*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -68,6 +71,8 @@ TEXT ·rows4x1x512(SB), NOSPLIT, $0-48
 	JNZ  fma41
 
 loop41:
+	PREFETCHT0 (R13)
+	PREFETCHT0 64(R13)
 	VMOVUPS (DI), Z8
 	WIDEN((SI), Z4)
 	WIDEN((R8), Z5)
@@ -82,11 +87,14 @@ loop41:
 	ADDQ $32, R9
 	ADDQ $32, R10
 	ADDQ $64, DI
+	ADDQ $128, R13
 	DECQ CX
 	JNZ  loop41
 	JMP  done41
 
 fma41:
+	PREFETCHT0 (R13)
+	PREFETCHT0 64(R13)
 	VMOVUPS (DI), Z8
 	WIDEN((SI), Z4)
 	WIDEN((R8), Z5)
@@ -101,6 +109,7 @@ fma41:
 	ADDQ $32, R9
 	ADDQ $32, R10
 	ADDQ $64, DI
+	ADDQ $128, R13
 	DECQ CX
 	JNZ  fma41
 
@@ -114,7 +123,8 @@ done41:
 
 // func rows2x4x512(a *bf16.BF16, stride int, x *[4]*float32, n int, acc *[2][4][16]float32, fma int)
 // Two rows against four inputs: eight chains; each row is widened once per
-// step for the four inputs.
+// step for the four inputs. Each step prefetches one line of the next two
+// rows (R13, from a + 2·stride, 64 bytes per step).
 TEXT ·rows2x4x512(SB), NOSPLIT, $0-48
 	MOVQ a+0(FP), SI
 	MOVQ stride+8(FP), BX
@@ -123,6 +133,7 @@ TEXT ·rows2x4x512(SB), NOSPLIT, $0-48
 	MOVQ acc+32(FP), DX
 	MOVQ fma+40(FP), R12
 	LEAQ (SI)(BX*1), R8
+	LEAQ (R8)(BX*1), R13
 	MOVQ 0(AX), DI
 	MOVQ 8(AX), R9
 	MOVQ 16(AX), R10
@@ -141,6 +152,7 @@ TEXT ·rows2x4x512(SB), NOSPLIT, $0-48
 	JNZ  fma24
 
 loop24:
+	PREFETCHT0 (R13)
 	VMOVUPS (DI), Z8
 	VMOVUPS (R9), Z9
 	VMOVUPS (R10), Z10
@@ -161,11 +173,13 @@ loop24:
 	ADDQ $64, R9
 	ADDQ $64, R10
 	ADDQ $64, R11
+	ADDQ $64, R13
 	DECQ CX
 	JNZ  loop24
 	JMP  done24
 
 fma24:
+	PREFETCHT0 (R13)
 	VMOVUPS (DI), Z8
 	VMOVUPS (R9), Z9
 	VMOVUPS (R10), Z10
@@ -186,6 +200,7 @@ fma24:
 	ADDQ $64, R9
 	ADDQ $64, R10
 	ADDQ $64, R11
+	ADDQ $64, R13
 	DECQ CX
 	JNZ  fma24
 
