@@ -173,6 +173,8 @@ func finishN(acc []float32, row []bf16.BF16, xs [][]float32, n16, o int, dsts []
 // each block of weights is widened once per group while it sits in the L1
 // cache (once for the whole batch up to eight sequences). The last rows
 // (fewer than four) go one at a time: eight inputs, then single inputs.
+// A batch of one with no column tail runs its blocks of four rows through
+// matRowsN1 instead (useN1).
 // It reports false, doing nothing, without AVX-512.
 func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int, exact bool) bool {
 	if !useAVX512 || lo >= hi {
