@@ -105,6 +105,45 @@ func rows1x8x512(a *bf16.BF16, x *[8]*float32, n int, acc *[8][Lanes]float32, fm
 //go:noescape
 func rows2x8x512(a *bf16.BF16, stride int, x *[8]*float32, n int, acc *[2][8][Lanes]float32, fma int)
 
+// rowsN1x512 sets out[r] to the canonical dot product of row r with x
+// (reduced in assembly) for r < rows, the rows contiguous from a (stride
+// 2·n bytes), n > 0 a multiple of 16, rows > 0 a multiple of 4, with a
+// software prefetch of each row pf bytes ahead of where it reads.
+//
+//go:noescape
+func rowsN1x512(a *bf16.BF16, x *float32, n, rows int, out *float32, pf, fma int)
+
+// n1Prefetch is rowsN1x512's prefetch distance in bytes; n1Chunk is the
+// number of rows per call (results staged as float32 on the stack).
+var n1Prefetch = 0 // 0: one block ahead (8·cols)
+
+// useN1 selects rowsN1x512 for batch 1 (tests and benchmarks turn it off to
+// compare with the block kernels).
+var useN1 = true
+
+const n1Chunk = 256
+
+// matRowsN1 is the batch-1, no-tail part of matRowsFast: rows lo..hi-1
+// with (hi-lo)&^3 rows through rowsN1x512; it returns the first row left.
+func matRowsN1(dst []bf16.BF16, w []bf16.BF16, x []float32, cols, lo, hi, fma int) int {
+	n := (hi - lo) &^ 3
+	dst = dst[lo : lo+n]
+	var out [n1Chunk]float32
+	for o := 0; o < n; o += n1Chunk {
+		k := min(n1Chunk, n-o)
+		pf := n1Prefetch
+		if pf == 0 {
+			pf = 8 * cols
+		}
+		rowsN1x512(&w[(lo+o)*cols], &x[0], cols, k, &out[0], pf, fma)
+		d := dst[o : o+k]
+		for i, f := range out[:k] {
+			d[i] = bf16.FromFloat32(f)
+		}
+	}
+	return lo + n
+}
+
 // reduce512 sets out[i] = reduceLanes(lanes i) for the n lane arrays at acc.
 //
 //go:noescape
@@ -134,6 +173,8 @@ func finishN(acc []float32, row []bf16.BF16, xs [][]float32, n16, o int, dsts []
 // each block of weights is widened once per group while it sits in the L1
 // cache (once for the whole batch up to eight sequences). The last rows
 // (fewer than four) go one at a time: eight inputs, then single inputs.
+// A batch of one with no column tail runs its blocks of four rows through
+// matRowsN1 instead (useN1).
 // It reports false, doing nothing, without AVX-512.
 func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi int, exact bool) bool {
 	if !useAVX512 || lo >= hi {
@@ -153,6 +194,9 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 	}
 	stride := 2 * cols
 	o := lo
+	if useN1 && len(xs) == 1 && n16 == cols {
+		o = matRowsN1(dsts[0], w, xs[0], cols, lo, hi, fma)
+	}
 	for ; o+4 <= hi; o += 4 {
 		b := 0
 		for ; b+8 <= len(xs); b += 8 {

@@ -40,6 +40,11 @@
 // eight inputs, so a batch of up to eight sequences widens each block of
 // weights once (the weights stay in the memory-mapped file; they are not
 // repacked). The lanes are reduced in the canonical tree in assembly too.
+// A single sequence's product runs whole row ranges in one assembly call
+// (blocks of four rows, reduced in registers). Every kernel prefetches the
+// rows it reads next in software: the rows are short (2-6 KB) and read as
+// interleaved streams, which the hardware prefetcher alone follows at well
+// under memory speed.
 // With AVX2 only, lanes 0-7 and
 // 8-15 sit in two YMM registers. Every kernel multiplies and then adds,
 // which is the float32 operation sequence of the pure-Go loop, except where

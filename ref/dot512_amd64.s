@@ -47,7 +47,9 @@ done1:
 
 // func rows4x1x512(a *bf16.BF16, stride int, x *float32, n int, acc *[4][16]float32, fma int)
 // Four rows (a, a+stride, a+2·stride, a+3·stride; stride in bytes) against
-// one input: four independent chains, the input loaded once per step.
+// one input: four independent chains, the input loaded once per step. Each
+// step prefetches two lines of the next block (R13, from a + 4·stride, 128
+// bytes per step: with contiguous rows, stride = 2·n, the whole block).
 TEXT ·rows4x1x512(SB), NOSPLIT, $0-48
 	MOVQ a+0(FP), SI
 	MOVQ stride+8(FP), BX
@@ -58,6 +60,7 @@ TEXT ·rows4x1x512(SB), NOSPLIT, $0-48
 	LEAQ (SI)(BX*1), R8
 	LEAQ (SI)(BX*2), R9
 	LEAQ (R8)(BX*2), R10
+	LEAQ (SI)(BX*4), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -68,6 +71,8 @@ TEXT ·rows4x1x512(SB), NOSPLIT, $0-48
 	JNZ  fma41
 
 loop41:
+	PREFETCHT0 (R13)
+	PREFETCHT0 64(R13)
 	VMOVUPS (DI), Z8
 	WIDEN((SI), Z4)
 	WIDEN((R8), Z5)
@@ -82,11 +87,14 @@ loop41:
 	ADDQ $32, R9
 	ADDQ $32, R10
 	ADDQ $64, DI
+	ADDQ $128, R13
 	DECQ CX
 	JNZ  loop41
 	JMP  done41
 
 fma41:
+	PREFETCHT0 (R13)
+	PREFETCHT0 64(R13)
 	VMOVUPS (DI), Z8
 	WIDEN((SI), Z4)
 	WIDEN((R8), Z5)
@@ -101,6 +109,7 @@ fma41:
 	ADDQ $32, R9
 	ADDQ $32, R10
 	ADDQ $64, DI
+	ADDQ $128, R13
 	DECQ CX
 	JNZ  fma41
 
@@ -114,7 +123,8 @@ done41:
 
 // func rows2x4x512(a *bf16.BF16, stride int, x *[4]*float32, n int, acc *[2][4][16]float32, fma int)
 // Two rows against four inputs: eight chains; each row is widened once per
-// step for the four inputs.
+// step for the four inputs. Each step prefetches one line of the next two
+// rows (R13, from a + 2·stride, 64 bytes per step).
 TEXT ·rows2x4x512(SB), NOSPLIT, $0-48
 	MOVQ a+0(FP), SI
 	MOVQ stride+8(FP), BX
@@ -123,6 +133,7 @@ TEXT ·rows2x4x512(SB), NOSPLIT, $0-48
 	MOVQ acc+32(FP), DX
 	MOVQ fma+40(FP), R12
 	LEAQ (SI)(BX*1), R8
+	LEAQ (R8)(BX*1), R13
 	MOVQ 0(AX), DI
 	MOVQ 8(AX), R9
 	MOVQ 16(AX), R10
@@ -141,6 +152,7 @@ TEXT ·rows2x4x512(SB), NOSPLIT, $0-48
 	JNZ  fma24
 
 loop24:
+	PREFETCHT0 (R13)
 	VMOVUPS (DI), Z8
 	VMOVUPS (R9), Z9
 	VMOVUPS (R10), Z10
@@ -161,11 +173,13 @@ loop24:
 	ADDQ $64, R9
 	ADDQ $64, R10
 	ADDQ $64, R11
+	ADDQ $64, R13
 	DECQ CX
 	JNZ  loop24
 	JMP  done24
 
 fma24:
+	PREFETCHT0 (R13)
 	VMOVUPS (DI), Z8
 	VMOVUPS (R9), Z9
 	VMOVUPS (R10), Z10
@@ -186,6 +200,7 @@ fma24:
 	ADDQ $64, R9
 	ADDQ $64, R10
 	ADDQ $64, R11
+	ADDQ $64, R13
 	DECQ CX
 	JNZ  fma24
 
@@ -344,14 +359,17 @@ loopm:
 // func rows2x8x512(a *bf16.BF16, stride int, x *[8]*float32, n int, acc *[2][8][16]float32, fma int)
 // Two rows against eight inputs: sixteen chains (row r, input i in
 // Z(8r+i) for r = 0, and Z(10+i) for r = 1); each input is loaded once per
-// step for both rows, each row widened once for all eight inputs.
+// step for both rows, each row widened once for all eight inputs. Each step
+// prefetches one line of the next two rows (DX = a + 2·stride; with
+// contiguous rows, stride = 2·n, the line 64 bytes per step further on
+// covers them as these two are read).
 TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
 	MOVQ a+0(FP), SI
 	MOVQ stride+8(FP), BX
 	MOVQ x+16(FP), R13
 	MOVQ n+24(FP), CX
-	MOVQ fma+40(FP), DX
 	LEAQ (SI)(BX*1), R15
+	LEAQ (R15)(BX*1), DX
 	MOVQ 0(R13), AX
 	MOVQ 8(R13), BX
 	MOVQ 16(R13), DI
@@ -379,10 +397,11 @@ TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
 	VPXORD Z17, Z17, Z17
 	TESTQ CX, CX
 	JZ   done28
-	TESTQ DX, DX
-	JNZ  fma28
+	CMPQ fma+40(FP), $0
+	JNE  fma28
 
 loop28:
+	PREFETCHT0 (DX)(R12*4)
 	WIDEN((SI)(R12*2), Z8)
 	WIDEN((R15)(R12*2), Z9)
 	MUL2x8(AX, Z0, Z10)
@@ -399,6 +418,7 @@ loop28:
 	JMP  done28
 
 fma28:
+	PREFETCHT0 (DX)(R12*4)
 	WIDEN((SI)(R12*2), Z8)
 	WIDEN((R15)(R12*2), Z9)
 	FMA2x8(AX, Z0, Z10)
@@ -431,5 +451,140 @@ done28:
 	VMOVUPS Z15, 832(DX)
 	VMOVUPS Z16, 896(DX)
 	VMOVUPS Z17, 960(DX)
+	VZEROUPPER
+	RET
+
+// Batch-1 range kernel. The rows are contiguous (stride 2·n bytes) and
+// walked in blocks of four: four chains (one ZMM of 16 lanes per row), two
+// 16-column steps per iteration, then the canonical tree reduction of each
+// row in registers. Each iteration prefetches, for each of the four rows,
+// the cache line pf bytes past the one it reads (pf = 8·n: the same
+// column of the next block's rows).
+
+// STEP4M(xo, wo): the 16 values of x at xo(DI)(R11*2) against the 16
+// values of each row at wo(row)(R11*1): multiply, then add.
+#define STEP4M(xo, wo) \
+	VMOVUPS xo(DI)(R11*2), Z8; \
+	VPMOVZXWD wo(SI)(R11*1), Z4; \
+	VPMOVZXWD wo(R8)(R11*1), Z5; \
+	VPMOVZXWD wo(R9)(R11*1), Z6; \
+	VPMOVZXWD wo(R10)(R11*1), Z7; \
+	VPSLLD $16, Z4, Z4; \
+	VPSLLD $16, Z5, Z5; \
+	VPSLLD $16, Z6, Z6; \
+	VPSLLD $16, Z7, Z7; \
+	MULADD(Z4, Z8, Z0, Z12); \
+	MULADD(Z5, Z8, Z1, Z13); \
+	MULADD(Z6, Z8, Z2, Z14); \
+	MULADD(Z7, Z8, Z3, Z15)
+
+// STEP4F(xo, wo): STEP4M with fused multiply-adds.
+#define STEP4F(xo, wo) \
+	VMOVUPS xo(DI)(R11*2), Z8; \
+	VPMOVZXWD wo(SI)(R11*1), Z4; \
+	VPMOVZXWD wo(R8)(R11*1), Z5; \
+	VPMOVZXWD wo(R9)(R11*1), Z6; \
+	VPMOVZXWD wo(R10)(R11*1), Z7; \
+	VPSLLD $16, Z4, Z4; \
+	VPSLLD $16, Z5, Z5; \
+	VPSLLD $16, Z6, Z6; \
+	VPSLLD $16, Z7, Z7; \
+	FMADD(Z4, Z8, Z0); \
+	FMADD(Z5, Z8, Z1); \
+	FMADD(Z6, Z8, Z2); \
+	FMADD(Z7, Z8, Z3)
+
+// PF4: prefetch the line at R11 of each row's prefetch pointer.
+#define PF4 \
+	PREFETCHT0 (AX)(R11*1); \
+	PREFETCHT0 (DX)(R11*1); \
+	PREFETCHT0 (R12)(R11*1); \
+	PREFETCHT0 (R13)(R11*1)
+
+// REDUCE(z, y, xr, off): out[off/4] = the canonical tree reduction of the
+// 16 lanes of z (y, xr its YMM and XMM views), as reduce512; R15 = out.
+#define REDUCE(z, y, xr, off) \
+	VEXTRACTF64X4 $1, z, Y4; \
+	VADDPS Y4, y, y; \
+	VEXTRACTF128 $1, y, X4; \
+	VADDPS X4, xr, xr; \
+	VPERMILPS $0x0E, xr, X4; \
+	VADDPS X4, xr, xr; \
+	VPERMILPS $0x01, xr, X4; \
+	VADDSS X4, xr, xr; \
+	VMOVSS xr, off(R15)
+
+// func rowsN1x512(a *bf16.BF16, x *float32, n, rows int, out *float32, pf, fma int)
+// out[r] = the canonical dot product of row r (a + 2·n·r bytes) with x,
+// for r < rows; n > 0 a multiple of 16, rows > 0 a multiple of 4. The
+// arguments rows and out are updated in place as blocks complete.
+TEXT ·rowsN1x512(SB), NOSPLIT, $0-56
+	MOVQ a+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	LEAQ (CX)(CX*1), BX
+	SHRQ $4, CX
+
+blockN1:
+	LEAQ (SI)(BX*1), R8
+	LEAQ (SI)(BX*2), R9
+	LEAQ (R8)(BX*2), R10
+	MOVQ pf+40(FP), AX
+	LEAQ (R8)(AX*1), DX
+	LEAQ (R9)(AX*1), R12
+	LEAQ (R10)(AX*1), R13
+	ADDQ SI, AX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ R11, R11
+	CMPQ fma+48(FP), $0
+	JNE  fmaN1
+	TESTQ $1, CX
+	JZ   loopN1
+	PF4
+	STEP4M(0, 0)
+	MOVQ $32, R11
+	CMPQ R11, BX
+	JGE  reduceN1
+
+loopN1:
+	PF4
+	STEP4M(0, 0)
+	STEP4M(64, 32)
+	ADDQ $64, R11
+	CMPQ R11, BX
+	JLT  loopN1
+	JMP  reduceN1
+
+fmaN1:
+	TESTQ $1, CX
+	JZ   loopN1F
+	PF4
+	STEP4F(0, 0)
+	MOVQ $32, R11
+	CMPQ R11, BX
+	JGE  reduceN1
+
+loopN1F:
+	PF4
+	STEP4F(0, 0)
+	STEP4F(64, 32)
+	ADDQ $64, R11
+	CMPQ R11, BX
+	JLT  loopN1F
+
+reduceN1:
+	MOVQ out+32(FP), R15
+	REDUCE(Z0, Y0, X0, 0)
+	REDUCE(Z1, Y1, X1, 4)
+	REDUCE(Z2, Y2, X2, 8)
+	REDUCE(Z3, Y3, X3, 12)
+	ADDQ $16, R15
+	MOVQ R15, out+32(FP)
+	LEAQ (SI)(BX*4), SI
+	SUBQ $4, rows+24(FP)
+	JNZ  blockN1
 	VZEROUPPER
 	RET

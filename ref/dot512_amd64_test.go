@@ -220,3 +220,92 @@ func TestKernels512UnfusedAndFused(t *testing.T) {
 		}
 	}
 }
+
+// The batch-1 range kernel (rowsN1x512, rows in blocks of four, columns a
+// multiple of 16, chunks of n1Chunk rows, an odd or even number of 16-column
+// steps) equals the pure-Go order bit for bit on random bit patterns
+// (denormals, ±0, Inf, NaN, products that overflow), unfused and with
+// whatever the guard admits; and against the block kernels it replaces.
+func TestRowsN1EqualPureGo(t *testing.T) {
+	need512(t)
+	rng := rand.New(rand.NewPCG(57, 58))
+	gen := append(bf16Gens(rng),
+		func() bf16.BF16 { return bf16.BF16(rng.Uint32()&0x8000 | 0x7F80) }, // ±Inf
+		func() bf16.BF16 { return bf16.BF16(rng.Uint32() & 0x8000) },        // ±0
+	)
+	for trial := range 300 {
+		rows := 1 + rng.IntN(14)
+		if trial%25 == 0 {
+			rows = 2*n1Chunk + 1 + rng.IntN(9) // several calls
+		}
+		cols := 16 * (1 + rng.IntN(9))
+		if trial%30 == 0 {
+			cols = 1024 + 16*rng.IntN(3)
+		}
+		ga, gb := gen[rng.IntN(len(gen))], gen[rng.IntN(len(gen))]
+		if trial%5 == 0 {
+			ga, gb = exactGen(rng, 190, 191), exactGen(rng, 190, 191) // the overflow edge
+		}
+		w := make([]bf16.BF16, rows*cols)
+		for i := range w {
+			w[i] = ga()
+		}
+		xs := [][]float32{make([]float32, cols+rng.IntN(3))}
+		for j := range xs[0] {
+			xs[0][j] = gb().Float32()
+		}
+		what := fmt.Sprintf("trial %d (seed 57,58)", trial)
+		checkRows(t, what, w, xs, rows, cols, false)
+		checkRows(t, what+" guarded", w, xs, rows, cols, exactProducts(bf16Range(w), f32Range(xs[0])))
+	}
+}
+
+// With fused multiply-adds the batch-1 kernel equals the pure-Go order on
+// every input the guard admits (the edges of the guard included), and on
+// overflowCase its unfused loop gives the canonical +Inf where a fused one
+// would not.
+func TestRowsN1FMAAndUnfused(t *testing.T) {
+	need512(t)
+	rng := rand.New(rand.NewPCG(59, 60))
+	ranges := []struct{ lo, hi int }{{64, 64}, {58, 70}, {190, 190}, {100, 140}, {1, 254}}
+	admitted := 0
+	for trial := range 200 {
+		rg := ranges[trial%len(ranges)]
+		rows, cols := 4+rng.IntN(9), 16*(1+rng.IntN(6))
+		gw, gx := exactGen(rng, rg.lo, rg.hi), exactGen(rng, rg.lo, rg.hi)
+		w := make([]bf16.BF16, rows*cols)
+		for i := range w {
+			w[i] = gw()
+		}
+		xs := [][]float32{make([]float32, cols)}
+		for j := range xs[0] {
+			xs[0][j] = gx().Float32()
+		}
+		if !exactProducts(bf16Range(w), f32Range(xs[0])) {
+			continue
+		}
+		admitted++
+		checkRows(t, fmt.Sprintf("trial %d (seed 59,60)", trial), w, xs, rows, cols, true)
+	}
+	if admitted < 60 {
+		t.Fatalf("only %d of 200 trials passed the guard", admitted)
+	}
+	for rows := 4; rows <= 13; rows++ {
+		w, xs, cols := overflowCase(rng, rows, 1)
+		cols16 := cols &^ (Lanes - 1)
+		// Keep the deciding chunks, drop the tail: a row of cols16 columns.
+		w16 := make([]bf16.BF16, rows*cols16)
+		for o := range rows {
+			copy(w16[o*cols16:(o+1)*cols16], w[o*cols:])
+		}
+		xs[0] = xs[0][:cols16]
+		checkRows(t, fmt.Sprintf("overflow case rows=%d", rows), w16, xs, rows, cols16, false)
+		dst := [][]bf16.BF16{make([]bf16.BF16, rows)}
+		matRowsFast(dst, w16, xs, cols16, 0, rows, true)
+		for o := range rows &^ 3 {
+			if f := dst[0][o]; f == bf16.PosInf || f.IsNaN() {
+				t.Fatalf("rows=%d: fused kernel out[%d] = %#04x, want finite", rows, o, uint16(f))
+			}
+		}
+	}
+}
