@@ -52,54 +52,53 @@
 // pt-one-column-seed1.script) red on pt-one-column. They build per mutant
 // and are skipped with -short.
 //
-// # Measured (2 cores, warm build cache, seed 1, 200 cases)
+// # Measured (2 cores, quiet machine, seed 1, 200 cases, 2026-12-01)
 //
-// The whole catalog: ~100 s wall (13 builds; stale-tail needs the
-// 10-case stage, case 7; shrinking included), measured while another job
-// shared the cores. Every mutant is killed. Mutants are now built and
-// checked Config.Jobs at a time (default GOMAXPROCS), without VCS stamp or
-// DWARF; the run's CPU is mostly the 13 builds (each recompiles the mutated
-// package and everything above it up to cmd/offcard, about 3 s of CPU).
+// The whole catalog (28 mutants): 24.7 s wall with the build cached, 26.3 s
+// without (38 s of CPU; the 13 mutants of the catalog before issue 9: 10.3
+// s). One schema build serves 27 mutants (2.3 s cached), pad-one builds
+// alone beside it; the checks take 40 s of CPU in all, about 40% running
+// to red and 60% shrinking. Every mutant is killed. Times to red are the
+// check's own (campaign start to the first failing command, before
+// shrinking); "check" is the whole check run, shrinking included.
 //
-//	mutant                      property    step  shrunk  time to red
-//	pt-one-column               strict      64    2       0.1 s   page-table-read-past-row
-//	warm-pos-global             cur-pos     64    2       0.13 s
-//	free-not-retire             strict      64    2       0.14 s  allocation-overlaps-live-trace
-//	width-grow-only             kv-write    65    3       0.32 s
-//	plus-one-no-skip            cur-pos     0     1       0.08 s
-//	stale-tail                  page-table  2     3       1.3 s   (case 7)
-//	reseed-off-by-one           cur-pos     0     1       0.05 s
-//	rope-not-advanced           logits      2     2       0.06 s
-//	refresh-never               kv-write    2     3       0.32 s  (case 2)
-//	alloc-after-capture         strict      1     2       0.04 s  allocation-overlaps-live-trace
-//	warm-pos-global-pure        cur-pos     2     3       0.46 s
-//	trace-kept-on-width-change  strict      64    2       0.19 s  page-table-read-past-row
-//	sim-plus-one-no-skip        cur-pos     0     1       0.04 s
-//	capture-outputs-freed       strict      1     2       0.37 s  trace-replay-stale-address
-//	pool-same-block             strict      2     3       3.4 s   kv-tile-race
-//
-// The last two (measured apart, under heavy load) are catchable only since
-// the contract is ttnn's at tt.TTMetalCommit: ops allocate their own
-// outputs (a trace writes them, so freeing them after the capture is a
-// stale-address replay), and paged_update_cache's users run unordered (two
-// users sharing a block race on the tile and lose a row).
+//	mutant                           property       case  step  shrunk  time to red  check
+//	pt-one-column                    strict         0     64    1       0.13 s       0.82 s
+//	warm-pos-global                  cur-pos        0     64    2       0.13 s       0.88 s
+//	free-not-retire                  strict         0     64    2       0.12 s       1.09 s
+//	width-grow-only                  kv-write       3     33    2       0.43 s       1.60 s
+//	plus-one-no-skip                 cur-pos        0     0     1       0.09 s       0.34 s
+//	stale-tail                       page-table     2     33    2       0.36 s       1.38 s
+//	reseed-off-by-one                cur-pos        0     0     1       0.08 s       0.31 s
+//	rope-not-advanced                kv-write       0     2     2       0.08 s       0.45 s
+//	refresh-never                    kv-write       7     32    2       0.96 s       1.95 s
+//	alloc-after-capture              strict         0     1     2       0.08 s       0.42 s
+//	warm-pos-global-pure             cur-pos        7     2     3       0.77 s       1.75 s
+//	trace-kept-on-width-change       strict         0     64    2       0.12 s       0.87 s
+//	capture-outputs-freed            strict         0     1     2       0.08 s       0.46 s
+//	pool-same-block                  kv-write       2     33    2       0.58 s       1.42 s
+//	sim-plus-one-no-skip             cur-pos        0     0     1       0.08 s       0.36 s
+//	width-headroom                   page-table     0     0     1       0.08 s       0.34 s
+//	pad-one                          page-table     0     0     1       0.12 s       0.43 s
+//	leak-pt-on-width-change          device-memory  3     16    2       0.43 s       1.22 s
+//	recapture-one-late               replay         7     12    2       0.88 s       1.30 s
+//	token-rewritten-in-replay        host-writes    0     2     2       0.09 s       0.46 s
+//	decode-new-seqs-one-slot         cur-pos        7     0     1       0.87 s       1.97 s
+//	trace-kept-on-batch-change       replay         7     3     4       0.90 s       2.46 s
+//	close-keeps-trace                device-memory  7     65    3       1.14 s       2.57 s
+//	pt-tracked-twice                 device-memory  0     65    1       0.36 s       1.96 s
+//	leak-retired-on-release          device-memory  0     64    2       0.13 s       1.52 s
+//	recapture-every-ignored          replay         7     12    2       0.74 s       1.12 s
+//	teacher-token-dropped-in-replay  kv-write       15    2     2       2.06 s       2.48 s
+//	jump-not-reseeded-in-replay      cur-pos        46    3     4       5.48 s       7.65 s
 //
 // Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
 // so step 64 is the first position past the first block.
-//
-// The issue-9 additions (measured with offcard check --cases 10 --seed 1
-// on each mutant's build, under heavy load from other jobs, so no times):
-//
-//	mutant                      property       first failing case
-//	width-headroom              page-table     0
-//	pad-one                     page-table     0
-//	leak-pt-on-width-change     device-memory  3
-//	recapture-one-late          replay         7
-//	token-rewritten-in-replay   host-writes    0
-//	decode-new-seqs-one-slot    cur-pos        7
-//	trace-kept-on-batch-change  replay         7
-//	close-keeps-trace           device-memory  7
-//	pt-tracked-twice            device-memory  0
+// capture-outputs-freed and pool-same-block are catchable only since the
+// contract is ttnn's at tt.TTMetalCommit: ops allocate their own outputs (a
+// trace writes them, so freeing them after the capture is a stale-address
+// replay), and paged_update_cache's users run unordered (two users sharing
+// a block race on the tile and lose a row).
 //
 // # Candidates (issue 9)
 //
