@@ -2,6 +2,7 @@ package ref
 
 import (
 	"sync"
+	"time"
 )
 
 // pool is a persistent set of worker goroutines that run one function over
@@ -29,9 +30,37 @@ func newPool(parts int) *pool {
 
 func (p *pool) worker(part int, start chan struct{}) {
 	defer p.wg.Done()
-	for range start {
+	for recvSpin(start) {
 		p.fn(part, p.parts)
 		p.done <- struct{}{}
+	}
+}
+
+// spinFor is how long a waiting worker or caller polls its channel before
+// it blocks. A decode step hands the workers a matrix every few
+// microseconds; a worker that blocked in between must be woken by the
+// operating system, which on a virtual machine costs tens to hundreds of
+// microseconds a time (an idle virtual CPU halts). A short poll keeps the
+// hand-over cheap and gives the core back soon after the step ends.
+const spinFor = 100 * time.Microsecond
+
+// recvSpin receives from c, polling for up to spinFor before it blocks;
+// false when c is closed.
+func recvSpin(c <-chan struct{}) bool {
+	var t0 time.Time
+	for i := 0; ; i++ {
+		select {
+		case _, ok := <-c:
+			return ok
+		default:
+		}
+		switch {
+		case i == 0:
+			t0 = time.Now()
+		case i&31 == 0 && time.Since(t0) > spinFor:
+			_, ok := <-c
+			return ok
+		}
 	}
 }
 
@@ -48,10 +77,8 @@ func (p *pool) run(fn func(part, parts int)) {
 		c <- struct{}{}
 	}
 	fn(0, p.parts)
-	// Block rather than spin: the machine may be shared, and a spinning
-	// waiter steals the core a worker needs.
 	for range p.start {
-		<-p.done
+		recvSpin(p.done)
 	}
 }
 
