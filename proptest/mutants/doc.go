@@ -43,14 +43,16 @@
 // runs) and the strict finding.
 //
 // Tests: TestAnchorsApply (fast); TestSeedMutantsRedSteps replays the
-// seed's gate as a script on pt-one-column and warm-pos-global through
-// `go test -overlay` and pins where they go red (position 32, the first
+// seed's gate as a script on pt-one-column and warm-pos-global (this
+// package's test binary built once over the catalog's schema, the mutant
+// picked by OFFCARD_MUTANT) and pins where they go red (position 32, the first
 // past the block, for the [C,1] table; position 32 in the cold step of the
 // boundary's re-capture for the warm-position skip); TestCatalogKilled
 // runs the whole catalog through Run; TestSavedPTOneColumnScript replays
 // the saved shrunk reproduction (proptest/testdata/regressions/
-// pt-one-column-seed1.script) red on pt-one-column. They build per mutant
-// and are skipped with -short.
+// pt-one-column-seed1.script) red on pt-one-column. They build the schema
+// (its packages shared through the build cache) and are skipped with
+// -short.
 //
 // # Measured (2 cores, quiet machine, seed 1, 200 cases, 2026-12-01)
 //

@@ -3,12 +3,14 @@ package mutants_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,59 @@ import (
 // built with: the outer test builds it with a mutant's overlay) and prints
 // the first failure as one line "PROBE {json}" ("PROBE null": all green).
 const probeEnv = "OFFCARD_MUTANT_PROBE"
+
+// probeBin is this package's test binary built over the schema of the
+// whole catalog (the build TestCatalogKilled makes, so its packages come
+// from the build cache); OFFCARD_MUTANT picks each probe's mutant.
+var probeBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func probeBinary(t *testing.T, root string) string {
+	t.Helper()
+	probeBin.once.Do(func() {
+		s, err := mutants.BuildSchema(root, mutants.Catalog)
+		if err != nil {
+			probeBin.err = err
+			return
+		}
+		for _, m := range []string{"pt-one-column", "warm-pos-global"} {
+			if !slices.ContainsFunc(s.Folded, func(f mutants.Mutant) bool { return f.Name == m }) {
+				probeBin.err = fmt.Errorf("the probes need %s in the schema build: %s", m, s.Why[m])
+				return
+			}
+		}
+		if probeBin.dir, err = os.MkdirTemp("", "offcard-probe-"); err != nil {
+			probeBin.err = err
+			return
+		}
+		ov, err := s.Overlay(root, probeBin.dir)
+		if err != nil {
+			probeBin.err = err
+			return
+		}
+		probeBin.path = filepath.Join(probeBin.dir, "probe.test")
+		cmd := exec.Command(goTool(), "test", "-c", "-vet=off", "-overlay", ov, "-o", probeBin.path, "./proptest/mutants")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			probeBin.err = fmt.Errorf("build the probe binary: %v\n%s", err, out)
+		}
+	})
+	if probeBin.err != nil {
+		t.Fatal(probeBin.err)
+	}
+	return probeBin.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if probeBin.dir != "" {
+		os.RemoveAll(probeBin.dir)
+	}
+	os.Exit(code)
+}
 
 func TestProbe(t *testing.T) {
 	path := os.Getenv(probeEnv)
@@ -94,26 +149,20 @@ func probe(t *testing.T, m string, script string) *proptest.Failure {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if m != "" {
+		if _, ok := mutants.ByName(m); !ok {
+			t.Fatalf("no mutant %s", m)
+		}
+	}
+	bin := probeBinary(t, root)
 	dir := t.TempDir()
 	sp := filepath.Join(dir, "seed.script")
 	if err := os.WriteFile(sp, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"test", "-count=1", "-run", "^TestProbe$", "-v"}
-	if m != "" {
-		mu, ok := mutants.ByName(m)
-		if !ok {
-			t.Fatalf("no mutant %s", m)
-		}
-		ov, err := mu.Overlay(root, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "-overlay", ov)
-	}
-	cmd := exec.Command(goTool(), append(args, "./proptest/mutants")...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), probeEnv+"="+sp)
+	cmd := exec.Command(bin, "-test.count=1", "-test.run", "^TestProbe$", "-test.v")
+	cmd.Dir = filepath.Join(root, "proptest", "mutants")
+	cmd.Env = append(os.Environ(), probeEnv+"="+sp, mutants.SwitchEnv+"="+m)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("probe of %q: %v\n%s", m, err, out)
@@ -137,11 +186,11 @@ func probe(t *testing.T, m string, script string) *proptest.Failure {
 // (position 32, regime cold), whose cur_pos advance it skipped; the
 // property suite reads cur_pos after every step, so it fires one step
 // before the seed's gate saw wrong logits (position 33, the re-capture).
-// The real engine is green on the same script. Each probe builds
-// the test binary once (~10-20 s on 2 cores).
+// The real engine is green on the same script. The probes run this
+// package's test binary, built once over the catalog's schema.
 func TestSeedMutantsRedSteps(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the engine with mutants (go test -overlay); skipped with -short")
+		t.Skip("builds the catalog's schema; skipped with -short")
 	}
 	if f := probe(t, "", seedScript); f != nil {
 		t.Fatalf("the real engine fails the seed script: %s", f)
@@ -224,7 +273,7 @@ func TestCatalogKilled(t *testing.T) {
 // it green on the real engine).
 func TestSavedPTOneColumnScript(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the engine with a mutant (go test -overlay); skipped with -short")
+		t.Skip("builds the catalog's schema; skipped with -short")
 	}
 	root, err := mutants.FindModuleRoot(".")
 	if err != nil {
