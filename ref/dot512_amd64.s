@@ -461,9 +461,9 @@ done28:
 // the cache line pf bytes past the one it reads (pf = 8·n: the same
 // column of the next block's rows).
 
-// STEP4M(xo, wo): the 16 values of x at xo(DI)(R11*2) against the 16
-// values of each row at wo(row)(R11*1): multiply, then add.
-#define STEP4M(xo, wo) \
+// LOAD4(xo, wo): the 16 values of x at xo(DI)(R11*2) into Z8 and the 16
+// values of each row at wo(row)(R11*1), widened, into Z4-Z7.
+#define LOAD4(xo, wo) \
 	VMOVUPS xo(DI)(R11*2), Z8; \
 	VPMOVZXWD wo(SI)(R11*1), Z4; \
 	VPMOVZXWD wo(R8)(R11*1), Z5; \
@@ -472,7 +472,11 @@ done28:
 	VPSLLD $16, Z4, Z4; \
 	VPSLLD $16, Z5, Z5; \
 	VPSLLD $16, Z6, Z6; \
-	VPSLLD $16, Z7, Z7; \
+	VPSLLD $16, Z7, Z7
+
+// STEP4M(xo, wo): LOAD4, then multiply and add into the four chains.
+#define STEP4M(xo, wo) \
+	LOAD4(xo, wo); \
 	MULADD(Z4, Z8, Z0, Z12); \
 	MULADD(Z5, Z8, Z1, Z13); \
 	MULADD(Z6, Z8, Z2, Z14); \
@@ -480,15 +484,7 @@ done28:
 
 // STEP4F(xo, wo): STEP4M with fused multiply-adds.
 #define STEP4F(xo, wo) \
-	VMOVUPS xo(DI)(R11*2), Z8; \
-	VPMOVZXWD wo(SI)(R11*1), Z4; \
-	VPMOVZXWD wo(R8)(R11*1), Z5; \
-	VPMOVZXWD wo(R9)(R11*1), Z6; \
-	VPMOVZXWD wo(R10)(R11*1), Z7; \
-	VPSLLD $16, Z4, Z4; \
-	VPSLLD $16, Z5, Z5; \
-	VPSLLD $16, Z6, Z6; \
-	VPSLLD $16, Z7, Z7; \
+	LOAD4(xo, wo); \
 	FMADD(Z4, Z8, Z0); \
 	FMADD(Z5, Z8, Z1); \
 	FMADD(Z6, Z8, Z2); \
