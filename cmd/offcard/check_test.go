@@ -203,3 +203,20 @@ func (d plantedDecoder) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
 	o, err := d.Decoder.Decode(b)
 	return d.fix(o), err
 }
+
+// --fail-fast stops at the first failing case: the report holds the cases
+// up to it and says how many were not started.
+func TestCheckFailFast(t *testing.T) {
+	defer func(f proptest.Factory) { checkFactory = f }(checkFactory)
+	checkFactory = func(sc proptest.Scenario) (proptest.SUT, error) {
+		s, err := proptest.SimFactory(sc)
+		return plantedSUT{s, sc.BlockSize}, err
+	}
+	code, out, errs := runCLI(t, "check", "--cases", "6", "--seed", "3", "--fail-fast")
+	if code != 1 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	if !strings.Contains(out, "FAIL case 0, seed 3") || !strings.HasSuffix(strings.TrimSpace(out), "0 passed, 1 failed, 5 not started (--fail-fast)") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
