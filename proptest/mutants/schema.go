@@ -31,9 +31,12 @@ const (
 // unset, the schema build runs the unmutated source: the prologue's switch
 // matches nothing and the copies are never called.
 //
-// A mutant folds when each of its edits lies inside one function's body,
-// its anchor occurs once in the unedited file, and the function can be
-// called through (named parameters and receiver, no type parameters);
+// A mutant folds when each of its edits (the part that changes, once the
+// text Old and New share at either end is set aside) lies inside one
+// function's body or only adds text between top-level declarations (added
+// declarations go in unconditionally: nothing but the mutant's copies uses
+// them), its anchor occurs once in the unedited file, and the function can
+// be called through (named parameters and receiver, no type parameters);
 // the others are left in Rest, to be built one by one.
 type Schema struct {
 	// Files are the edited and added files, by slash-separated path
@@ -121,7 +124,7 @@ func BuildSchema(root string, ms []Mutant) (*Schema, error) {
 				adds = append(adds, insertion{file: e.File, at: at, text: nw})
 				continue
 			}
-			site, reason := siteOf(parsed[e.File], fsets[e.File], src, e.File, at, at+len(old))
+			site, reason := siteOf(parsed[e.File], fsets[e.File], e.File, at, at+len(old))
 			if site == nil {
 				why = reason
 				break
@@ -267,7 +270,7 @@ func outsideDecls(f *ast.File, fs *token.FileSet, at int) bool {
 
 // siteOf is the function whose body holds [from, to) of the file, or nil
 // and why it cannot be folded.
-func siteOf(f *ast.File, fs *token.FileSet, src []byte, rel string, from, to int) (*fnSite, string) {
+func siteOf(f *ast.File, fs *token.FileSet, rel string, from, to int) (*fnSite, string) {
 	off := func(p token.Pos) int { return fs.Position(p).Offset }
 	for _, d := range f.Decls {
 		fd, ok := d.(*ast.FuncDecl)
