@@ -586,7 +586,7 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 			*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "peek KV cache: " + err.Error()})
 			return
 		}
-		value, i, ok := r.firstCacheDiff(ps, l, dk, dv, mergeSpans(append(slices.Clone(changed), refRows...)))
+		value, i, ok := r.firstCacheDiff(ps, l, dk, dv, mergeSpans(append(changed, refRows...))) // changed is fresh per PeekKV
 		if !ok {
 			return
 		}

@@ -68,19 +68,27 @@ func (d *Device) writePages(b *buffer, data []byte) {
 
 // readPages untilizes the buffer's pages into logical bytes. In strict mode
 // the first never-written byte of a page holding logical data is a Finding.
-func (d *Device) readPages(b *buffer, op string) []byte { return d.readPagesFor(b, op, true) }
+func (d *Device) readPages(b *buffer, op string) []byte {
+	data := make([]byte, b.spec.Volume()*b.spec.DType.Size())
+	d.readPagesInto(b, data, op, 0, nil)
+	return data
+}
 
-// readPagesQuiet is readPages with no findings (Peek).
-func (d *Device) readPagesQuiet(b *buffer) []byte { return d.readPagesFor(b, "peek", false) }
-
-func (d *Device) readPagesFor(b *buffer, op string, report bool) []byte {
+// readPagesInto untilizes the buffer's pages into dst, its logical bytes:
+// every page when since is 0, else only the pages written while the clock
+// read since or later; changed, when set, hears of every run of elements
+// written [lo, hi). A read by op (not "", i.e. not a Peek) reports the first
+// never-written byte of a page as a strict Finding.
+func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, changed func(lo, hi int)) {
 	e := b.spec.DType.Size()
-	data := make([]byte, b.spec.Volume()*e)
 	page := make([]byte, b.pageSize)
-	reported := !report
+	reported := op == ""
 	for p := 0; p < b.numPages; p++ {
 		loc := d.pageLoc(b, p)
 		m, a := d.memAt(loc)
+		if since > 0 && !m.writtenSince(a, b.pageSize, since) {
+			continue
+		}
 		m.read(a, page)
 		if !reported {
 			if at, bad := m.unwritten(a, b.pageSize); bad {
@@ -91,11 +99,17 @@ func (d *Device) readPagesFor(b *buffer, op string, report bool) []byte {
 		}
 		if b.spec.Layout == tt.Tile {
 			forEachTileSeg(b.spec, p, func(ti, li, n int) {
-				copy(data[li*e:(li+n)*e], page[ti*e:(ti+n)*e])
+				copy(dst[li*e:(li+n)*e], page[ti*e:(ti+n)*e])
+				if changed != nil {
+					changed(li, li+n)
+				}
 			})
 		} else {
-			copy(data[uint64(p)*b.pageSize:], page)
+			lo := int(uint64(p) * b.pageSize)
+			n := copy(dst[lo:], page)
+			if changed != nil {
+				changed(lo/e, (lo+n)/e)
+			}
 		}
 	}
-	return data
 }

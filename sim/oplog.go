@@ -206,28 +206,7 @@ func (d *Device) PeekInto(t tt.Tensor, dst []byte, since uint64, changed func(lo
 	if len(dst) != b.spec.Volume()*e {
 		return 0, fmt.Errorf("sim: peek: %v holds %d bytes, not %d", t, b.spec.Volume()*e, len(dst))
 	}
-	page := make([]byte, b.pageSize)
-	for p := 0; p < b.numPages; p++ {
-		m, a := d.memAt(d.pageLoc(b, p))
-		if since > 0 && !m.writtenSince(a, b.pageSize, since) {
-			continue
-		}
-		m.read(a, page)
-		if b.spec.Layout == tt.Tile {
-			forEachTileSeg(b.spec, p, func(ti, li, n int) {
-				copy(dst[li*e:(li+n)*e], page[ti*e:(ti+n)*e])
-				if changed != nil {
-					changed(li, li+n)
-				}
-			})
-		} else {
-			lo := int(uint64(p) * b.pageSize)
-			n := copy(dst[lo:], page)
-			if changed != nil {
-				changed(lo/e, (lo+n)/e)
-			}
-		}
-	}
+	d.readPagesInto(b, dst, "", since, changed)
 	d.clock++
 	return d.clock, nil
 }
@@ -242,6 +221,7 @@ func (d *Device) Peek(t tt.Tensor) (tt.HostTensor, error) {
 	if !ok {
 		return tt.HostTensor{}, fmt.Errorf("sim: peek: %v is not allocated", t)
 	}
-	data := d.readPagesQuiet(b)
+	data := make([]byte, b.spec.Volume()*b.spec.DType.Size())
+	d.readPagesInto(b, data, "", 0, nil)
 	return tt.HostTensor{Shape: append([]int(nil), b.spec.Shape...), DType: b.spec.DType, Layout: b.spec.Layout, Data: data}, nil
 }
