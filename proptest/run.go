@@ -607,7 +607,7 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 
 // firstCacheDiff is the first element, K before V, where layer l's device
 // caches dk and dv differ from ref's, looking only inside spans (sorted
-// and disjoint; nil: everywhere); i is -1 when they agree. ok is false
+// and disjoint; allSpans: everywhere); i is -1 when they agree. ok is false
 // when the sizes differ (a problem is added).
 func (r *runner) firstCacheDiff(ps *[]problem, l int, dk, dv []bf16.BF16, spans [][2]int) (value bool, i int, ok bool) {
 	rk, rv := r.ref.KV().Layer(l)
@@ -619,9 +619,6 @@ func (r *runner) firstCacheDiff(ps *[]problem, l int, dk, dv []bf16.BF16, spans 
 			*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("device cache has %d values, ref %d", len(x.dev), len(x.oracl))})
 			return false, -1, false
 		}
-		if spans == nil {
-			spans = [][2]int{{0, len(x.oracl)}}
-		}
 		for _, sp := range spans {
 			hi := min(sp[1], len(x.oracl))
 			if j := firstDiff(x.dev[sp[0]:hi], x.oracl[sp[0]:hi]); j >= 0 {
@@ -631,6 +628,9 @@ func (r *runner) firstCacheDiff(ps *[]problem, l int, dk, dv []bf16.BF16, spans 
 	}
 	return false, -1, true
 }
+
+// allSpans is the one span that covers a whole cache.
+var allSpans = [][2]int{{0, math.MaxInt}}
 
 // cacheCoord is element i of a layer's cache in ref's layout
 // [block][kvHead][row][headDim].
@@ -1108,7 +1108,7 @@ func (r *runner) auditCache(ps *[]problem) {
 			*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "read KV cache: " + err.Error()})
 			return
 		}
-		value, i, ok := r.firstCacheDiff(ps, l, dk, dv, nil)
+		value, i, ok := r.firstCacheDiff(ps, l, dk, dv, allSpans)
 		if !ok {
 			return
 		}

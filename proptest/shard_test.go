@@ -3,8 +3,10 @@ package proptest
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/offcard/offcard/bf16"
 	"github.com/stretchr/testify/require"
 )
 
@@ -101,4 +103,45 @@ func TestCampaignFailFast(t *testing.T) {
 		got := Campaign(o)
 		require.Equal(t, enc(whole[:first+1]), enc(got), "workers %d", w)
 	}
+}
+
+// frozenSUT shows layer 0's caches as they were at the first peek and says
+// nothing changed since: a device that dropped every later write there, so
+// no page was touched (and the simulator's KV log, the outputs and the
+// other layers stay right). Only the cache diff can see it, through the
+// rows ref wrote.
+type frozenSUT struct {
+	*SimSUT
+	k, v []bf16.BF16
+}
+
+func (s *frozenSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err error) {
+	k, v, changed, err = s.SimSUT.PeekKV(layer)
+	if err != nil || layer != 0 {
+		return k, v, changed, err
+	}
+	if s.k == nil {
+		s.k, s.v = slices.Clone(k), slices.Clone(v)
+		return k, v, changed, nil
+	}
+	return s.k, s.v, nil, nil
+}
+
+// The cache diff compares the rows ref wrote even where the device's
+// memory saw no write: a write dropped after the first call is a kv-write
+// failure at its position.
+func TestKVWriteSeesDroppedWrite(t *testing.T) {
+	s, err := ParseScript(strings.NewReader("model tiny seed=1\ndevice sim arch=wormhole strict\nengine block=32 blocks=8 width=dynamic capacity=1 mode=eager\nadmit seq=0 prompt=3\ndecode steps=2\n"))
+	require.NoError(t, err)
+	f, _, err := RunScript(s, func(sc Scenario) (SUT, error) {
+		sut, err := SimFactory(sc)
+		if err != nil {
+			return nil, err
+		}
+		return &frozenSUT{SimSUT: sut.(*SimSUT)}, nil
+	})
+	require.NoError(t, err)
+	require.NotNil(t, f, "a dropped write passed")
+	require.Equal(t, PropKVWrite, f.Property, "%s", f)
+	require.Equal(t, 3, f.Pos, "%s", f)
 }
