@@ -50,9 +50,11 @@ type Decoder struct {
 
 	slots []*slot // activation buffers, one per batch entry (grown on demand)
 
-	// attention scratch (grown on demand)
-	kbuf, vbuf []bf16.BF16
-	probs      []float32
+	// the current layer's attention job, its stored method value, and one
+	// scratch per pool part (grown on demand)
+	attn   attnJob
+	attnFn func(part, parts int)
+	scr    []attnScratch
 
 	// the current matrix job and its stored method value (no allocation per
 	// dispatch)
@@ -155,6 +157,8 @@ func New(w *qwen3.Weights, opt Options) (*Decoder, error) {
 		scale:  AttnScale(cfg.HeadDim),
 	}
 	d.jobFn = d.runJob
+	d.attnFn = d.runAttn
+	d.scr = make([]attnScratch, opt.Threads)
 	d.growSlots(1)
 	d.growAttn(min(opt.NumBlocks*opt.BlockSize, max(cfg.MaxPositionEmbeddings, 1)))
 	d.pool = newPool(opt.Threads)
@@ -224,14 +228,53 @@ func (d *Decoder) growSlots(n int) {
 	}
 }
 
+// attnScratch is one pool part's attention buffers: one kv head's gathered
+// keys and values and the probabilities, for up to len(probs) positions.
+type attnScratch struct {
+	kbuf, vbuf []bf16.BF16
+	probs      []float32
+}
+
 func (d *Decoder) growAttn(n int) {
-	if len(d.probs) >= n {
-		return
+	for i := range d.scr {
+		sc := &d.scr[i]
+		if len(sc.probs) >= n {
+			continue
+		}
+		m := max(n, 2*len(sc.probs))
+		sc.kbuf = make([]bf16.BF16, m*d.cfg.HeadDim)
+		sc.vbuf = make([]bf16.BF16, m*d.cfg.HeadDim)
+		sc.probs = make([]float32, m)
 	}
-	n = max(n, 2*len(d.probs))
-	d.kbuf = make([]bf16.BF16, n*d.cfg.HeadDim)
-	d.vbuf = make([]bf16.BF16, n*d.cfg.HeadDim)
-	d.probs = make([]float32, n)
+}
+
+// attnJob is one layer's attention for every slot: the items are the
+// (slot, kv head) pairs in order, split into contiguous runs, one per pool
+// part. An item reads its slot's q and the layer's cache and writes its
+// heads' part of the slot's attn, so items are independent and the result
+// does not depend on the split.
+type attnJob struct {
+	slots []*slot
+	layer int
+}
+
+func (d *Decoder) runAttn(part, parts int) {
+	c := d.cfg
+	hd, group, kvHeads := c.HeadDim, c.Group(), c.NumKeyValueHeads
+	j := &d.attn
+	sc := &d.scr[part]
+	items := len(j.slots) * kvHeads
+	for it := part * items / parts; it < (part+1)*items/parts; it++ {
+		s, kvh := j.slots[it/kvHeads], it%kvHeads
+		n := s.pos + 1
+		if err := d.kv.Gather(j.layer, kvh, s.blocks, n, sc.kbuf, sc.vbuf); err != nil {
+			panic("ref: internal error: " + err.Error()) // validated before
+		}
+		for g := 0; g < group; g++ {
+			qh := kvh*group + g
+			Attend(s.attn[qh*hd:(qh+1)*hd], s.q[qh*hd:(qh+1)*hd], sc.kbuf, sc.vbuf, n, d.scale, sc.probs)
+		}
+	}
 }
 
 // Config is the model the decoder runs.
@@ -421,7 +464,6 @@ func selLogits(s *slot) []bf16.BF16 { return s.logits }
 func (d *Decoder) forward(slots []*slot) {
 	c := d.cfg
 	h, qd, inter, hd := c.HiddenSize, c.QDim(), c.IntermediateSize, c.HeadDim
-	group := c.Group()
 	w := d.w
 	for _, s := range slots {
 		Embedding(s.x, w.Embed, s.tok)
@@ -448,17 +490,12 @@ func (d *Decoder) forward(slots []*slot) {
 			if err := d.kv.Write(l, s.blocks, s.pos, s.k, s.v); err != nil {
 				panic("ref: internal error: " + err.Error()) // validated before
 			}
-			n := s.pos + 1
-			d.growAttn(n)
-			for kvh := 0; kvh < c.NumKeyValueHeads; kvh++ {
-				if err := d.kv.Gather(l, kvh, s.blocks, n, d.kbuf, d.vbuf); err != nil {
-					panic("ref: internal error: " + err.Error())
-				}
-				for g := 0; g < group; g++ {
-					qh := kvh*group + g
-					Attend(s.attn[qh*hd:(qh+1)*hd], s.q[qh*hd:(qh+1)*hd], d.kbuf, d.vbuf, n, d.scale, d.probs)
-				}
-			}
+			d.growAttn(s.pos + 1)
+		}
+		d.attn = attnJob{slots: slots, layer: l}
+		d.pool.run(d.attnFn)
+		d.attn.slots = nil
+		for _, s := range slots {
 			bf16.ToFloat32s(s.xf, s.attn)
 		}
 		d.matmul(slots, qd, [3][]bf16.BF16{L.O}, [3]func(*slot) []bf16.BF16{selO})

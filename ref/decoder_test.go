@@ -161,7 +161,9 @@ func TestBatchIndependence(t *testing.T) {
 	solo := newTiny(t, 1, Options{BlockSize: 32, NumBlocks: 16})
 	want := generate(t, solo, 0, promptTokens(5, 0), seqTable(0, 3), steps)
 
-	d := newTiny(t, 1, Options{BlockSize: 32, NumBlocks: 16})
+	// Three threads: the batch's 4·2 (sequence, kv head) attention items
+	// split unevenly over the pool's parts.
+	d := newTiny(t, 1, Options{BlockSize: 32, NumBlocks: 16, Threads: 3})
 	// Three other sequences with other prompts and positions.
 	type seqState struct {
 		id     qwen3.SeqID
