@@ -277,9 +277,19 @@ func Attend(dst, q, k, v []bf16.BF16, n int, scale float32, scratch []float32) {
 		}
 		return
 	}
+	// q widened once: dotRow(k_t, qf) is Dot(k_t, q) bit for bit (Dot's
+	// products commute exactly), on the vector path where there is one.
+	var qbuf [512]float32
+	qf := qbuf[:0]
+	if hd <= len(qbuf) {
+		qf = qbuf[:hd]
+	} else {
+		qf = make([]float32, hd)
+	}
+	bf16.ToFloat32s(qf, q)
 	m := float32(math.Inf(-1))
 	for t := 0; t < n; t++ {
-		s := r(r(Dot(q, k[t*hd:(t+1)*hd])) * scale)
+		s := r(r(dotRow(k[t*hd:(t+1)*hd], qf)) * scale)
 		p[t] = s
 		if s > m {
 			m = s

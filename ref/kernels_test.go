@@ -340,7 +340,7 @@ func naiveAttend(q, k, v []bf16.BF16, n int, scale float32) []bf16.BF16 {
 
 func TestAttend(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for _, hd := range []int{32, 128, 12} {
+	for _, hd := range []int{32, 128, 12, 640} { // 640: past Attend's stack buffer for q
 		scale := AttnScale(hd)
 		for _, n := range []int{1, 2, 15, 16, 17, 33, 100, 300} {
 			q := randVec(rng, hd, 1)

@@ -2,7 +2,7 @@ package tt
 
 import (
 	"fmt"
-	"strings"
+	"strconv"
 )
 
 // TileSize is the side of a tile (32x32 elements, §6.6).
@@ -182,16 +182,20 @@ func (m MemoryConfig) Sharded() bool { return m.Layout == HeightSharded || m.Lay
 // String renders the config, e.g. "DRAM_INTERLEAVED",
 // "L1_HEIGHT_SHARDED(cores=8,shard=[32,128])", "L1_WIDTH_SHARDED(cores=16,shard=[32,64])" or, for a grid not starting at
 // core 0, "L1_HEIGHT_SHARDED(cores=8,shard=[32,128],first=8)".
-func (m MemoryConfig) String() string {
-	s := m.Buffer.String() + "_" + m.Layout.String()
+func (m MemoryConfig) String() string { return string(m.appendTo(nil)) }
+
+func (m MemoryConfig) appendTo(b []byte) []byte {
+	b = append(b, m.Buffer.String()...)
+	b = append(b, '_')
+	b = append(b, m.Layout.String()...)
 	if m.Sharded() {
-		s += fmt.Sprintf("(cores=%d,shard=[%d,%d]", m.Shard.NumCores, m.Shard.Shape[0], m.Shard.Shape[1])
+		b = fmt.Appendf(b, "(cores=%d,shard=[%d,%d]", m.Shard.NumCores, m.Shard.Shape[0], m.Shard.Shape[1])
 		if m.Shard.FirstCore != 0 {
-			s += fmt.Sprintf(",first=%d", m.Shard.FirstCore)
+			b = fmt.Appendf(b, ",first=%d", m.Shard.FirstCore)
 		}
-		s += ")"
+		b = append(b, ')')
 	}
-	return s
+	return b
 }
 
 // Spec is a device tensor's full description (ttnn TensorSpec). Shape is the
@@ -353,21 +357,21 @@ func (s Spec) Equal(o Spec) bool {
 // String renders the spec deterministically, e.g.
 // "[1,8,32,128] BFLOAT16 TILE DRAM_INTERLEAVED"; it is also a valid cache key.
 func (s Spec) String() string {
-	var b strings.Builder
-	b.WriteByte('[')
+	b := make([]byte, 0, 64)
+	b = append(b, '[')
 	for i, d := range s.Shape {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		fmt.Fprint(&b, d)
+		b = strconv.AppendInt(b, int64(d), 10)
 	}
-	b.WriteString("] ")
-	b.WriteString(s.DType.String())
-	b.WriteByte(' ')
-	b.WriteString(s.Layout.String())
-	b.WriteByte(' ')
-	b.WriteString(s.Memory.String())
-	return b.String()
+	b = append(b, "] "...)
+	b = append(b, s.DType.String()...)
+	b = append(b, ' ')
+	b = append(b, s.Layout.String()...)
+	b = append(b, ' ')
+	b = s.Memory.appendTo(b)
+	return string(b)
 }
 
 // TensorID names a device tensor for its lifetime. IDs are never reused.
