@@ -143,6 +143,10 @@ func runMutants(e *env, args []string) error {
 	if e.stderrTTY {
 		cfg.Progress = e.stderr
 	}
+	if d, err := os.UserCacheDir(); err == nil {
+		// The last run's check times: the slowest mutants start first.
+		cfg.Times = filepath.Join(d, "offcard", "mutant-times.json")
+	}
 	t0 := time.Now()
 	rs, err := mutants.Run(context.Background(), cfg)
 	if err != nil {

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +63,13 @@ type Config struct {
 	// Checker is the unmutated offcard binary that checks an engine mutant
 	// (default: Run builds one from Root, once).
 	Checker string
+	// Times, when set, is a file of the mutants' check times from earlier
+	// runs (JSON: name → nanoseconds). Run starts the mutants that took
+	// longest first (those it has no time for before all), so that a slow
+	// one does not start last and run alone on an idle machine, and records
+	// this run's times there. Only the order of the work changes: the
+	// results are in the order of the mutants either way.
+	Times string
 }
 
 // Result is one mutant's row of the report. Everything but the durations
@@ -183,6 +192,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 			folded[m.Name] = true
 		}
 	}
+	order := startOrder(ms, readTimes(c.Times))
 	type job struct {
 		i      int
 		schema bool // build the schema (i unused)
@@ -226,8 +236,8 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		if sch != nil && !send(job{schema: true}) {
 			return
 		}
-		for i, m := range ms {
-			if !folded[m.Name] && !send(job{i: i}) {
+		for _, i := range order {
+			if !folded[ms[i].Name] && !send(job{i: i}) {
 				return
 			}
 		}
@@ -239,8 +249,8 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		case <-ctx.Done():
 			return
 		}
-		for i, m := range ms {
-			if folded[m.Name] && !send(job{i: i}) {
+		for _, i := range order {
+			if folded[ms[i].Name] && !send(job{i: i}) {
 				return
 			}
 		}
@@ -260,7 +270,82 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := ctx.Err(); err != nil {
 		return out[:0], err
 	}
+	if c.Times != "" {
+		writeTimes(c.Times, out)
+	}
 	return out, nil
+}
+
+// startOrder is the order in which Run starts ms: first the mutants with
+// no recorded time, in their order, then the others by decreasing time
+// (ties in their order).
+func startOrder(ms []Mutant, times map[string]time.Duration) []int {
+	order := make([]int, len(ms))
+	for i := range order {
+		order[i] = i
+	}
+	key := func(i int) time.Duration {
+		if t, ok := times[ms[i].Name]; ok {
+			return t
+		}
+		return math.MaxInt64
+	}
+	sort.SliceStable(order, func(a, b int) bool { return key(order[a]) > key(order[b]) })
+	return order
+}
+
+// readTimes reads a Config.Times file; a missing or unreadable one is an
+// empty record (it only orders work).
+func readTimes(path string) map[string]time.Duration {
+	times := map[string]time.Duration{}
+	if path == "" {
+		return times
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return times
+	}
+	var ns map[string]int64
+	if json.Unmarshal(b, &ns) != nil {
+		return times
+	}
+	for name, t := range ns {
+		if t > 0 {
+			times[name] = time.Duration(t)
+		}
+	}
+	return times
+}
+
+// writeTimes merges the check times of rs (errors excluded) into the file
+// at path, replacing it whole (a temporary file renamed over it). Failures
+// are ignored: the file only orders work.
+func writeTimes(path string, rs []Result) {
+	times := readTimes(path)
+	for _, r := range rs {
+		if r.Status != Error && r.CheckTime > 0 {
+			times[r.Name] = r.CheckTime
+		}
+	}
+	ns := make(map[string]int64, len(times))
+	for name, t := range times {
+		ns[name] = int64(t)
+	}
+	b, err := json.MarshalIndent(ns, "", "  ")
+	if err != nil {
+		return
+	}
+	if os.MkdirAll(filepath.Dir(path), 0o755) != nil {
+		return
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".mutant-times-*")
+	if err != nil {
+		return
+	}
+	_, werr := f.Write(append(b, '\n'))
+	if cerr := f.Close(); werr != nil || cerr != nil || os.Rename(f.Name(), path) != nil {
+		os.Remove(f.Name())
+	}
 }
 
 // schemaBuild is the one build of a Schema's folded mutants.
