@@ -145,6 +145,8 @@ type Device struct {
 	opt  Options
 	arch archParams
 
+	specKeys map[specID]string // interned spec strings (specKey)
+
 	chans []*mem // DRAM channels; bank b is channel b/banksPerChan at offset (b%banksPerChan)*bank size
 	l1    []*mem // per worker core
 
@@ -346,6 +348,35 @@ func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
 	return b, nil
 }
 
+// specID is a tt.Spec as a map key (shapes up to rank 6, larger ones are
+// not interned).
+type specID struct {
+	shape  [6]int
+	rank   int
+	dtype  tt.DType
+	layout tt.Layout
+	mem    tt.MemoryConfig
+}
+
+// specKey is spec.String(), interned: a decode step allocates the same few
+// specs over and over.
+func (d *Device) specKey(spec tt.Spec) string {
+	if len(spec.Shape) > len(specID{}.shape) {
+		return spec.String()
+	}
+	id := specID{rank: len(spec.Shape), dtype: spec.DType, layout: spec.Layout, mem: spec.Memory}
+	copy(id.shape[:], spec.Shape)
+	k, ok := d.specKeys[id]
+	if !ok {
+		k = spec.String()
+		if d.specKeys == nil {
+			d.specKeys = map[specID]string{}
+		}
+		d.specKeys[id] = k
+	}
+	return k
+}
+
 // Allocate implements tt.Device.Allocate (§6.3, §6.4).
 func (d *Device) Allocate(spec tt.Spec) (tt.Tensor, error) {
 	spec.Shape = append([]int(nil), spec.Shape...)
@@ -363,7 +394,7 @@ func (d *Device) Allocate(spec tt.Spec) (tt.Tensor, error) {
 			b.pageSize*uint64(b.numPages), b.bt, b.nbanks(d), b.perBank)
 	}
 	b.addr = addr
-	b.key = spec.String()
+	b.key = d.specKey(spec)
 	b.id = d.nextID
 	d.nextID++
 	d.bufs[b.id] = b
