@@ -33,7 +33,11 @@
 // (default 200, offcard check's default) with GOMAXPROCS=1: its cases run
 // one after the other and it stops at the first failing case, so a mutant
 // killed by case 0 costs one case and its shrinking; the mutants run
-// Config.Jobs at a time. Exit 0 when
+// Config.Jobs at a time, the slowest of the last run first (`offcard
+// mutants` keeps each mutant's check time in offcard/mutant-times.json
+// under the user's cache directory, Config.Times; a mutant it has no time
+// for starts before all others), so that a slow check does not start last
+// and run alone. The order changes only the wall time. Exit 0 when
 // every mutant is killed, 1 when one survives, 2 when one cannot be applied,
 // built or checked. The table has one row per mutant: status, first red
 // device step (0-based), property, shrunk length (commands), time to red
