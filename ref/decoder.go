@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/qwen3"
@@ -64,9 +65,9 @@ type Decoder struct {
 	// dispatch)
 	job   matJob
 	jobFn func(part, parts int)
-	// per weight matrix (keyed by its first element), the cached ranges of
-	// its parts
-	ranges map[*bf16.BF16][]partRange
+	// per weight matrix (keyed by its first element) and number of chunks,
+	// the cached ranges of its chunks
+	ranges map[rangeKey][]partRange
 }
 
 var _ qwen3.Decoder = (*Decoder)(nil)
@@ -93,34 +94,71 @@ type matSpec struct {
 	w    []bf16.BF16
 	rows int
 	dsts [][]bf16.BF16
-	// ranges[part] is the expRange of the part's rows, filled by the part's
-	// worker the first time the matrix runs (see partRange).
+	// ranges[c] is the expRange of chunk c's rows, filled by the worker
+	// that first runs the chunk (see partRange).
 	ranges []partRange
 }
 
-// partRange caches the expRange of one part of a weight matrix.
+// rangeKey names a split of a weight matrix into chunks.
+type rangeKey struct {
+	w      *bf16.BF16
+	chunks int
+}
+
+// partRange caches the expRange of one chunk of a weight matrix.
 type partRange struct {
 	r     expRange
 	known bool
 }
 
 // matJob is up to three matrices with the same input width, each split
-// into parts by contiguous row ranges.
+// into chunks of contiguous rows (chunkRows). The pool's parts take the
+// (matrix, chunk) items in order from a shared counter, so a part that
+// finishes early takes more; every row is computed the same way whoever
+// computes it, so the result does not depend on who takes which chunk.
 type matJob struct {
-	mats [3]matSpec
-	nm   int
-	cols int
-	xs   [][]float32
-	xr   expRange // union of the inputs' ranges
+	mats   [3]matSpec
+	nm     int
+	cols   int
+	xs     [][]float32
+	xr     expRange // union of the inputs' ranges
+	chunks int      // per matrix
+	next   atomic.Int64
+}
+
+// chunksPerPart is the number of chunks per pool part a matrix is split
+// into for a batch of more than one on more than one thread; otherwise it
+// is one chunk per part. A batch of one streams the weights at memory
+// speed and loses more in the breaks of its long runs than it gains in
+// balance; a larger batch is bound by arithmetic, and a part that is held
+// up (a shared machine) no longer holds up the step.
+const chunksPerPart = 8
+
+// chunkRows is the row range of chunk c of n over rows rows: the bounds
+// are multiples of four rows (the row kernels' block) but for the end.
+func chunkRows(rows, c, n int) (lo, hi int) {
+	lo = rows * c / n &^ 3
+	hi = rows
+	if c+1 < n {
+		hi = rows * (c + 1) / n &^ 3
+	}
+	return lo, hi
 }
 
 func (d *Decoder) runJob(part, parts int) {
 	j := &d.job
-	for m := 0; m < j.nm; m++ {
-		s := &j.mats[m]
-		lo := s.rows * part / parts
-		hi := s.rows * (part + 1) / parts
-		pr := &s.ranges[part]
+	for {
+		it := int(j.next.Add(1) - 1)
+		if it >= j.nm*j.chunks {
+			return
+		}
+		s := &j.mats[it/j.chunks]
+		c := it % j.chunks
+		lo, hi := chunkRows(s.rows, c, j.chunks)
+		if lo == hi {
+			continue
+		}
+		pr := &s.ranges[c]
 		if !pr.known {
 			pr.r, pr.known = bf16Range(s.w[lo*j.cols:hi*j.cols]), true
 		}
@@ -156,7 +194,7 @@ func New(w *qwen3.Weights, opt Options) (*Decoder, error) {
 	d := &Decoder{
 		w: w, cfg: cfg, bs: opt.BlockSize, kv: kv,
 		live:   map[qwen3.SeqID]bool{},
-		ranges: map[*bf16.BF16][]partRange{},
+		ranges: map[rangeKey][]partRange{},
 		eps:    float32(cfg.RMSNormEps),
 		scale:  AttnScale(cfg.HeadDim),
 	}
@@ -441,6 +479,11 @@ func (d *Decoder) matmul(slots []*slot, cols int, ws [3][]bf16.BF16, dsts [3]fun
 		j.xr = j.xr.union(f32Range(s.xf[:cols]))
 	}
 	j.nm = 0
+	j.chunks = d.pool.parts
+	if len(slots) > 1 && d.pool.parts > 1 {
+		j.chunks = chunksPerPart * d.pool.parts
+	}
+	j.next.Store(0)
 	for m, w := range ws {
 		if w == nil {
 			continue
@@ -448,10 +491,11 @@ func (d *Decoder) matmul(slots []*slot, cols int, ws [3][]bf16.BF16, dsts [3]fun
 		spec := &j.mats[j.nm]
 		spec.w = w
 		spec.rows = len(w) / cols
-		spec.ranges = d.ranges[&w[0]]
+		key := rangeKey{&w[0], j.chunks}
+		spec.ranges = d.ranges[key]
 		if spec.ranges == nil {
-			spec.ranges = make([]partRange, d.pool.parts)
-			d.ranges[&w[0]] = spec.ranges
+			spec.ranges = make([]partRange, j.chunks)
+			d.ranges[key] = spec.ranges
 		}
 		spec.dsts = spec.dsts[:0]
 		for _, s := range slots {
