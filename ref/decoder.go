@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/qwen3"
@@ -56,13 +57,17 @@ type Decoder struct {
 	attnFn func(part, parts int)
 	scr    []attnScratch
 
+	// the current per-slot job and its stored method value
+	sj      slotJob
+	slotsFn func(part, parts int)
+
 	// the current matrix job and its stored method value (no allocation per
 	// dispatch)
 	job   matJob
 	jobFn func(part, parts int)
-	// per weight matrix (keyed by its first element), the cached ranges of
-	// its parts
-	ranges map[*bf16.BF16][]partRange
+	// per weight matrix (keyed by its first element) and number of chunks,
+	// the cached ranges of its chunks
+	ranges map[rangeKey][]partRange
 }
 
 var _ qwen3.Decoder = (*Decoder)(nil)
@@ -89,34 +94,71 @@ type matSpec struct {
 	w    []bf16.BF16
 	rows int
 	dsts [][]bf16.BF16
-	// ranges[part] is the expRange of the part's rows, filled by the part's
-	// worker the first time the matrix runs (see partRange).
+	// ranges[c] is the expRange of chunk c's rows, filled by the worker
+	// that first runs the chunk (see partRange).
 	ranges []partRange
 }
 
-// partRange caches the expRange of one part of a weight matrix.
+// rangeKey names a split of a weight matrix into chunks.
+type rangeKey struct {
+	w      *bf16.BF16
+	chunks int
+}
+
+// partRange caches the expRange of one chunk of a weight matrix.
 type partRange struct {
 	r     expRange
 	known bool
 }
 
 // matJob is up to three matrices with the same input width, each split
-// into parts by contiguous row ranges.
+// into chunks of contiguous rows (chunkRows). The pool's parts take the
+// (matrix, chunk) items in order from a shared counter, so a part that
+// finishes early takes more; every row is computed the same way whoever
+// computes it, so the result does not depend on who takes which chunk.
 type matJob struct {
-	mats [3]matSpec
-	nm   int
-	cols int
-	xs   [][]float32
-	xr   expRange // union of the inputs' ranges
+	mats   [3]matSpec
+	nm     int
+	cols   int
+	xs     [][]float32
+	xr     expRange // union of the inputs' ranges
+	chunks int      // per matrix
+	next   atomic.Int64
+}
+
+// chunksPerPart is the number of chunks per pool part a matrix is split
+// into for a batch of more than one on more than one thread; otherwise it
+// is one chunk per part. A batch of one streams the weights at memory
+// speed and loses more in the breaks of its long runs than it gains in
+// balance; a larger batch is bound by arithmetic, and a part that is held
+// up (a shared machine) no longer holds up the step.
+const chunksPerPart = 8
+
+// chunkRows is the row range of chunk c of n over rows rows: the bounds
+// are multiples of four rows (the row kernels' block) but for the end.
+func chunkRows(rows, c, n int) (lo, hi int) {
+	lo = rows * c / n &^ 3
+	hi = rows
+	if c+1 < n {
+		hi = rows * (c + 1) / n &^ 3
+	}
+	return lo, hi
 }
 
 func (d *Decoder) runJob(part, parts int) {
 	j := &d.job
-	for m := 0; m < j.nm; m++ {
-		s := &j.mats[m]
-		lo := s.rows * part / parts
-		hi := s.rows * (part + 1) / parts
-		pr := &s.ranges[part]
+	for {
+		it := int(j.next.Add(1) - 1)
+		if it >= j.nm*j.chunks {
+			return
+		}
+		s := &j.mats[it/j.chunks]
+		c := it % j.chunks
+		lo, hi := chunkRows(s.rows, c, j.chunks)
+		if lo == hi {
+			continue
+		}
+		pr := &s.ranges[c]
 		if !pr.known {
 			pr.r, pr.known = bf16Range(s.w[lo*j.cols:hi*j.cols]), true
 		}
@@ -152,12 +194,13 @@ func New(w *qwen3.Weights, opt Options) (*Decoder, error) {
 	d := &Decoder{
 		w: w, cfg: cfg, bs: opt.BlockSize, kv: kv,
 		live:   map[qwen3.SeqID]bool{},
-		ranges: map[*bf16.BF16][]partRange{},
+		ranges: map[rangeKey][]partRange{},
 		eps:    float32(cfg.RMSNormEps),
 		scale:  AttnScale(cfg.HeadDim),
 	}
 	d.jobFn = d.runJob
 	d.attnFn = d.runAttn
+	d.slotsFn = d.runSlots
 	d.scr = make([]attnScratch, opt.Threads)
 	d.growSlots(1)
 	d.growAttn(min(opt.NumBlocks*opt.BlockSize, max(cfg.MaxPositionEmbeddings, 1)))
@@ -250,9 +293,10 @@ func (d *Decoder) growAttn(n int) {
 
 // attnJob is one layer's attention for every slot: the items are the
 // (slot, kv head) pairs in order, split into contiguous runs, one per pool
-// part. An item reads its slot's q and the layer's cache and writes its
-// heads' part of the slot's attn, so items are independent and the result
-// does not depend on the split.
+// part. An item normalises and rotates its query heads of the slot's q,
+// reads the layer's cache and writes its heads' part of the slot's attn
+// and of its widened copy in xf (the next matrix's input), so items are
+// independent and the result does not depend on the split.
 type attnJob struct {
 	slots []*slot
 	layer int
@@ -262,6 +306,7 @@ func (d *Decoder) runAttn(part, parts int) {
 	c := d.cfg
 	hd, group, kvHeads := c.HeadDim, c.Group(), c.NumKeyValueHeads
 	j := &d.attn
+	qnorm := d.w.Layers[j.layer].QNorm
 	sc := &d.scr[part]
 	items := len(j.slots) * kvHeads
 	for it := part * items / parts; it < (part+1)*items/parts; it++ {
@@ -272,7 +317,11 @@ func (d *Decoder) runAttn(part, parts int) {
 		}
 		for g := 0; g < group; g++ {
 			qh := kvh*group + g
-			Attend(s.attn[qh*hd:(qh+1)*hd], s.q[qh*hd:(qh+1)*hd], sc.kbuf, sc.vbuf, n, d.scale, sc.probs)
+			q, out := s.q[qh*hd:(qh+1)*hd], s.attn[qh*hd:(qh+1)*hd]
+			RMSNorm(q, q, qnorm, d.eps)
+			Rope(q, q, s.cos, s.sin)
+			Attend(out, q, sc.kbuf, sc.vbuf, n, d.scale, sc.probs)
+			bf16.ToFloat32s(s.xf[qh*hd:(qh+1)*hd], out)
 		}
 	}
 }
@@ -430,6 +479,11 @@ func (d *Decoder) matmul(slots []*slot, cols int, ws [3][]bf16.BF16, dsts [3]fun
 		j.xr = j.xr.union(f32Range(s.xf[:cols]))
 	}
 	j.nm = 0
+	j.chunks = d.pool.parts
+	if len(slots) > 1 && d.pool.parts > 1 {
+		j.chunks = chunksPerPart * d.pool.parts
+	}
+	j.next.Store(0)
 	for m, w := range ws {
 		if w == nil {
 			continue
@@ -437,10 +491,11 @@ func (d *Decoder) matmul(slots []*slot, cols int, ws [3][]bf16.BF16, dsts [3]fun
 		spec := &j.mats[j.nm]
 		spec.w = w
 		spec.rows = len(w) / cols
-		spec.ranges = d.ranges[&w[0]]
+		key := rangeKey{&w[0], j.chunks}
+		spec.ranges = d.ranges[key]
 		if spec.ranges == nil {
-			spec.ranges = make([]partRange, d.pool.parts)
-			d.ranges[&w[0]] = spec.ranges
+			spec.ranges = make([]partRange, j.chunks)
+			d.ranges[key] = spec.ranges
 		}
 		spec.dsts = spec.dsts[:0]
 		for _, s := range slots {
@@ -459,29 +514,94 @@ func selGate(s *slot) []bf16.BF16   { return s.gate }
 func selUp(s *slot) []bf16.BF16     { return s.up }
 func selLogits(s *slot) []bf16.BF16 { return s.logits }
 
+// slotStage names the per-slot work between two matrix jobs (see slotWork).
+type slotStage int
+
+const (
+	stageInput  slotStage = iota // layer input: x (embedding, or x + o), norm, widen
+	stagePost                    // x += o, post-attention norm, widen
+	stageAct                     // SwiGLU of gate and up, widen
+	stageFinal                   // x += o, final norm, widen
+	stageLogits                  // logits widened into a fresh slice, argmax
+)
+
+// slotJob is one stage for every slot: the slots are split into contiguous
+// runs, one per pool part. A slot's work reads and writes that slot only,
+// so the result does not depend on the split.
+type slotJob struct {
+	slots []*slot
+	stage slotStage
+	layer int
+}
+
+func (d *Decoder) runSlots(part, parts int) {
+	j := &d.sj
+	n := len(j.slots)
+	for i := part * n / parts; i < (part+1)*n/parts; i++ {
+		d.slotWork(j.slots[i], j.stage, j.layer)
+	}
+}
+
+// perSlot runs a stage for every slot: on the pool, or on the caller for a
+// single slot.
+func (d *Decoder) perSlot(slots []*slot, stage slotStage, layer int) {
+	if len(slots) == 1 {
+		d.slotWork(slots[0], stage, layer)
+		return
+	}
+	d.sj = slotJob{slots: slots, stage: stage, layer: layer}
+	d.pool.run(d.slotsFn)
+	d.sj.slots = nil
+}
+
+// slotWork is one slot's work of a stage at a layer. The residual add of a
+// layer's MLP is done by the stage after it (the next layer's input or the
+// final norm).
+func (d *Decoder) slotWork(s *slot, stage slotStage, layer int) {
+	c, w := d.cfg, d.w
+	switch stage {
+	case stageInput:
+		if layer == 0 {
+			Embedding(s.x, w.Embed, s.tok)
+			RopeTable(c.RopeTheta, c.HeadDim, s.pos, s.cos, s.sin)
+		} else {
+			Add(s.x, s.x, s.o)
+		}
+		RMSNorm(s.a, s.x, w.Layers[layer].InputNorm, d.eps)
+		bf16.ToFloat32s(s.xf, s.a)
+	case stagePost:
+		Add(s.x, s.x, s.o)
+		RMSNorm(s.a, s.x, w.Layers[layer].PostNorm, d.eps)
+		bf16.ToFloat32s(s.xf, s.a)
+	case stageAct:
+		SiluMul(s.gate, s.gate, s.up)
+		bf16.ToFloat32s(s.xf, s.gate)
+	case stageFinal:
+		Add(s.x, s.x, s.o)
+		RMSNorm(s.a, s.x, w.Norm, d.eps)
+		bf16.ToFloat32s(s.xf, s.a)
+	case stageLogits:
+		out := make([]float32, c.VocabSize)
+		bf16.ToFloat32s(out, s.logits)
+		s.outLogits = out
+		s.outToken = qwen3.Argmax(out)
+	}
+}
+
 // forward runs one position for each slot (tok, pos, blocks set and
-// validated) and sets outLogits and outToken.
+// validated) and sets outLogits and outToken. The work between matrix
+// jobs runs per slot on the pool (perSlot, and the query heads inside the
+// attention job); only the key heads and the cache writes run on the
+// caller, in slot order.
 func (d *Decoder) forward(slots []*slot) {
 	c := d.cfg
 	h, qd, inter, hd := c.HiddenSize, c.QDim(), c.IntermediateSize, c.HeadDim
 	w := d.w
-	for _, s := range slots {
-		Embedding(s.x, w.Embed, s.tok)
-		RopeTable(c.RopeTheta, hd, s.pos, s.cos, s.sin)
-	}
 	for l := range w.Layers {
 		L := &w.Layers[l]
-		for _, s := range slots {
-			RMSNorm(s.a, s.x, L.InputNorm, d.eps)
-			bf16.ToFloat32s(s.xf, s.a)
-		}
+		d.perSlot(slots, stageInput, l)
 		d.matmul(slots, h, [3][]bf16.BF16{L.Q, L.K, L.V}, [3]func(*slot) []bf16.BF16{selQ, selK, selV})
 		for _, s := range slots {
-			for i := 0; i < c.NumAttentionHeads; i++ {
-				qh := s.q[i*hd : (i+1)*hd]
-				RMSNorm(qh, qh, L.QNorm, d.eps)
-				Rope(qh, qh, s.cos, s.sin)
-			}
 			for i := 0; i < c.NumKeyValueHeads; i++ {
 				kh := s.k[i*hd : (i+1)*hd]
 				RMSNorm(kh, kh, L.KNorm, d.eps)
@@ -495,34 +615,13 @@ func (d *Decoder) forward(slots []*slot) {
 		d.attn = attnJob{slots: slots, layer: l}
 		d.pool.run(d.attnFn)
 		d.attn.slots = nil
-		for _, s := range slots {
-			bf16.ToFloat32s(s.xf, s.attn)
-		}
 		d.matmul(slots, qd, [3][]bf16.BF16{L.O}, [3]func(*slot) []bf16.BF16{selO})
-		for _, s := range slots {
-			Add(s.x, s.x, s.o)
-			RMSNorm(s.a, s.x, L.PostNorm, d.eps)
-			bf16.ToFloat32s(s.xf, s.a)
-		}
+		d.perSlot(slots, stagePost, l)
 		d.matmul(slots, h, [3][]bf16.BF16{L.Gate, L.Up}, [3]func(*slot) []bf16.BF16{selGate, selUp})
-		for _, s := range slots {
-			SiluMul(s.gate, s.gate, s.up)
-			bf16.ToFloat32s(s.xf, s.gate)
-		}
+		d.perSlot(slots, stageAct, l)
 		d.matmul(slots, inter, [3][]bf16.BF16{L.Down}, [3]func(*slot) []bf16.BF16{selO})
-		for _, s := range slots {
-			Add(s.x, s.x, s.o)
-		}
 	}
-	for _, s := range slots {
-		RMSNorm(s.a, s.x, w.Norm, d.eps)
-		bf16.ToFloat32s(s.xf, s.a)
-	}
+	d.perSlot(slots, stageFinal, 0)
 	d.matmul(slots, h, [3][]bf16.BF16{w.LMHead}, [3]func(*slot) []bf16.BF16{selLogits})
-	for _, s := range slots {
-		out := make([]float32, c.VocabSize)
-		bf16.ToFloat32s(out, s.logits)
-		s.outLogits = out
-		s.outToken = qwen3.Argmax(out)
-	}
+	d.perSlot(slots, stageLogits, 0)
 }

@@ -241,6 +241,50 @@ func TestThreadsInvariant(t *testing.T) {
 	}
 }
 
+// Batched decoding does not depend on the threads: every output and the
+// whole cache are the same bit for bit on 1, 2 and 3 threads, so that the
+// per-slot stages (split by slot) and the attention items (split by
+// sequence and kv head) fall on parts unevenly, at batch 5 and 8.
+func TestBatchThreadsInvariant(t *testing.T) {
+	const steps = 12
+	for _, batch := range []int{5, 8} {
+		run := func(threads int) ([][]qwen3.Output, *KVStore) {
+			d := newTiny(t, 3, Options{BlockSize: 32, NumBlocks: 2 * batch, Threads: threads})
+			var res [][]qwen3.Output
+			for s := 0; s < steps; s++ {
+				var b []qwen3.Step
+				for i := 0; i < batch; i++ {
+					pos := 3*i + s // sequences at different positions
+					b = append(b, qwen3.Step{Seq: qwen3.SeqID(i), Token: promptTokens(pos+1, i)[pos],
+						Pos: pos, Blocks: seqTable(2*i, 2)})
+				}
+				outs, err := d.Decode(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res = append(res, outs)
+			}
+			return res, d.KV()
+		}
+		base, kv := run(1)
+		for _, threads := range []int{2, 3} {
+			got, kv2 := run(threads)
+			for s := range base {
+				for i := range base[s] {
+					sameOutput(t, fmt.Sprintf("batch=%d threads=%d step %d seq %d", batch, threads, s, i), got[s][i], base[s][i])
+				}
+			}
+			for l := range tinyWeights(t, 3).Layers {
+				k1, v1 := kv.Layer(l)
+				k2, v2 := kv2.Layer(l)
+				if !slices.Equal(k1, k2) || !slices.Equal(v1, v2) {
+					t.Fatalf("batch=%d threads=%d: layer %d cache differs", batch, threads, l)
+				}
+			}
+		}
+	}
+}
+
 // Block boundaries: a paged decoder of block size 32 or 64 equals the
 // independent contiguous implementation (naive, canonical order) bit for
 // bit at positions k·32−1, k·32, k·32+1.
