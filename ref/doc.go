@@ -63,10 +63,18 @@
 //
 // Decoder processes each position of a prompt with exactly the decode path
 // (prefill is a loop of single-position steps), keeps the KV cache in a
-// KVStore laid out by the caller's block tables, and splits every
-// matrix-vector product by contiguous output-row ranges over a persistent
-// worker pool. Activation buffers are preallocated; a step allocates only
-// the returned outputs (one logits slice per sequence).
+// KVStore laid out by the caller's block tables, and runs a step's work
+// on a persistent worker pool: every matrix product by contiguous
+// output-row ranges (one per thread at batch 1; at a larger batch, chunks
+// of four-row blocks that the threads take from a shared counter), each
+// layer's attention by (sequence, kv head) items, and the work between
+// matrix products (norms, residual adds, SwiGLU, the logits and argmax) by
+// sequences. Every item computes its outputs the same way whichever thread
+// runs it, so the split never changes a bit (TestThreadsInvariant,
+// TestBatchThreadsInvariant). Only the key heads and the cache writes run
+// on the caller, in batch order, before any attention reads. Activation
+// buffers are preallocated; a step allocates only the returned outputs
+// (one logits slice per sequence).
 //
 // # What is not guaranteed
 //
