@@ -60,43 +60,44 @@
 //
 // # Measured (2 cores, quiet machine, seed 1, 200 cases, 2026-12-01)
 //
-// The whole catalog (28 mutants): 24.7 s wall with the build cached, 26.3 s
-// without (38 s of CPU; the 13 mutants of the catalog before issue 9: 10.3
-// s). One schema build serves 27 mutants (2.3 s cached), pad-one builds
-// alone beside it; the checks take 40 s of CPU in all, about 40% running
-// to red and 60% shrinking. Every mutant is killed. Times to red are the
+// The whole catalog (28 mutants): 16.3–17.6 s wall with the build cached
+// (34 s of CPU; the same catalog at the start of the session that added
+// this: 20.5 s). One schema build serves 27 mutants, pad-one builds alone
+// beside it; the checks take 30 s of CPU in all, about 45% running to red
+// and 55% shrinking; the slowest (jump-not-reseeded-in-replay, red at case
+// 46) starts first. Every mutant is killed. Times to red are the
 // check's own (campaign start to the first failing command, before
 // shrinking); "check" is the whole check run, shrinking included.
 //
 //	mutant                           property       case  step  shrunk  time to red  check
-//	pt-one-column                    strict         0     64    1       0.13 s       0.82 s
-//	warm-pos-global                  cur-pos        0     64    2       0.13 s       0.88 s
-//	free-not-retire                  strict         0     64    2       0.12 s       1.09 s
-//	width-grow-only                  kv-write       3     33    2       0.43 s       1.60 s
-//	plus-one-no-skip                 cur-pos        0     0     1       0.09 s       0.34 s
-//	stale-tail                       page-table     2     33    2       0.36 s       1.38 s
-//	reseed-off-by-one                cur-pos        0     0     1       0.08 s       0.31 s
-//	rope-not-advanced                kv-write       0     2     2       0.08 s       0.45 s
-//	refresh-never                    kv-write       7     32    2       0.96 s       1.95 s
-//	alloc-after-capture              strict         0     1     2       0.08 s       0.42 s
-//	warm-pos-global-pure             cur-pos        7     2     3       0.77 s       1.75 s
-//	trace-kept-on-width-change       strict         0     64    2       0.12 s       0.87 s
-//	capture-outputs-freed            strict         0     1     2       0.08 s       0.46 s
-//	pool-same-block                  kv-write       2     33    2       0.58 s       1.42 s
-//	sim-plus-one-no-skip             cur-pos        0     0     1       0.08 s       0.36 s
-//	width-headroom                   page-table     0     0     1       0.08 s       0.34 s
-//	pad-one                          page-table     0     0     1       0.12 s       0.43 s
-//	leak-pt-on-width-change          device-memory  3     16    2       0.43 s       1.22 s
-//	recapture-one-late               replay         7     12    2       0.88 s       1.30 s
-//	token-rewritten-in-replay        host-writes    0     2     2       0.09 s       0.46 s
-//	decode-new-seqs-one-slot         cur-pos        7     0     1       0.87 s       1.97 s
-//	trace-kept-on-batch-change       replay         7     3     4       0.90 s       2.46 s
-//	close-keeps-trace                device-memory  7     65    3       1.14 s       2.57 s
-//	pt-tracked-twice                 device-memory  0     65    1       0.36 s       1.96 s
-//	leak-retired-on-release          device-memory  0     64    2       0.13 s       1.52 s
-//	recapture-every-ignored          replay         7     12    2       0.74 s       1.12 s
-//	teacher-token-dropped-in-replay  kv-write       15    2     2       2.06 s       2.48 s
-//	jump-not-reseeded-in-replay      cur-pos        46    3     4       5.48 s       7.65 s
+//	pt-one-column                    strict         0     64    1       0.09 s       0.57 s
+//	warm-pos-global                  cur-pos        0     64    2       0.15 s       0.86 s
+//	free-not-retire                  strict         0     64    2       0.12 s       0.78 s
+//	width-grow-only                  kv-write       3     33    2       0.42 s       1.25 s
+//	plus-one-no-skip                 cur-pos        0     0     1       0.09 s       0.35 s
+//	stale-tail                       page-table     2     33    2       0.36 s       1.00 s
+//	reseed-off-by-one                cur-pos        0     0     1       0.10 s       0.32 s
+//	rope-not-advanced                kv-write       0     2     2       0.09 s       0.48 s
+//	refresh-never                    kv-write       7     32    2       0.64 s       1.27 s
+//	alloc-after-capture              strict         0     1     2       0.10 s       0.48 s
+//	warm-pos-global-pure             cur-pos        7     2     3       0.72 s       1.48 s
+//	trace-kept-on-width-change       strict         0     64    2       0.13 s       0.84 s
+//	capture-outputs-freed            strict         0     1     2       0.09 s       0.48 s
+//	pool-same-block                  kv-write       2     12    2       0.35 s       0.76 s
+//	sim-plus-one-no-skip             cur-pos        0     0     1       0.09 s       0.39 s
+//	width-headroom                   page-table     0     0     1       0.09 s       0.36 s
+//	pad-one                          page-table     0     0     1       0.08 s       0.33 s
+//	leak-pt-on-width-change          device-memory  3     16    2       0.40 s       0.98 s
+//	recapture-one-late               replay         7     12    2       0.67 s       1.02 s
+//	token-rewritten-in-replay        host-writes    0     2     2       0.09 s       0.48 s
+//	decode-new-seqs-one-slot         cur-pos        7     0     1       0.66 s       1.66 s
+//	trace-kept-on-batch-change       replay         7     3     4       0.65 s       1.83 s
+//	close-keeps-trace                device-memory  7     65    3       0.67 s       1.90 s
+//	pt-tracked-twice                 device-memory  0     65    1       0.16 s       1.01 s
+//	leak-retired-on-release          device-memory  0     64    2       0.12 s       0.77 s
+//	recapture-every-ignored          replay         7     12    2       0.69 s       1.02 s
+//	teacher-token-dropped-in-replay  kv-write       15    2     2       1.32 s       1.68 s
+//	jump-not-reseeded-in-replay      cur-pos        46    3     4       4.27 s       5.54 s
 //
 // Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
 // so step 64 is the first position past the first block.
