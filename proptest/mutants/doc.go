@@ -61,8 +61,7 @@
 // # Measured (2 cores, quiet machine, seed 1, 200 cases, 2026-12-01)
 //
 // The whole catalog (28 mutants): 16.3–17.6 s wall with the build cached
-// (34 s of CPU; the same catalog at the start of the session that added
-// this: 20.5 s). One schema build serves 27 mutants, pad-one builds alone
+// (34 s of CPU). One schema build serves 27 mutants, pad-one builds alone
 // beside it; the checks take 30 s of CPU in all, about 45% running to red
 // and 55% shrinking; the slowest (jump-not-reseeded-in-replay, red at case
 // 46) starts first. Every mutant is killed. Times to red are the
