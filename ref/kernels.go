@@ -280,7 +280,7 @@ func Attend(dst, q, k, v []bf16.BF16, n int, scale float32, scratch []float32) {
 	// q widened once: dotRow(k_t, qf) is Dot(k_t, q) bit for bit (Dot's
 	// products commute exactly), on the vector path where there is one.
 	var qbuf [512]float32
-	qf := qbuf[:0]
+	var qf []float32
 	if hd <= len(qbuf) {
 		qf = qbuf[:hd]
 	} else {
