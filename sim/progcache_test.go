@@ -220,3 +220,35 @@ func TestCBClash(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// A buffer's part of program-cache keys is its whole spec (shape, dtype,
+// layout, memory config with its shard grid): specKey interns
+// spec.String() and must never hand one spec another's string.
+func TestSpecKeyIsTheSpec(t *testing.T) {
+	d, err := New(Options{Arch: Wormhole})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sharded := func(cores, h, w, first int) tt.MemoryConfig {
+		return tt.MemoryConfig{Layout: tt.HeightSharded, Buffer: tt.L1, Shard: tt.ShardSpec{NumCores: cores, Shape: [2]int{h, w}, FirstCore: first}}
+	}
+	specs := []tt.Spec{
+		{Shape: []int{1, 1, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved},
+		{Shape: []int{1, 1, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1Interleaved},
+		{Shape: []int{1, 1, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: sharded(1, 32, 128, 0)},
+		{Shape: []int{1, 1, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: sharded(1, 32, 128, 2)},
+		{Shape: []int{1, 1, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: sharded(2, 32, 128, 0)},
+		{Shape: []int{1, 1, 32, 128}, DType: tt.FP32, Layout: tt.Tile, Memory: tt.DRAMInterleaved},
+		{Shape: []int{1, 1, 32, 128}, DType: tt.BF16, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved},
+		{Shape: []int{1, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved},
+		{Shape: []int{1, 1, 32, 64}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved},
+		{Shape: []int{1, 1, 1, 1, 1, 1, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved},
+	}
+	for round := 0; round < 2; round++ { // the second round hits the interned strings
+		for _, s := range specs {
+			if got, want := d.specKey(s), s.String(); got != want {
+				t.Fatalf("round %d: specKey(%s) = %q", round, want, got)
+			}
+		}
+	}
+}
