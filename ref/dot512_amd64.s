@@ -360,9 +360,10 @@ loopm:
 // Two rows against eight inputs: sixteen chains (row r, input i in
 // Z(8r+i) for r = 0, and Z(10+i) for r = 1); each input is loaded once per
 // step for both rows, each row widened once for all eight inputs. Each step
-// prefetches one line of the next two rows (DX = a + 2·stride; with
-// contiguous rows, stride = 2·n, the line 64 bytes per step further on
-// covers them as these two are read).
+// prefetches one line of the next two rows at the columns it reads, of one
+// row and then the other (DX = a + 2·stride and R14 = DX + stride, swapped
+// every step; R14 is free in ABI0 code): 64 bytes of each row every two
+// steps, which covers the next pair as this one is read.
 TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
 	MOVQ a+0(FP), SI
 	MOVQ stride+8(FP), BX
@@ -370,6 +371,7 @@ TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
 	MOVQ n+24(FP), CX
 	LEAQ (SI)(BX*1), R15
 	LEAQ (R15)(BX*1), DX
+	LEAQ (DX)(BX*1), R14
 	MOVQ 0(R13), AX
 	MOVQ 8(R13), BX
 	MOVQ 16(R13), DI
@@ -401,7 +403,8 @@ TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
 	JNE  fma28
 
 loop28:
-	PREFETCHT0 (DX)(R12*4)
+	PREFETCHT0 (DX)(R12*2)
+	XCHGQ DX, R14
 	WIDEN((SI)(R12*2), Z8)
 	WIDEN((R15)(R12*2), Z9)
 	MUL2x8(AX, Z0, Z10)
@@ -418,7 +421,8 @@ loop28:
 	JMP  done28
 
 fma28:
-	PREFETCHT0 (DX)(R12*4)
+	PREFETCHT0 (DX)(R12*2)
+	XCHGQ DX, R14
 	WIDEN((SI)(R12*2), Z8)
 	WIDEN((R15)(R12*2), Z9)
 	FMA2x8(AX, Z0, Z10)
