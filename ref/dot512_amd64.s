@@ -356,31 +356,25 @@ loopm:
 #define MUL2x8(base, a0, a1) VMOVUPS (base)(R12*4), Z20; MULADD(Z8, Z20, a0, Z21); MULADD(Z9, Z20, a1, Z22)
 #define FMA2x8(base, a0, a1) VMOVUPS (base)(R12*4), Z20; FMADD(Z8, Z20, a0); FMADD(Z9, Z20, a1)
 
-// func rows2x8x512(a *bf16.BF16, stride int, x *[8]*float32, n int, acc *[2][8][16]float32, fma int)
+// func rows2x8x512(a *bf16.BF16, stride int, x *[8]*float32, n int, acc *[2][8][16]float32, fma, carry int)
 // Two rows against eight inputs: sixteen chains (row r, input i in
 // Z(8r+i) for r = 0, and Z(10+i) for r = 1); each input is loaded once per
 // step for both rows, each row widened once for all eight inputs. Each step
 // prefetches one line of the next two rows at the columns it reads, of one
 // row and then the other (DX = a + 2·stride and R14 = DX + stride, swapped
 // every step; R14 is free in ABI0 code): 64 bytes of each row every two
-// steps, which covers the next pair as this one is read.
-TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
+// steps, which covers the next pair as this one is read, whether the rows
+// are contiguous or the call covers a block of their columns. The chains
+// start from zero, or with carry != 0 from *acc (a column block continuing
+// the lanes of the one before it: the same additions in the same order).
+TEXT ·rows2x8x512(SB), NOSPLIT, $0-56
 	MOVQ a+0(FP), SI
 	MOVQ stride+8(FP), BX
 	MOVQ x+16(FP), R13
 	MOVQ n+24(FP), CX
-	LEAQ (SI)(BX*1), R15
-	LEAQ (R15)(BX*1), DX
-	LEAQ (DX)(BX*1), R14
-	MOVQ 0(R13), AX
-	MOVQ 8(R13), BX
-	MOVQ 16(R13), DI
-	MOVQ 24(R13), R8
-	MOVQ 32(R13), R9
-	MOVQ 40(R13), R10
-	MOVQ 48(R13), R11
-	MOVQ 56(R13), R13
-	XORQ R12, R12
+	MOVQ acc+32(FP), DX
+	CMPQ carry+48(FP), $0
+	JNE  load28
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -397,6 +391,39 @@ TEXT ·rows2x8x512(SB), NOSPLIT, $0-48
 	VPXORD Z15, Z15, Z15
 	VPXORD Z16, Z16, Z16
 	VPXORD Z17, Z17, Z17
+	JMP  start28
+
+load28:
+	VMOVUPS 0(DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+	VMOVUPS 256(DX), Z4
+	VMOVUPS 320(DX), Z5
+	VMOVUPS 384(DX), Z6
+	VMOVUPS 448(DX), Z7
+	VMOVUPS 512(DX), Z10
+	VMOVUPS 576(DX), Z11
+	VMOVUPS 640(DX), Z12
+	VMOVUPS 704(DX), Z13
+	VMOVUPS 768(DX), Z14
+	VMOVUPS 832(DX), Z15
+	VMOVUPS 896(DX), Z16
+	VMOVUPS 960(DX), Z17
+
+start28:
+	LEAQ (SI)(BX*1), R15
+	LEAQ (R15)(BX*1), DX
+	LEAQ (DX)(BX*1), R14
+	MOVQ 0(R13), AX
+	MOVQ 8(R13), BX
+	MOVQ 16(R13), DI
+	MOVQ 24(R13), R8
+	MOVQ 32(R13), R9
+	MOVQ 40(R13), R10
+	MOVQ 48(R13), R11
+	MOVQ 56(R13), R13
+	XORQ R12, R12
 	TESTQ CX, CX
 	JZ   done28
 	CMPQ fma+40(FP), $0

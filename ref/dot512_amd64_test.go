@@ -309,3 +309,85 @@ func TestRowsN1FMAAndUnfused(t *testing.T) {
 		}
 	}
 }
+
+// The column-blocked batch-8 path (matRows8Blocked: blocks of any multiple
+// of 16 columns, groups of rows, the lanes carried from block to block)
+// equals the pure-Go order bit for bit, for column counts that are and are
+// not multiples of the block or of 16, on random bit patterns (denormals,
+// ±0, ±Inf, NaN, products at the overflow edge) unfused, and on values the
+// guard admits (its edges included) fused; and through matRowsFast from
+// colBlockMin columns on. A block that started its lanes from zero instead
+// of carrying them would fail every row of more than one block.
+func TestColumnBlocksEqualPureGo(t *testing.T) {
+	need512(t)
+	rng := rand.New(rand.NewPCG(61, 62))
+	gen := append(bf16Gens(rng),
+		func() bf16.BF16 { return bf16.BF16(rng.Uint32()&0x8000 | 0x7F80) }, // ±Inf
+		func() bf16.BF16 { return bf16.BF16(rng.Uint32() & 0x8000) },        // ±0
+	)
+	ranges := []struct{ lo, hi int }{{190, 191}, {64, 64}, {58, 70}, {100, 140}, {1, 254}}
+	fused := 0
+	for trial := range 120 {
+		block := 16 * []int{1, 2, 3, 32, colBlock / 16}[trial%5]
+		group := []int{2, 4, 6, colBlockRows}[rng.IntN(4)]
+		cols := block*(1+rng.IntN(3)) + rng.IntN(2)*rng.IntN(40)
+		if trial%10 == 0 {
+			cols = []int{2048, 3072, 2048 + 7, colBlock - 16}[trial/10%4]
+		}
+		rows := 2 * (1 + rng.IntN(9))
+		if trial%7 == 0 {
+			rows = 2*colBlockRows + 6 // several groups of the default size
+		}
+		batch := 8 * (1 + rng.IntN(2))
+		ga, gb := gen[rng.IntN(len(gen))], gen[rng.IntN(len(gen))]
+		if trial%2 == 0 {
+			rg := ranges[trial/2%len(ranges)]
+			ga, gb = exactGen(rng, rg.lo, rg.hi), exactGen(rng, rg.lo, rg.hi)
+		}
+		w := make([]bf16.BF16, rows*cols)
+		for i := range w {
+			w[i] = ga()
+		}
+		xs := make([][]float32, batch)
+		xr := emptyRange
+		for b := range xs {
+			xs[b] = make([]float32, cols+rng.IntN(3)) // inputs may be longer
+			for j := range xs[b] {
+				xs[b][j] = gb().Float32()
+			}
+			xr = xr.union(f32Range(xs[b][:cols]))
+		}
+		guard := exactProducts(bf16Range(w), xr)
+		if guard {
+			fused++
+		}
+		for _, exact := range []bool{false, guard} {
+			fma := 0
+			if exact {
+				fma = 1
+			}
+			dsts := make([][]bf16.BF16, batch)
+			for i := range dsts {
+				dsts[i] = make([]bf16.BF16, rows)
+			}
+			matRows8Blocked(dsts, w, xs, cols, 0, rows, fma, block, group)
+			for b := range xs {
+				for o := range rows {
+					want := bf16.FromFloat32(dotF(w[o*cols:(o+1)*cols], xs[b]))
+					if got := dsts[b][o]; got != want && !(got.IsNaN() && want.IsNaN()) {
+						t.Fatalf("trial %d (seed 61,62): block=%d group=%d rows=%d cols=%d batch=%d exact=%v: out[%d][%d] = %#04x, pure Go %#04x",
+							trial, block, group, rows, cols, batch, exact, b, o, uint16(got), uint16(want))
+					}
+				}
+			}
+		}
+		if cols >= colBlockMin {
+			what := fmt.Sprintf("trial %d (seed 61,62) matRowsFast", trial)
+			checkRows(t, what, w, xs, rows, cols, false) // from row 1: a tail of rows
+			checkRows(t, what+" guarded", w, xs, rows, cols, guard)
+		}
+	}
+	if fused < 25 {
+		t.Fatalf("only %d of 120 trials passed the guard; the fused blocks are not exercised", fused)
+	}
+}
