@@ -216,6 +216,18 @@ done24:
 	VZEROUPPER
 	RET
 
+// INPUTS8 loads the eight input pointers of *x (R13) into AX, BX, DI,
+// R8-R11 and R13, the bases MUL2x8/FMA2x8 and the one-row steps address.
+#define INPUTS8 \
+	MOVQ 0(R13), AX; \
+	MOVQ 8(R13), BX; \
+	MOVQ 16(R13), DI; \
+	MOVQ 24(R13), R8; \
+	MOVQ 32(R13), R9; \
+	MOVQ 40(R13), R10; \
+	MOVQ 48(R13), R11; \
+	MOVQ 56(R13), R13
+
 // func rows1x8x512(a *bf16.BF16, x *[8]*float32, n int, acc *[8][16]float32, fma int)
 // One row against eight inputs: eight chains; the row is widened once per
 // step for all eight. The inputs are addressed as base + 4·j (R12 = j).
@@ -224,14 +236,7 @@ TEXT ·rows1x8x512(SB), NOSPLIT, $0-40
 	MOVQ x+8(FP), R13
 	MOVQ n+16(FP), CX
 	MOVQ fma+32(FP), DX
-	MOVQ 0(R13), AX
-	MOVQ 8(R13), BX
-	MOVQ 16(R13), DI
-	MOVQ 24(R13), R8
-	MOVQ 32(R13), R9
-	MOVQ 40(R13), R10
-	MOVQ 48(R13), R11
-	MOVQ 56(R13), R13
+	INPUTS8
 	XORQ R12, R12
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -415,14 +420,7 @@ start28:
 	LEAQ (SI)(BX*1), R15
 	LEAQ (R15)(BX*1), DX
 	LEAQ (DX)(BX*1), R14
-	MOVQ 0(R13), AX
-	MOVQ 8(R13), BX
-	MOVQ 16(R13), DI
-	MOVQ 24(R13), R8
-	MOVQ 32(R13), R9
-	MOVQ 40(R13), R10
-	MOVQ 48(R13), R11
-	MOVQ 56(R13), R13
+	INPUTS8
 	XORQ R12, R12
 	TESTQ CX, CX
 	JZ   done28

@@ -135,19 +135,7 @@ func TestKernels512FMAWhereGuardHolds(t *testing.T) {
 		cols := 16*rng.IntN(5) + rng.IntN(17)
 		batch := 1 + rng.IntN(17)
 		gw, gx := exactGen(rng, rg.wlo, rg.whi), exactGen(rng, rg.xlo, rg.xhi)
-		w := make([]bf16.BF16, rows*cols)
-		for i := range w {
-			w[i] = gw()
-		}
-		xs := make([][]float32, batch)
-		xr := emptyRange
-		for b := range xs {
-			xs[b] = make([]float32, cols)
-			for j := range xs[b] {
-				xs[b][j] = gx().Float32()
-			}
-			xr = xr.union(f32Range(xs[b]))
-		}
+		w, xs, xr := randProblem(rng, rows, cols, batch, false, gw, gx)
 		if !exactProducts(bf16Range(w), xr) {
 			continue
 		}
@@ -157,6 +145,30 @@ func TestKernels512FMAWhereGuardHolds(t *testing.T) {
 	if admitted < 100 {
 		t.Fatalf("only %d of 300 trials passed the guard; the FMA path is not exercised", admitted)
 	}
+}
+
+// randProblem draws a rows×cols weight matrix from gw and batch inputs
+// from gx (widened), with the inputs' exponent range over their first cols
+// values; longer inputs are up to two values longer than cols.
+func randProblem(rng *rand.Rand, rows, cols, batch int, longer bool, gw, gx func() bf16.BF16) (w []bf16.BF16, xs [][]float32, xr expRange) {
+	w = make([]bf16.BF16, rows*cols)
+	for i := range w {
+		w[i] = gw()
+	}
+	xs = make([][]float32, batch)
+	xr = emptyRange
+	for b := range xs {
+		n := cols
+		if longer {
+			n += rng.IntN(3)
+		}
+		xs[b] = make([]float32, n)
+		for j := range xs[b] {
+			xs[b][j] = gx().Float32()
+		}
+		xr = xr.union(f32Range(xs[b][:cols]))
+	}
+	return w, xs, xr
 }
 
 // overflowCase builds rows×batch dot products that tell a fused
@@ -344,19 +356,7 @@ func TestColumnBlocksEqualPureGo(t *testing.T) {
 			rg := ranges[trial/2%len(ranges)]
 			ga, gb = exactGen(rng, rg.lo, rg.hi), exactGen(rng, rg.lo, rg.hi)
 		}
-		w := make([]bf16.BF16, rows*cols)
-		for i := range w {
-			w[i] = ga()
-		}
-		xs := make([][]float32, batch)
-		xr := emptyRange
-		for b := range xs {
-			xs[b] = make([]float32, cols+rng.IntN(3)) // inputs may be longer
-			for j := range xs[b] {
-				xs[b][j] = gb().Float32()
-			}
-			xr = xr.union(f32Range(xs[b][:cols]))
-		}
+		w, xs, xr := randProblem(rng, rows, cols, batch, true, ga, gb)
 		guard := exactProducts(bf16Range(w), xr)
 		if guard {
 			fused++
