@@ -147,6 +147,14 @@ func TestKernels512FMAWhereGuardHolds(t *testing.T) {
 	}
 }
 
+// bf16GensSigned is bf16Gens with ±Inf and ±0 of random sign.
+func bf16GensSigned(rng *rand.Rand) []func() bf16.BF16 {
+	return append(bf16Gens(rng),
+		func() bf16.BF16 { return bf16.BF16(rng.Uint32()&0x8000 | 0x7F80) }, // ±Inf
+		func() bf16.BF16 { return bf16.BF16(rng.Uint32() & 0x8000) },        // ±0
+	)
+}
+
 // randProblem draws a rows×cols weight matrix from gw and batch inputs
 // from gx (widened), with the inputs' exponent range over their first cols
 // values; longer inputs are up to two values longer than cols.
@@ -241,10 +249,7 @@ func TestKernels512UnfusedAndFused(t *testing.T) {
 func TestRowsN1EqualPureGo(t *testing.T) {
 	need512(t)
 	rng := rand.New(rand.NewPCG(57, 58))
-	gen := append(bf16Gens(rng),
-		func() bf16.BF16 { return bf16.BF16(rng.Uint32()&0x8000 | 0x7F80) }, // ±Inf
-		func() bf16.BF16 { return bf16.BF16(rng.Uint32() & 0x8000) },        // ±0
-	)
+	gen := bf16GensSigned(rng)
 	for trial := range 300 {
 		rows := 1 + rng.IntN(14)
 		if trial%25 == 0 {
@@ -333,10 +338,7 @@ func TestRowsN1FMAAndUnfused(t *testing.T) {
 func TestColumnBlocksEqualPureGo(t *testing.T) {
 	need512(t)
 	rng := rand.New(rand.NewPCG(61, 62))
-	gen := append(bf16Gens(rng),
-		func() bf16.BF16 { return bf16.BF16(rng.Uint32()&0x8000 | 0x7F80) }, // ±Inf
-		func() bf16.BF16 { return bf16.BF16(rng.Uint32() & 0x8000) },        // ±0
-	)
+	gen := bf16GensSigned(rng)
 	ranges := []struct{ lo, hi int }{{190, 191}, {64, 64}, {58, 70}, {100, 140}, {1, 254}}
 	fused := 0
 	for trial := range 120 {
