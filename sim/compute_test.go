@@ -316,6 +316,47 @@ func TestEltwiseMatchesRef(t *testing.T) {
 	}
 }
 
+// TestEltwisePageZeroRuns: the zero-run shortcut of eltwisePage gives the
+// kernel's bits on pages mixing runs of +0, -0, one nonzero side and
+// random values, with lengths off the run size.
+func TestEltwisePageZeroRuns(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for trial := 0; trial < 200; trial++ {
+		n := 1 + r.IntN(5*eltwiseRun)
+		a, b := cRand(r, n, true), cRand(r, n, true)
+		for i := 0; i < n; i += eltwiseRun {
+			e := min(i+eltwiseRun, n)
+			switch r.IntN(5) {
+			case 0: // both +0
+				clear(a[i:e])
+				clear(b[i:e])
+			case 1: // +0 and -0
+				clear(a[i:e])
+				for j := i; j < e; j++ {
+					b[j] = 0x8000
+				}
+			case 2: // only a zero
+				clear(a[i:e])
+			case 3: // only b zero
+				clear(b[i:e])
+			}
+		}
+		for _, silu := range []bool{false, true} {
+			want, got := make([]bf16.BF16, n), make([]bf16.BF16, n)
+			for i := range got {
+				got[i] = 0x7FC1 // what the shortcut must overwrite
+			}
+			if silu {
+				ref.SiluMul(want, a, b)
+			} else {
+				ref.Add(want, a, b)
+			}
+			eltwisePage(got, a, b, silu)
+			cSame(t, "eltwisePage", got, want)
+		}
+	}
+}
+
 func TestArgmaxFirstMaxNaNNeverWins(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	d := cDev(t, Options{})
