@@ -15,9 +15,10 @@ func TileElem(r, c int) int {
 func tileDims(s tt.Spec) (h, w, hp, wp int) {
 	n := len(s.Shape)
 	h, w = s.Shape[n-2], s.Shape[n-1]
-	p := s.PaddedShape()
-	return h, w, p[n-2], p[n-1]
+	return h, w, roundUpTile(h), roundUpTile(w)
 }
+
+func roundUpTile(x int) int { return (x + tt.TileSize - 1) / tt.TileSize * tt.TileSize }
 
 // forEachTileSeg calls f for every contiguous run of logical elements of tile
 // page t: n elements starting at logical element index li land at element

@@ -170,8 +170,8 @@ func derefOp(op tt.Op) tt.Op {
 func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	op = derefOp(op)
 	var outs []tt.Tensor
-	eff := op
-	if a, ok := op.(tt.Allocating); ok {
+	a, allocating := op.(tt.Allocating)
+	if allocating {
 		if err := d.checkAllocating(op); err != nil {
 			return nil, err
 		}
@@ -183,7 +183,14 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 			}
 			outs = append(outs, t)
 		}
-		eff = boundOp{Op: op, outs: outs}
+	}
+	// eff is op with its device-allocated outputs bound (what the trace
+	// and the observers see).
+	eff := func() tt.Op {
+		if !allocating {
+			return op
+		}
+		return boundOp{Op: op, outs: outs}
 	}
 	start := len(d.recorded)
 	err := d.dispatch(op, outs)
@@ -196,7 +203,7 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	}
 	if d.capturing {
 		if len(d.recorded) > start {
-			fp := d.footprintOf(eff, start)
+			fp := d.footprintOf(eff(), start)
 			d.footprints = append(d.footprints, fp)
 			if d.brief() {
 				d.emit(OpEvent{Op: fp.op, Regime: Capture, Trace: d.traceID})
@@ -209,7 +216,7 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	if d.brief() {
 		d.emit(OpEvent{Op: op.Name(), Regime: Eager})
 	} else if d.observing() {
-		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(eff)})
+		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(eff())})
 	}
 	return outs, nil
 }

@@ -232,16 +232,27 @@ func (s Spec) Volume() int {
 // Height and Width are the 2-D view of the padded shape (§6.6): Width is
 // the last padded dim, Height the product of the others.
 func (s Spec) Height() int {
-	p := s.PaddedShape()
+	n := len(s.Shape)
 	h := 1
-	for _, d := range p[:len(p)-1] {
+	for i, d := range s.Shape[:n-1] {
+		if i == n-2 {
+			d = s.padDim(d)
+		}
 		h *= d
 	}
 	return h
 }
 
 // Width is the last padded dim.
-func (s Spec) Width() int { p := s.PaddedShape(); return p[len(p)-1] }
+func (s Spec) Width() int { return s.padDim(s.Shape[len(s.Shape)-1]) }
+
+// padDim is one of the last two dims as PaddedShape gives it.
+func (s Spec) padDim(d int) int {
+	if s.Layout == Tile && len(s.Shape) >= 2 {
+		return roundUp(d, TileSize)
+	}
+	return d
+}
 
 // PageSize is the byte size of one page (§6.6): a 32x32 tile for TILE; one
 // row for ROW_MAJOR (one shard row when height-sharded). It is not aligned.

@@ -177,3 +177,21 @@ func TestAllocatingOps(t *testing.T) {
 		t.Errorf("pin %q", TTMetalCommit)
 	}
 }
+
+// TestHeightWidthArePaddedShape: Height and Width read the padded shape
+// without building it.
+func TestHeightWidthArePaddedShape(t *testing.T) {
+	for _, sh := range [][]int{{7}, {33}, {1, 7}, {5, 40}, {2, 3, 5, 70}, {1, 1, 32, 64}, {3, 1, 1}} {
+		for _, l := range []Layout{Tile, RowMajor} {
+			s := Spec{Shape: sh, DType: BF16, Layout: l}
+			p := s.PaddedShape()
+			h := 1
+			for _, d := range p[:len(p)-1] {
+				h *= d
+			}
+			if s.Height() != h || s.Width() != p[len(p)-1] {
+				t.Errorf("%v %v: Height %d Width %d, padded shape %v", sh, l, s.Height(), s.Width(), p)
+			}
+		}
+	}
+}
