@@ -1,7 +1,6 @@
 package proptest
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -266,9 +265,7 @@ func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err erro
 			*pc = peekCache{t: t, b: make([]byte, 2*n), v: make([]bf16.BF16, n)}
 		}
 		pc.since, err = s.Dev.PeekInto(t, pc.b, pc.since, func(lo, hi int) {
-			for j := lo; j < hi; j++ {
-				pc.v[j] = bf16.BF16(binary.LittleEndian.Uint16(pc.b[2*j:]))
-			}
+			copy(pc.v[lo:hi], bf16.FromBytes(pc.b[2*lo:2*hi]))
 			if n := len(changed); n > 0 && changed[n-1][1] == lo {
 				changed[n-1][1] = hi
 			} else {

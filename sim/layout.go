@@ -99,12 +99,21 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 			}
 		}
 		if b.spec.Layout == tt.Tile {
+			// The page's runs in logical order, adjacent ones told as one.
+			lo, hi := 0, 0
 			forEachTileSeg(b.spec, p, func(ti, li, n int) {
 				copy(dst[li*e:(li+n)*e], page[ti*e:(ti+n)*e])
-				if changed != nil {
-					changed(li, li+n)
+				if li != hi {
+					if changed != nil && lo < hi {
+						changed(lo, hi)
+					}
+					lo = li
 				}
+				hi = li + n
 			})
+			if changed != nil && lo < hi {
+				changed(lo, hi)
+			}
 		} else {
 			lo := int(uint64(p) * b.pageSize)
 			n := copy(dst[lo:], page)
