@@ -764,16 +764,19 @@ func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
 	pa := s.pageBuf(3 * n)
 	pb, po := pa[n:2*n], pa[2*n:3*n]
 	pa = pa[:n]
-	va, vb, vo := bf16.FromBytes(pa), bf16.FromBytes(pb), bf16.FromBytes(po)
+	vo := bf16.FromBytes(po)
 	for p := 0; p < a.numPages; p++ {
-		if err := x.pageIO(a, p, pa, false); err != nil {
+		// Views of the input pages: the output is written only after
+		// both are read, so an in-place add reads its input whole.
+		ra, err := x.pageView(a, p, pa)
+		if err != nil {
 			return err
 		}
-		if err := x.pageIO(b, p, pb, false); err != nil {
+		rb, err := x.pageView(b, p, pb)
+		if err != nil {
 			return err
 		}
-		va, vb = refresh(va, pa), refresh(vb, pb)
-		eltwisePage(vo, va, vb, l.flag)
+		eltwisePage(vo, bf16.FromBytes(ra), bf16.FromBytes(rb), l.flag)
 		if err := x.pageIO(out, p, bf16Bytes(po, vo), true); err != nil {
 			return err
 		}
@@ -806,15 +809,6 @@ func eltwisePage(vo, va, vb []bf16.BF16, silu bool) {
 			ref.Add(o, a, b)
 		}
 	}
-}
-
-// refresh re-decodes pg into v when v does not alias pg (big-endian or
-// unaligned hosts).
-func refresh(v []bf16.BF16, pg []byte) []bf16.BF16 {
-	if len(v) > 0 && &bf16.FromBytes(pg[:2])[0] == &v[0] {
-		return v
-	}
-	return bf16.FromBytes(pg)
 }
 
 // ---- argmax ----

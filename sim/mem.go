@@ -77,6 +77,17 @@ func (m *mem) read(a uint64, dst []byte) {
 	}
 }
 
+// view returns the n bytes at a without copying when they lie in one
+// chunk (ok false otherwise). The slice is read only, and valid until the
+// next write to the memory (a first write replaces a fresh chunk).
+func (m *mem) view(a, n uint64) (b []byte, ok bool) {
+	c, off := a>>chunkShift, a&chunkMask
+	if off+n > chunkSize {
+		return nil, false
+	}
+	return m.chunkOrPoison(c)[off : off+n : off+n], true
+}
+
 func (m *mem) chunkOrPoison(c uint64) []byte {
 	if dir := m.chunks[c>>dirShift]; dir != nil && dir[c&dirMask] != nil {
 		return dir[c&dirMask]

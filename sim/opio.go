@@ -163,29 +163,65 @@ type opIO struct {
 // address outside the memory is a Fault. In strict mode the first read of
 // never-written bytes of a launch is a Finding (when checkReads is set).
 func (x *opIO) pageIO(b *buffer, p int, buf []byte, write bool) error {
-	d := x.d
-	loc := d.pageLoc(b, p)
-	core := 0
-	var err error
-	if loc.Type == tt.DRAM {
-		err = d.dramIO(x.op, core, loc.Bank, loc.Addr, buf, write)
-	} else {
-		core = loc.Bank
-		if core >= len(d.l1) {
-			return &Fault{Op: x.op, Core: core, Space: "L1", Addr: loc.Addr, Len: len(buf)}
-		}
-		err = d.l1IO(x.op, core, loc.Addr, buf, write)
-	}
-	if err != nil || write || !d.opt.Strict || x.reported || !x.checkReads {
+	m, a, loc, err := x.locate(b, p, len(buf))
+	if err != nil {
 		return err
 	}
-	m, a := d.memAt(loc)
-	if at, bad := m.unwritten(a, uint64(len(buf))); bad {
+	if write {
+		m.write(a, buf)
+		return nil
+	}
+	m.read(a, buf)
+	x.checkUnwritten(b, p, m, a, loc, len(buf))
+	return nil
+}
+
+// pageView is pageIO's read without the copy where it can: the page's
+// bytes in memory when they lie in one chunk, else read into buf. The
+// result is read only and valid until the next write to that memory.
+func (x *opIO) pageView(b *buffer, p int, buf []byte) ([]byte, error) {
+	m, a, loc, err := x.locate(b, p, len(buf))
+	if err != nil {
+		return nil, err
+	}
+	v, ok := m.view(a, uint64(len(buf)))
+	if !ok {
+		m.read(a, buf)
+		v = buf
+	}
+	x.checkUnwritten(b, p, m, a, loc, len(buf))
+	return v, nil
+}
+
+// locate returns the memory and offset of n bytes of page p, or the Fault
+// of an address outside the memory.
+func (x *opIO) locate(b *buffer, p, n int) (*mem, uint64, PageLoc, error) {
+	d := x.d
+	loc := d.pageLoc(b, p)
+	if loc.Type == tt.DRAM {
+		m, a := d.dramAt(loc.Bank, loc.Addr)
+		if !m.in(a, uint64(n)) {
+			return nil, 0, loc, &Fault{Op: x.op, Core: 0, Space: "DRAM bank " + strconv.Itoa(loc.Bank), Addr: loc.Addr, Len: n}
+		}
+		return m, a, loc, nil
+	}
+	if loc.Bank >= len(d.l1) || !d.l1[loc.Bank].in(loc.Addr, uint64(n)) {
+		return nil, 0, loc, &Fault{Op: x.op, Core: loc.Bank, Space: "L1", Addr: loc.Addr, Len: n}
+	}
+	return d.l1[loc.Bank], loc.Addr, loc, nil
+}
+
+// checkUnwritten reports, in strict mode and when the launch checks its
+// reads, the first never-written byte of a page read at m[a:a+n].
+func (x *opIO) checkUnwritten(b *buffer, p int, m *mem, a uint64, loc PageLoc, n int) {
+	if !x.d.opt.Strict || x.reported || !x.checkReads {
+		return
+	}
+	if at, bad := m.unwritten(a, uint64(n)); bad {
 		x.reported = true
-		d.find(Finding{Class: ReadUnwritten, Op: x.op, Core: -1, User: -1, Index: int64(p), Tensor: b.id, Addr: loc.Addr,
+		x.d.find(Finding{Class: ReadUnwritten, Op: x.op, Core: -1, User: -1, Index: int64(p), Tensor: b.id, Addr: loc.Addr,
 			Detail: spaceName(loc) + " byte " + hex(at-a+loc.Addr) + " of page " + itoa(p) + " was never written (poison)"})
 	}
-	return nil
 }
 
 // readPadded untilizes a BF16 tensor into its padded row-major view (dst
@@ -195,21 +231,23 @@ func (x *opIO) readPadded(s *scratch, b *buffer, dst []bf16.BF16) error {
 	if b.spec.Layout != tt.Tile {
 		w := int(b.pageSize) / 2
 		for p := 0; p < b.numPages; p++ {
-			if err := x.pageIO(b, p, pg, false); err != nil {
+			v, err := x.pageView(b, p, pg)
+			if err != nil {
 				return err
 			}
-			copy(dst[p*w:(p+1)*w], bf16.FromBytes(pg))
+			copy(dst[p*w:(p+1)*w], bf16.FromBytes(v))
 		}
 		return nil
 	}
 	wp := geomOf(b.spec).wp
 	wt := wp / tt.TileSize
 	for p := 0; p < b.numPages; p++ {
-		if err := x.pageIO(b, p, pg, false); err != nil {
+		v, err := x.pageView(b, p, pg)
+		if err != nil {
 			return err
 		}
 		tr, tc := p/wt, p%wt
-		untilizeTile(dst[tr*tt.TileSize*wp+tc*tt.TileSize:], wp, bf16.FromBytes(pg))
+		untilizeTile(dst[tr*tt.TileSize*wp+tc*tt.TileSize:], wp, bf16.FromBytes(v))
 	}
 	return nil
 }
