@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 
@@ -776,7 +777,7 @@ func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
 		if err != nil {
 			return err
 		}
-		eltwisePage(vo, bf16.FromBytes(ra), bf16.FromBytes(rb), l.flag)
+		eltwisePage(vo, ra, rb, l.flag)
 		if err := x.pageIO(out, p, bf16Bytes(po, vo), true); err != nil {
 			return err
 		}
@@ -785,30 +786,55 @@ func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
 }
 
 // eltwiseRun is the run of elements eltwisePage tests for zeros: one row
-// of a tile face.
-const eltwiseRun = tt.FaceSize
+// of a tile face; eltwiseBlock, a whole face, is tested first.
+const (
+	eltwiseRun   = tt.FaceSize
+	eltwiseBlock = tt.FaceSize * tt.FaceSize
+)
 
-// eltwisePage is ref.Add (silu false) or ref.SiluMul over one page, bit for
-// bit. A run where both inputs hold +0 (bits 0x0000) gives +0 without the
-// kernel: R(0+0) = +0 and R(R(silu(0))·0) = +0. The padding rows of a
-// decode activation's tiles are such runs, often most of the page.
-func eltwisePage(vo, va, vb []bf16.BF16, silu bool) {
-	for i := 0; i < len(vo); i += eltwiseRun {
-		e := min(i+eltwiseRun, len(vo))
-		o, a, b := vo[i:e], va[i:e], vb[i:e]
-		var bits bf16.BF16
-		for j := range a {
-			bits |= a[j] | b[j]
+var zeroBlock = make([]byte, 2*eltwiseBlock)
+
+// eltwisePage is ref.Add (silu false) or ref.SiluMul over one page of
+// inputs pa and pb (little-endian bf16 bytes) into vo, bit for bit. A run
+// where both inputs hold +0 (bits 0x0000) gives +0 without the kernel:
+// R(0+0) = +0 and R(R(silu(0))·0) = +0. The padding rows of a decode
+// activation's tiles are such runs, often most of the page.
+func eltwisePage(vo []bf16.BF16, pa, pb []byte, silu bool) {
+	n := len(vo)
+	pa, pb = pa[:2*n], pb[:2*n]
+	for i := 0; i < n; {
+		if e := i + eltwiseBlock; e <= n && bytes.Equal(pa[2*i:2*e], zeroBlock) && bytes.Equal(pb[2*i:2*e], zeroBlock) {
+			clear(vo[i:e])
+			i = e
+			continue
 		}
+		e := min(i+eltwiseRun, n)
+		a, b, o := pa[2*i:2*e], pb[2*i:2*e], vo[i:e]
 		switch {
-		case bits == 0:
+		case zeroBytes(a) && zeroBytes(b):
 			clear(o)
 		case silu:
-			ref.SiluMul(o, a, b)
+			ref.SiluMul(o, bf16.FromBytes(a), bf16.FromBytes(b))
 		default:
-			ref.Add(o, a, b)
+			ref.Add(o, bf16.FromBytes(a), bf16.FromBytes(b))
+		}
+		i = e
+	}
+}
+
+// zeroBytes reports whether every byte of p is 0.
+func zeroBytes(p []byte) bool {
+	for ; len(p) >= 8; p = p[8:] {
+		if binary.LittleEndian.Uint64(p) != 0 {
+			return false
 		}
 	}
+	for _, c := range p {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // ---- argmax ----

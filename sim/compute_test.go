@@ -322,11 +322,15 @@ func TestEltwiseMatchesRef(t *testing.T) {
 func TestEltwisePageZeroRuns(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for trial := 0; trial < 200; trial++ {
-		n := 1 + r.IntN(5*eltwiseRun)
+		n := 1 + r.IntN(3*eltwiseBlock)
 		a, b := cRand(r, n, true), cRand(r, n, true)
-		for i := 0; i < n; i += eltwiseRun {
-			e := min(i+eltwiseRun, n)
-			switch r.IntN(5) {
+		for i := 0; i < n; {
+			run := eltwiseRun
+			if r.IntN(3) == 0 {
+				run = eltwiseBlock - i%eltwiseBlock // to the end of a face
+			}
+			e := min(i+run, n)
+			switch r.IntN(6) {
 			case 0: // both +0
 				clear(a[i:e])
 				clear(b[i:e])
@@ -339,7 +343,17 @@ func TestEltwisePageZeroRuns(t *testing.T) {
 				clear(a[i:e])
 			case 3: // only b zero
 				clear(b[i:e])
+			case 4: // +0 but one element of a or b
+				clear(a[i:e])
+				clear(b[i:e])
+				j := i + r.IntN(e-i)
+				if r.IntN(2) == 0 {
+					a[j] = 0x8000 // -0: not the +0 pattern
+				} else {
+					b[j] = bf16.BF16(1 + r.IntN(0xFFFF))
+				}
 			}
+			i = e
 		}
 		for _, silu := range []bool{false, true} {
 			want, got := make([]bf16.BF16, n), make([]bf16.BF16, n)
@@ -351,7 +365,7 @@ func TestEltwisePageZeroRuns(t *testing.T) {
 			} else {
 				ref.Add(want, a, b)
 			}
-			eltwisePage(got, a, b, silu)
+			eltwisePage(got, bf16.Bytes(a), bf16.Bytes(b), silu)
 			cSame(t, "eltwisePage", got, want)
 		}
 	}
