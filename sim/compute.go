@@ -300,7 +300,7 @@ func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {
 	in, w, out := l.bufs[0], l.bufs[1], l.bufs[2]
 	gi, go_ := geomOf(in.spec), geomOf(out.spec)
 	src := s.buf(0, gi.size())
-	if err := x.readPadded(s, in, src); err != nil {
+	if err := x.readRows(s, in, src); err != nil {
 		return err
 	}
 	wt := s.buf(1, gi.w)
@@ -308,13 +308,12 @@ func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {
 		return err
 	}
 	dst := s.buf(3, go_.size())
-	clear(dst)
 	n := gi.w
 	for r := 0; r < gi.rows(); r++ {
 		a, b := gi.prow(r)*gi.wp, go_.prow(r)*go_.wp
 		ref.RMSNorm(dst[b:b+n], src[a:a+n], wt, l.eps)
 	}
-	return x.writePadded(s, out, dst, nil)
+	return x.writeRows(s, out, dst)
 }
 
 // ---- linear ----
@@ -362,7 +361,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	k := gi.w
 	n := gout.w
 	src := s.buf(0, gi.size())
-	if err := x.readPadded(s, in, src); err != nil {
+	if err := x.readRows(s, in, src); err != nil {
 		return err
 	}
 	// wt: the weight as rows [n][k] (HF's [out, in]); wid its contents' id
@@ -379,7 +378,6 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 		}
 	}
 	dst := s.buf(5, gout.size())
-	clear(dst)
 	// The rows to compute: those the memo (linmemo.go) does not hold.
 	rows := gi.rows()
 	todo := s.u32(rows)[:0]
@@ -418,7 +416,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 			memoPut(key, wid, bv, src[a:a+k], dst[gout.prow(int(m))*gout.wp:][:n])
 		}
 	}
-	return x.writePadded(s, out, dst, nil)
+	return x.writeRows(s, out, dst)
 }
 
 // transpose writes the [k][n] logical matrix held in the padded view raw
@@ -486,7 +484,7 @@ func execCreateHeads(l *opLaunch, x *opIO, s *scratch) error {
 	in := l.bufs[0]
 	gi := geomOf(in.spec)
 	src := s.buf(0, gi.size())
-	if err := x.readPadded(s, in, src); err != nil {
+	if err := x.readRows(s, in, src); err != nil {
 		return err
 	}
 	nh, nkv := l.n, int(l.f)
@@ -498,7 +496,6 @@ func execCreateHeads(l *opLaunch, x *opIO, s *scratch) error {
 		}
 		g := geomOf(out.spec)
 		dst := s.buf(1, g.size())
-		clear(dst)
 		dh := g.w
 		for b := 0; b < gi.rows(); b++ {
 			a := gi.prow(b)*gi.wp + col
@@ -507,7 +504,7 @@ func execCreateHeads(l *opLaunch, x *opIO, s *scratch) error {
 				copy(dst[r:r+dh], src[a+h*dh:a+(h+1)*dh])
 			}
 		}
-		if err := x.writePadded(s, out, dst, nil); err != nil {
+		if err := x.writeRows(s, out, dst); err != nil {
 			return err
 		}
 		col += heads * dh
@@ -592,7 +589,7 @@ func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 	in, cb, sb, out := l.bufs[0], l.bufs[1], l.bufs[2], l.bufs[3]
 	gi, gout := geomOf(in.spec), geomOf(out.spec)
 	src := s.buf(0, gi.size())
-	if err := x.readPadded(s, in, src); err != nil {
+	if err := x.readRows(s, in, src); err != nil {
 		return err
 	}
 	dh := gi.w
@@ -612,7 +609,6 @@ func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 		}
 	}
 	dst := s.buf(4, gout.size())
-	clear(dst)
 	for r := 0; r < gi.rows(); r++ {
 		u := r / gi.h
 		a, b := gi.prow(r)*gi.wp, gout.prow(r)*gout.wp
@@ -622,7 +618,7 @@ func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 		}
 		ref.Rope(dst[b:b+dh], src[a:a+dh], cos[u*dh:(u+1)*dh], sin[u*dh:(u+1)*dh])
 	}
-	return x.writePadded(s, out, dst, nil)
+	return x.writeRows(s, out, dst)
 }
 
 // ropeLlama is rotary_embedding_llama on one head row: rot = x·T per
@@ -722,11 +718,10 @@ func execConcat(l *opLaunch, x *opIO, s *scratch) error {
 	in, out := l.bufs[0], l.bufs[1]
 	gi, gout := geomOf(in.spec), geomOf(out.spec)
 	src := s.buf(0, gi.size())
-	if err := x.readPadded(s, in, src); err != nil {
+	if err := x.readRows(s, in, src); err != nil {
 		return err
 	}
 	dst := s.buf(1, gout.size())
-	clear(dst)
 	dh := gi.w
 	for b := 0; b < gout.rows(); b++ {
 		o := gout.prow(b) * gout.wp
@@ -735,7 +730,7 @@ func execConcat(l *opLaunch, x *opIO, s *scratch) error {
 			copy(dst[o+h*dh:o+(h+1)*dh], src[a:a+dh])
 		}
 	}
-	return x.writePadded(s, out, dst, nil)
+	return x.writeRows(s, out, dst)
 }
 
 // ---- add, mul(silu) ----
@@ -868,7 +863,7 @@ func execArgmax(l *opLaunch, x *opIO, s *scratch) error {
 	in, out := l.bufs[0], l.bufs[1]
 	g := geomOf(in.spec)
 	src := s.buf(0, g.size())
-	if err := x.readPadded(s, in, src); err != nil {
+	if err := x.readRows(s, in, src); err != nil {
 		return err
 	}
 	rows := g.rows()

@@ -316,6 +316,80 @@ func TestEltwiseMatchesRef(t *testing.T) {
 	}
 }
 
+// TestTilePaddingWrittenZero: ops that write only their logical rows
+// (writeRows) still write every padding element of a tile page as zero,
+// though the scratch buffers they reuse hold another launch's values (a
+// launch on whole tiles runs first).
+func TestTilePaddingWrittenZero(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	d := cDev(t, Options{})
+	type dims struct{ k, n int } // input width, linear output width
+	wide, narrow := dims{64, 64}, dims{48, 40}
+	norms, weights := map[dims]tt.Tensor{}, map[dims]tt.Tensor{}
+	for _, w := range []dims{wide, narrow} {
+		norms[w] = cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, 1, 1, 1, w.k), cRand(r, w.k, false))
+		weights[w] = cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, w.n, w.k), cRand(r, w.n*w.k, false))
+	}
+	ops := []struct {
+		name string
+		out  func(rows []int, w dims) []int
+		op   func(in, out tt.Tensor, w dims) tt.Op
+	}{
+		{"rms_norm", func(rows []int, w dims) []int { return append(rows, w.k) },
+			func(in, out tt.Tensor, w dims) tt.Op { return tt.RMSNorm{Input: in, Weight: norms[w], Epsilon: 1e-6} }},
+		{"linear", func(rows []int, w dims) []int { return []int{1, 1, rows[0] * rows[1] * rows[2], w.n} },
+			func(in, out tt.Tensor, w dims) tt.Op {
+				return tt.Linear{Input: in, Weight: weights[w], Output: out, TransposeB: true}
+			}},
+	}
+	for _, o := range ops {
+		for _, rows := range [][]int{{1, 1, 5}, {1, 3, 5}, {1, 1, 40}} {
+			if o.name == "linear" && rows[1] > 1 {
+				continue // linear takes [1,1,M,K]
+			}
+			for _, c := range []struct {
+				rows []int
+				w    dims
+			}{{[]int{1, 1, 64}, wide}, {rows, narrow}} {
+				shape := append(slices.Clone(c.rows), c.w.k)
+				in := cUpload(t, d, cSpec(tt.BF16, tt.Tile, shape...), cRand(r, shape[0]*shape[1]*shape[2]*c.w.k, false))
+				out := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, o.out(c.rows, c.w)...))
+				op := o.op(in, out, c.w)
+				if _, ok := op.(tt.Allocating); ok {
+					out = cOut(t, d, op)
+				} else {
+					cRun(t, d, op)
+				}
+				cPaddingZero(t, d, o.name, out)
+			}
+		}
+	}
+}
+
+// cPaddingZero fails unless every padding element of a TILE tensor's
+// pages is +0.
+func cPaddingZero(t *testing.T, d *Device, what string, x tt.Tensor) {
+	t.Helper()
+	b := d.bufs[x.ID]
+	g := geomOf(b.spec)
+	wt := g.wp / tt.TileSize
+	page := make([]byte, b.pageSize)
+	for p := 0; p < b.numPages; p++ {
+		m, a := d.memAt(d.pageLoc(b, p))
+		m.read(a, page)
+		v := bf16.FromBytes(page)
+		tr, tc := p/wt, p%wt
+		for i := 0; i < tt.TileSize; i++ {
+			for j := 0; j < tt.TileSize; j++ {
+				row, col := tr*tt.TileSize+i, tc*tt.TileSize+j
+				if (row%g.hp >= g.h || col >= g.w) && v[TileElem(i, j)] != 0 {
+					t.Fatalf("%s %v: padding element (%d, %d) of the padded view = %#04x", what, x.Spec.Shape, row, col, uint16(v[TileElem(i, j)]))
+				}
+			}
+		}
+	}
+}
+
 // TestEltwisePageZeroRuns: the zero-run shortcut of eltwisePage gives the
 // kernel's bits on pages mixing runs of +0, -0, one nonzero side and
 // random values, with lengths off the run size.

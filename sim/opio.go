@@ -24,10 +24,15 @@ var tileSegs = func() (s [2 * tt.TileSize]int) {
 
 // untilizeTile copies one tile page into a row-major view: dst is the view
 // at the tile's top-left element, stride the view's row length.
+func untilizeTile(dst []bf16.BF16, stride int, page []bf16.BF16) {
+	untilizeTileRows(dst, stride, page, tt.TileSize)
+}
+
+// untilizeTileRows is untilizeTile for the first rows rows of the tile.
 // (The 16-element segments move through a local array: inline moves, not
 // a memmove call each.)
-func untilizeTile(dst []bf16.BF16, stride int, page []bf16.BF16) {
-	for i, off := range tileSegs {
+func untilizeTileRows(dst []bf16.BF16, stride int, page []bf16.BF16, rows int) {
+	for i, off := range tileSegs[:2*rows] {
 		o := (i>>1)*stride + (i&1)*tt.FaceSize
 		seg := *(*[tt.FaceSize]bf16.BF16)(page[off : off+tt.FaceSize])
 		*(*[tt.FaceSize]bf16.BF16)(dst[o : o+tt.FaceSize]) = seg
@@ -285,6 +290,66 @@ func (x *opIO) writePadded(s *scratch, b *buffer, src []bf16.BF16, only func(p i
 	return nil
 }
 
+// tileRowsUsed is how many rows of tile row tr hold logical rows in a
+// TILE geometry: the first ones of the tile; the rest are padding.
+func (g geom) tileRowsUsed(tr int) int {
+	k := tr % (g.hp / tt.TileSize) // tile row inside its outer block
+	return max(0, min(tt.TileSize, g.h-k*tt.TileSize))
+}
+
+// readRows is readPadded for ops that use only the logical rows of the
+// padded view: the padding rows of dst are left as they were. Every page
+// is still read (its faults and findings are the same).
+func (x *opIO) readRows(s *scratch, b *buffer, dst []bf16.BF16) error {
+	if b.spec.Layout != tt.Tile {
+		return x.readPadded(s, b, dst)
+	}
+	pg := s.pageBuf(int(b.pageSize))
+	g := geomOf(b.spec)
+	wt := g.wp / tt.TileSize
+	for p := 0; p < b.numPages; p++ {
+		v, err := x.pageView(b, p, pg)
+		if err != nil {
+			return err
+		}
+		tr, tc := p/wt, p%wt
+		untilizeTileRows(dst[tr*tt.TileSize*g.wp+tc*tt.TileSize:], g.wp, bf16.FromBytes(v), g.tileRowsUsed(tr))
+	}
+	return nil
+}
+
+// writeRows writes a tensor from the logical rows of its padded view src:
+// columns [0, w) of each logical row; every padding element of a page is
+// written as zero, as writePadded does when src's padding is zero. The
+// padding of src is not read.
+func (x *opIO) writeRows(s *scratch, b *buffer, src []bf16.BF16) error {
+	if b.spec.Layout != tt.Tile {
+		return x.writePadded(s, b, src, nil) // the padded view is the logical one
+	}
+	pg := s.pageBuf(int(b.pageSize))
+	view := bf16.FromBytes(pg)
+	g := geomOf(b.spec)
+	wt := g.wp / tt.TileSize
+	for p := 0; p < b.numPages; p++ {
+		tr, tc := p/wt, p%wt
+		c0 := tc * tt.TileSize
+		cols := min(tt.TileSize, g.w-c0)
+		clear(view)
+		for i := range g.tileRowsUsed(tr) {
+			row := src[(tr*tt.TileSize+i)*g.wp+c0:]
+			for lo := 0; lo < cols; lo += tt.FaceSize {
+				n := min(tt.FaceSize, cols-lo)
+				at := TileElem(i, lo)
+				copy(view[at:at+n], row[lo:lo+n])
+			}
+		}
+		if err := x.pageIO(b, p, bf16Bytes(pg, view), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // bf16Bytes returns pg holding view's values: view aliases pg when
 // bf16.FromBytes could alias it (little-endian host, aligned), otherwise the
 // values are encoded into pg.
@@ -305,7 +370,7 @@ func (x *opIO) readLogical(s *scratch, slot int, b *buffer, dst []bf16.BF16) err
 		return x.readPadded(s, b, dst)
 	}
 	pad := s.buf(slot, g.size())
-	if err := x.readPadded(s, b, pad); err != nil {
+	if err := x.readRows(s, b, pad); err != nil {
 		return err
 	}
 	for l := 0; l < g.rows(); l++ {

@@ -244,7 +244,7 @@ func (l *sdpaLaunch) exec(d *Device) error {
 	x.checkReads = false // Q rows of skipped users may be garbage
 	gq, gout := geomOf(l.q.spec), geomOf(l.out.spec)
 	qv := s.buf(0, gq.size())
-	if err := x.readPadded(s, l.q, qv); err != nil {
+	if err := x.readRows(s, l.q, qv); err != nil {
 		return err
 	}
 	dst := s.buf(1, gout.size())
