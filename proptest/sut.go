@@ -261,11 +261,14 @@ func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err erro
 	for i, t := range []tt.Tensor{kt, vt} {
 		pc := &s.peeks[layer][i]
 		if pc.t.ID != t.ID || pc.t.Addr != t.Addr || pc.v == nil {
-			n := t.Spec.Volume()
-			*pc = peekCache{t: t, b: make([]byte, 2*n), v: make([]bf16.BF16, n)}
+			b := make([]byte, 2*t.Spec.Volume())
+			v := bf16.FromBytes(b)
+			*pc = peekCache{t: t, b: b, v: v, alias: len(v) > 0 && &bf16.FromBytes(b[:2])[0] == &v[0]}
 		}
 		pc.since, err = s.Dev.PeekInto(t, pc.b, pc.since, func(lo, hi int) {
-			copy(pc.v[lo:hi], bf16.FromBytes(pc.b[2*lo:2*hi]))
+			if !pc.alias {
+				copy(pc.v[lo:hi], bf16.FromBytes(pc.b[2*lo:2*hi]))
+			}
 			if n := len(changed); n > 0 && changed[n-1][1] == lo {
 				changed[n-1][1] = hi
 			} else {
@@ -281,12 +284,14 @@ func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err erro
 }
 
 // peekCache is one KV cache tensor as PeekKV last read it: its host
-// bytes, their bf16 values, and the device clock to read changes from.
+// bytes, their bf16 values (the same memory when alias is set: a
+// little-endian host), and the device clock to read changes from.
 type peekCache struct {
 	t     tt.Tensor
 	since uint64
 	b     []byte
 	v     []bf16.BF16
+	alias bool
 }
 
 // UpdateCacheSeqs returns the op seq of each executed paged_update_cache

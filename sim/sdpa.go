@@ -309,7 +309,7 @@ func (l *sdpaLaunch) exec(d *Device) error {
 							l.checkMaskedTile(d, b, core, id, addr, vaddr)
 						}
 						for _, a := range [2]uint32{addr, vaddr} {
-							if err := x.tileAt(l.k, core, id, uint64(a), pg); err != nil {
+							if _, err := x.tileAt(l.k, core, id, uint64(a), pg); err != nil {
 								return err
 							}
 						}
@@ -321,10 +321,11 @@ func (l *sdpaLaunch) exec(d *Device) error {
 						if i == 1 {
 							a, into = vaddr, vbuf
 						}
-						if err := x.tileAt(cache, core, id, uint64(a), pg); err != nil {
+						t, err := x.tileAt(cache, core, id, uint64(a), pg)
+						if err != nil {
 							return err
 						}
-						untilizeTile(into[int(row)*tt.TileSize*dh+int(c)*tt.TileSize:], dh, bf16.FromBytes(pg))
+						untilizeTile(into[int(row)*tt.TileSize*dh+int(c)*tt.TileSize:], dh, bf16.FromBytes(t))
 					}
 				}
 			}
@@ -469,23 +470,27 @@ func (l *sdpaLaunch) checkMaskedTile(d *Device, b, core int, id, kaddr, vaddr ui
 
 // tileAt reads one cache tile by id at a kernel-computed address (bank id %
 // nbanks); it faults outside the bank. Strict: a tile never written is a
-// Finding (once per launch).
-func (x *opIO) tileAt(cache *buffer, core int, id uint32, addr uint64, pg []byte) error {
+// Finding (once per launch). The tile's bytes are returned in place where
+// they lie in one chunk (read only), else read into pg.
+func (x *opIO) tileAt(cache *buffer, core int, id uint32, addr uint64, pg []byte) ([]byte, error) {
 	d := x.d
 	bank := int(id % uint32(d.arch.nbanks))
-	if addr+uint64(len(pg)) > d.opt.DRAMBankSize {
-		return &Fault{Op: x.op, Core: core, Space: "DRAM bank " + itoa(bank), Addr: addr, Len: len(pg)}
+	n := uint64(len(pg))
+	m, o := d.dramAt(bank, addr)
+	if addr+n > d.opt.DRAMBankSize || !m.in(o, n) {
+		return nil, &Fault{Op: x.op, Core: core, Space: "DRAM bank " + itoa(bank), Addr: addr, Len: len(pg)}
 	}
-	if err := d.dramIO(x.op, core, bank, addr, pg, false); err != nil {
-		return err
+	t, ok := m.view(o, n)
+	if !ok {
+		m.read(o, pg)
+		t = pg
 	}
 	if d.opt.Strict && !x.reported {
-		m, o := d.dramAt(bank, addr)
-		if at, bad := m.unwritten(o, uint64(len(pg))); bad {
+		if at, bad := m.unwritten(o, n); bad {
 			x.reported = true
 			d.find(Finding{Class: ReadUnwritten, Op: x.op, Core: core, User: -1, Index: int64(id), Tensor: cache.id, Addr: addr + (at - o),
 				Detail: fmt.Sprintf("cache tile %d (DRAM bank %d) was never written (poison)", id, bank)})
 		}
 	}
-	return nil
+	return t, nil
 }
