@@ -45,6 +45,31 @@ func dotRow(a []bf16.BF16, xf []float32) float32 {
 	return finishLanes(&acc, a, xf, n16)
 }
 
+// attnOut512 is the output half of Attend for the 16 columns at v (rows
+// stride bytes apart) over n > 0 positions with probabilities p: out[d] is
+// reduceLanes of the lanes acc[l][d] = sum over t ≡ l (mod 16), t
+// increasing, of p[t]·v[t][d] (a multiply, then an add).
+//
+//go:noescape
+func attnOut512(out *[16]float32, p *float32, v *bf16.BF16, stride, n int)
+
+// attendOutFast is attendOut through attnOut512, for a head size that is
+// a multiple of 16; it reports false (doing nothing) otherwise.
+func attendOutFast(dst []bf16.BF16, p []float32, v []bf16.BF16, n, hd int) bool {
+	if !useAVX512 || hd%16 != 0 || n == 0 {
+		return false
+	}
+	v = v[:n*hd]
+	var out [16]float32
+	for d0 := 0; d0 < hd; d0 += 16 {
+		attnOut512(&out, &p[0], &v[d0], 2*hd, n)
+		for i, x := range out {
+			dst[d0+i] = bf16.FromFloat32(x)
+		}
+	}
+	return true
+}
+
 // finishLanes adds the products a[j]·x[j] for j >= n16 (n16 a multiple of
 // 16) to the lanes, in the canonical order, and reduces them.
 func finishLanes(acc *[Lanes]float32, a []bf16.BF16, x []float32, n16 int) float32 {

@@ -25,3 +25,6 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 
 // minMaxFast is bf16Range's assembly prefix; there is none here.
 func minMaxFast(v []bf16.BF16) (lo1, hi uint16, done int) { return 0xFFFF, 0, 0 }
+
+// attendOutFast is attendOut's assembly path; there is none here.
+func attendOutFast(dst []bf16.BF16, p []float32, v []bf16.BF16, n, hd int) bool { return false }

@@ -613,3 +613,127 @@ reduceN1:
 	JNZ  blockN1
 	VZEROUPPER
 	RET
+
+// ATTSTEP(j, acc): acc += p[j]·(the 16 bf16 values at SI, widened); SI
+// moves to the next row (R8 bytes on).
+#define ATTSTEP(j, acc) WIDEN((SI), Z16); VBROADCASTSS (j*4)(BX), Z17; MULADD(Z16, Z17, acc, Z18); ADDQ R8, SI
+
+// func attnOut512(out *[16]float32, p *float32, v *bf16.BF16, stride, n int)
+// Attention's output for 16 columns: lane l (Zl) sums p[t]·v[t][0..16]
+// over t ≡ l (mod 16), t increasing (rows stride bytes apart), a multiply
+// then an add; the 16 lanes are then folded in reduceLanes' tree order,
+// column by column, and out gets the 16 column results.
+TEXT ·attnOut512(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DX
+	MOVQ p+8(FP), BX
+	MOVQ v+16(FP), SI
+	MOVQ stride+24(FP), R8
+	MOVQ n+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ CX, R9
+	SHRQ $4, R9
+	JZ   atttail
+
+attgroup:
+	ATTSTEP(0, Z0)
+	ATTSTEP(1, Z1)
+	ATTSTEP(2, Z2)
+	ATTSTEP(3, Z3)
+	ATTSTEP(4, Z4)
+	ATTSTEP(5, Z5)
+	ATTSTEP(6, Z6)
+	ATTSTEP(7, Z7)
+	ATTSTEP(8, Z8)
+	ATTSTEP(9, Z9)
+	ATTSTEP(10, Z10)
+	ATTSTEP(11, Z11)
+	ATTSTEP(12, Z12)
+	ATTSTEP(13, Z13)
+	ATTSTEP(14, Z14)
+	ATTSTEP(15, Z15)
+	ADDQ $64, BX
+	DECQ R9
+	JNZ  attgroup
+
+atttail:
+	ANDQ $15, CX
+	JZ   attfold
+	ATTSTEP(0, Z0)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(1, Z1)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(2, Z2)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(3, Z3)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(4, Z4)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(5, Z5)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(6, Z6)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(7, Z7)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(8, Z8)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(9, Z9)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(10, Z10)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(11, Z11)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(12, Z12)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(13, Z13)
+	DECQ CX
+	JZ   attfold
+	ATTSTEP(14, Z14)
+
+attfold:
+	// reduceLanes: a_l = acc_l + acc_{l+8}; a_l += a_{l+4}; a_l += a_{l+2}; a_0 += a_1.
+	VADDPS Z8, Z0, Z0
+	VADDPS Z9, Z1, Z1
+	VADDPS Z10, Z2, Z2
+	VADDPS Z11, Z3, Z3
+	VADDPS Z12, Z4, Z4
+	VADDPS Z13, Z5, Z5
+	VADDPS Z14, Z6, Z6
+	VADDPS Z15, Z7, Z7
+	VADDPS Z4, Z0, Z0
+	VADDPS Z5, Z1, Z1
+	VADDPS Z6, Z2, Z2
+	VADDPS Z7, Z3, Z3
+	VADDPS Z2, Z0, Z0
+	VADDPS Z3, Z1, Z1
+	VADDPS Z1, Z0, Z0
+	VMOVUPS Z0, (DX)
+	VZEROUPPER
+	RET

@@ -305,9 +305,16 @@ func Attend(dst, q, k, v []bf16.BF16, n int, scale float32, scratch []float32) {
 	for t := 0; t < n; t++ {
 		p[t] = r(p[t] / sum)
 	}
-	// Output: per column d, lanes over t. Columns are processed in chunks of
-	// 8 so that v is read row by row; each (lane, d) accumulator still sums
-	// over t in increasing order.
+	if !attendOutFast(dst, p, v, n, hd) {
+		attendOut(dst, p, v, n, hd)
+	}
+}
+
+// attendOut is Attend's output: dst[d] = R(reduceLanes over lanes l of
+// the sum over t ≡ l (mod 16), t increasing, of p[t]·v[t][d]).
+func attendOut(dst []bf16.BF16, p []float32, v []bf16.BF16, n, hd int) {
+	// Columns are processed in chunks of 8 so that v is read row by row;
+	// each (lane, d) accumulator still sums over t in increasing order.
 	const chunk = 8
 	for d0 := 0; d0 < hd; d0 += chunk {
 		w := min(chunk, hd-d0)
