@@ -307,17 +307,18 @@ func TestPrefillAttentionChain(t *testing.T) {
 	r := rand.New(rand.NewPCG(65, 66))
 	const H, KV, S, D = 4, 2, 40, 64
 	w := (H + 2*KV) * D
-	d := cDev(t, Options{Strict: true})
+	d := cDev(t, Options{Strict: true, LogOps: true})
 	x := cRand(r, S*w, false)
 	in := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, S, w), x)
 	cos, sin := ropeRows(64, D)
 	ct := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, 64, D), cos)
 	st := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, 64, D), sin)
-	heads := pRun(t, d, tt.NLPCreateQKVHeads{Input: in, NumHeads: H, NumKVHeads: KV, Memory: tt.DRAMInterleaved})
-	qr := cOut(t, d, tt.RotaryEmbeddingHF{Input: heads[0], Cos: ct, Sin: st, Prefill: true})
+	// pointer forms, as an engine may pass them
+	heads := pRun(t, d, &tt.NLPCreateQKVHeads{Input: in, NumHeads: H, NumKVHeads: KV, Memory: tt.DRAMInterleaved})
+	qr := cOut(t, d, &tt.RotaryEmbeddingHF{Input: heads[0], Cos: ct, Sin: st, Prefill: true})
 	kr := cOut(t, d, tt.RotaryEmbeddingHF{Input: heads[1], Cos: ct, Sin: st, Prefill: true})
-	attn := cOut(t, d, tt.SDPA{Q: qr, K: kr, V: heads[2], Causal: true, Scale: ref.AttnScale(D)})
-	cat := cOut(t, d, tt.NLPConcatHeads{Input: attn, Memory: tt.DRAMInterleaved})
+	attn := cOut(t, d, &tt.SDPA{Q: qr, K: kr, V: heads[2], Causal: true, Scale: ref.AttnScale(D)})
+	cat := cOut(t, d, &tt.NLPConcatHeads{Input: attn, Memory: tt.DRAMInterleaved})
 	got := cDown(t, d, cat)
 
 	split := func(base, n int) []bf16.BF16 { // [n][S][D] from columns base..
@@ -348,6 +349,27 @@ func TestPrefillAttentionChain(t *testing.T) {
 		}
 	}
 	cSame(t, "attention chain", got, want)
+	var args []string
+	for _, e := range d.OpLog() {
+		if e.Regime == Eager && e.Op != "" {
+			args = append(args, e.Op+" "+e.Args)
+		}
+	}
+	wantArgs := []string{
+		"nlp_create_qkv_heads num_heads=4 num_kv_heads=2 transpose_k_heads=false",
+		"rotary_embedding_hf is_decode_mode=false",
+		"rotary_embedding_hf is_decode_mode=false",
+		"scaled_dot_product_attention is_causal=true scale=0.125 q_chunk_size=0 k_chunk_size=0",
+		"nlp_concat_heads ",
+	}
+	if len(args) != len(wantArgs) {
+		t.Fatalf("op log %q, want %q", args, wantArgs)
+	}
+	for i := range args {
+		if args[i] != wantArgs[i] {
+			t.Errorf("op log entry %d: %q, want %q", i, args[i], wantArgs[i])
+		}
+	}
 	if f := d.Findings(); len(f) != 0 {
 		t.Fatalf("findings: %v", f)
 	}
