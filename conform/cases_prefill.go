@@ -17,7 +17,7 @@ const (
 // casePrefillHeads: nlp_create_qkv_heads splits a fused QKV prompt into
 // Q [1,4,40,64], K and V [1,2,40,64] DRAM interleaved (same specs,
 // addresses and bytes on both), and nlp_concat_heads joins Q back into
-// [1,1,40,256].
+// [1,1,40,256]; with transpose_k_heads K is [1,2,64,40].
 func casePrefillHeads(p *Pair) error {
 	r := rand.New(rand.NewPCG(41, 42))
 	in, err := p.allocWrite(r, dram([]int{1, 1, preS, (preH + 2*preKV) * preD}, tt.BF16, tt.Tile), 2)
@@ -42,7 +42,16 @@ func casePrefillHeads(p *Pair) error {
 	if err := p.exact("concatenated Q heads", cat[0]); err != nil {
 		return err
 	}
-	p.Note("Q, K, V and their concatenation: same specs, addresses and bytes")
+	tk, err := p.allocOp("nlp_create_qkv_heads (transpose_k_heads)", func(i int) tt.Op {
+		return tt.NLPCreateQKVHeads{Input: in[i], NumHeads: preH, NumKVHeads: preKV, TransposeK: true}
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.exact("K transposed [1,2,64,40]", tk[1]); err != nil {
+		return err
+	}
+	p.Note("Q, K, V, K transposed and the concatenation: same specs, addresses and bytes")
 	return nil
 }
 

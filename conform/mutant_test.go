@@ -28,6 +28,7 @@ var cMutants = []struct {
 	{"sdpa-prefill-wrong-kv-head", "ops.c", "const float *kb = k + (size_t)((b * kvh + h / (heads / kvh))", "const float *kb = k + (size_t)((b * kvh + h % kvh)", "sdpa-prefill"},
 	{"rope-prefill-decode-rows", "ops.c", "? i % hh : i / hh;", "? i / hh : i / hh;", "rotary-embedding-hf-prefill"},
 	{"concat-prefill-heads-swapped", "ops.c", "memcpy(r + ((bb * seq + s) * heads + h) * dh,", "memcpy(r + ((bb * seq + s) * heads + (heads - 1 - h)) * dh,", "prefill-create-concat-heads"},
+	{"create-heads-prefill-k-not-transposed", "ops.c", "int tk = i == 1 && o->i[2] != 0;", "int tk = 0;", "prefill-create-concat-heads"},
 	{"create-heads-prefill-k-is-q", "ops.c", "col += dh * heads; /* the next group of heads */", "col += i == 0 ? 0 : dh * heads;", "prefill-create-concat-heads"},
 }
 

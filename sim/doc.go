@@ -74,7 +74,7 @@
 // to the decode of that position. The card's prefill SDPA is an online
 // softmax over q/k chunks with an approximate exp and bf16 intermediates,
 // so on a card prefill and token-by-token decode differ in the last bits.
-// Not modelled there: sharded inputs, transpose_k_heads=true, head dims
+// Not modelled there: sharded inputs, head dims
 // that are not a multiple of 32 for the TM ops, non-BF16 RoPE inputs.
 //
 // Trace (§5): capture records launches with the addresses of the moment,

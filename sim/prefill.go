@@ -72,7 +72,10 @@ func checkInterleavedOut(name string, in tt.Spec, m tt.MemoryConfig) error {
 // (kernels/dataflow/reader_tm_tile_layout_nlp_create_qkv_heads.cpp), so the
 // simulator does too: output tile (b, h, st, c) is input tile (b, st,
 // h*Dt + c) (K and V offset by H*Dt and (H+K)*Dt), padding rows included.
-// Any dtype the op accepts (FLOAT32, BFLOAT16) is copied bit for bit.
+// Any dtype the op accepts (FLOAT32, BFLOAT16) is copied bit for bit. With
+// transpose_k_heads K is [B,K,D,S]: tile (b, g, c, st) is input tile
+// (b, st, H*Dt + g*Dt + c) transposed (the input's padding rows become
+// padding columns).
 func (d *Device) createHeadsPrefill(o tt.NLPCreateQKVHeads, outs []tt.Tensor) error {
 	const name = opCreateHeadsPrefill
 	kv := o.KVHeads()
@@ -101,14 +104,11 @@ func (d *Device) createHeadsPrefill(o tt.NLPCreateQKVHeads, outs []tt.Tensor) er
 		if err := checkInterleavedOut(name, in, o.Memory); err != nil {
 			return err
 		}
-		if o.TransposeK {
-			return notImplemented(name, "transpose_k_heads=true")
-		}
 		if dh := p[3] / (o.NumHeads + 2*kv); dh%tt.TileSize != 0 {
 			return notImplemented(name, "head_dim %d (not a multiple of 32)", dh)
 		}
 		return nil
-	}, opLaunch{n: o.NumHeads, f: float32(kv), run: execCreateHeadsPrefill})
+	}, opLaunch{n: o.NumHeads, f: float32(kv), flag: o.TransposeK, run: execCreateHeadsPrefill})
 }
 
 func execCreateHeadsPrefill(l *opLaunch, x *opIO, s *scratch) error {
@@ -117,13 +117,16 @@ func execCreateHeadsPrefill(l *opLaunch, x *opIO, s *scratch) error {
 	nh, nkv := l.n, int(l.f)
 	b, st, wt := p[0], p[2]/tt.TileSize, p[3]/tt.TileSize
 	dt := wt / (nh + 2*nkv)
-	pg := s.pageBuf(int(in.pageSize))
+	pg := s.pageBuf(2 * int(in.pageSize))
+	pg, tp := pg[:in.pageSize], pg[in.pageSize:]
+	e := in.spec.DType.Size()
 	col := 0
 	for i, out := range l.bufs[1:] {
 		heads := nh
 		if i > 0 {
 			heads = nkv
 		}
+		transpose := i == 1 && l.flag
 		for bb := 0; bb < b; bb++ {
 			for h := 0; h < heads; h++ {
 				for t := 0; t < st; t++ {
@@ -133,7 +136,13 @@ func execCreateHeadsPrefill(l *opLaunch, x *opIO, s *scratch) error {
 						if err := x.pageIO(in, src, pg, false); err != nil {
 							return err
 						}
-						if err := x.pageIO(out, dst, pg, true); err != nil {
+						w := pg
+						if transpose {
+							dst = ((bb*heads+h)*dt+c)*st + t
+							transposeTile(tp, pg, e)
+							w = tp
+						}
+						if err := x.pageIO(out, dst, w, true); err != nil {
 							return err
 						}
 					}
@@ -143,6 +152,16 @@ func execCreateHeadsPrefill(l *opLaunch, x *opIO, s *scratch) error {
 		col += heads * dt
 	}
 	return nil
+}
+
+// transposeTile writes the transpose of the tile page src (elements of e
+// bytes, face order) into dst.
+func transposeTile(dst, src []byte, e int) {
+	for r := 0; r < tt.TileSize; r++ {
+		for c := 0; c < tt.TileSize; c++ {
+			copy(dst[TileElem(c, r)*e:][:e], src[TileElem(r, c)*e:][:e])
+		}
+	}
 }
 
 // ---- nlp_concat_heads ----

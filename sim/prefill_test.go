@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/offcard/offcard/bf16"
@@ -509,11 +510,53 @@ func pRunFree(t testing.TB, d *Device, op tt.Op) {
 func TestPrefillNotImplemented(t *testing.T) {
 	d := cDev(t, Options{})
 	const H, KV, S, D = 2, 1, 32, 64
-	in := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, S, (H+2*KV)*D))
-	_, err := d.Run(tt.NLPCreateQKVHeads{Input: in, NumHeads: H, NumKVHeads: KV, TransposeK: true})
-	var te *tt.Error
-	if err == nil || asTTError(err, &te) {
-		t.Fatalf("transpose_k_heads: got %v, want a non-tt error", err)
+	w := (H + 2*KV) * D
+	in := cAlloc(t, d, tt.Spec{Shape: []int{1, 1, S, w}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(1, [2]int{S, w})})
+	heads := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, H, S, 48))
+	for _, op := range []tt.Op{
+		tt.NLPCreateQKVHeads{Input: in, NumHeads: H, NumKVHeads: KV, Memory: tt.L1HeightSharded(1, [2]int{64, D})},
+		tt.NLPConcatHeads{Input: heads},
+	} {
+		before := len(d.bufs)
+		_, err := d.Run(op)
+		var te *tt.Error
+		if err == nil || asTTError(err, &te) || !strings.Contains(err.Error(), "is not implemented") {
+			t.Errorf("%s: got %v, want a non-tt \"not implemented\" error", op.Name(), err)
+		}
+		if len(d.bufs) != before {
+			t.Errorf("%s: left %d tensors allocated", op.Name(), len(d.bufs)-before)
+		}
+	}
+}
+
+// transpose_k_heads: K is [B,KV,D,S], K[g][e][s] = input row s, column
+// (H+g)*D+e; the padding columns are zero where the input's padding rows
+// are.
+func TestCreateHeadsPrefillTransposeK(t *testing.T) {
+	r := rand.New(rand.NewPCG(71, 72))
+	for _, g := range prefillGeoms {
+		d := cDev(t, Options{Strict: true})
+		w := (g.h + 2*g.kv) * g.d
+		x := cRand(r, g.s*w, true)
+		in := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, g.s, w), x)
+		outs := pRun(t, d, tt.NLPCreateQKVHeads{Input: in, NumHeads: g.h, NumKVHeads: g.kv, TransposeK: true})
+		if want := cSpec(tt.BF16, tt.Tile, 1, g.kv, g.d, g.s); !outs[1].Spec.Equal(want) {
+			t.Fatalf("K spec %v, want %v", outs[1].Spec, want)
+		}
+		got := cDown(t, d, outs[1])
+		want := make([]bf16.BF16, g.kv*g.d*g.s)
+		for h := 0; h < g.kv; h++ {
+			for e := 0; e < g.d; e++ {
+				for s := 0; s < g.s; s++ {
+					want[(h*g.d+e)*g.s+s] = x[s*w+(g.h+h)*g.d+e]
+				}
+			}
+		}
+		cSame(t, "transposed k", got, want)
+		v := cDown(t, d, outs[2]) // V is not transposed
+		for s := 0; s < g.s; s++ {
+			cSame(t, "v row", v[s*g.d:(s+1)*g.d], x[s*w+(g.h+g.kv)*g.d:][:g.d])
+		}
 	}
 }
 

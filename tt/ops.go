@@ -101,8 +101,8 @@ type NLPCreateQKVHeadsDecode struct {
 // columns h*D.. of input row s, K heads follow the Q heads, V heads the K
 // heads. D = padded width / (NumHeads+2*NumKVHeads); NumKVHeads 0 means
 // NumHeads (ttnn's default). TransposeK is
-// transpose_k_heads (K [B,NumKVHeads,D,S]); tt_transformers passes false, and
-// the simulator implements false only. Allocating: three outputs in the
+// transpose_k_heads (K [B,NumKVHeads,D,S]); tt_transformers passes false
+// (Python's default is true). Allocating: three outputs in the
 // input's dtype, TILE, in Memory (zero value: the input's config, ttnn's
 // value_or). ttnn honours three preallocated outputs here
 // (optional_output_tensors); the contract does not take them.

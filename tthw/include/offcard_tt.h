@@ -185,7 +185,8 @@ extern "C" {
 #define OFFCARD_TT_OP_COPY 17
 /* ttnn::experimental::nlp_create_qkv_heads (prefill form, no KV input).
  * T: input ([B,1,S,(num_heads+2*num_kv_heads)*D]). I: num_heads,
- * num_kv_heads (0: num_heads), transpose_k_heads. O: 3 (q, k, v). */
+ * num_kv_heads (0: num_heads), transpose_k_heads (k is then [B,kv,D,S]).
+ * O: 3 (q, k, v). */
 #define OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS 18
 /* ttnn::transformer::scaled_dot_product_attention (no mask, no sliding
  * window, no attention sink). T: q, k, v. I: is_causal, q_chunk_size,

@@ -382,14 +382,14 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got ROW_MAJOR");
       if (is->dims[1] != 1) FAIL("Unsupported input sequence length %lld is not equal to 1", (long long)is->dims[1]);
       if (is->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded inputs are not implemented by the loopback");
-      if (o->i[2]) return lb_err(OFFCARD_TT_EARG, name, "transpose_k_heads is not implemented by the loopback");
       int64_t dh = lb_padded(is, 3) / (nh + 2 * nkv);
       for (int i = 0; i < 3; i++) {
         const lb_spec *os = &o->out[i].s;
         if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED");
-        int64_t heads = i == 0 ? nh : nkv;
-        if (os->rank != 4 || os->dims[0] != is->dims[0] || os->dims[1] != heads || os->dims[2] != is->dims[2] || os->dims[3] != dh || os->dtype != is->dtype)
-          FAIL("output spec %d must be [%lld, %lld, %lld, %lld] in the input's dtype", i, (long long)is->dims[0], (long long)heads, (long long)is->dims[2], (long long)dh);
+        int64_t heads = i == 0 ? nh : nkv, rows = is->dims[2], cols = dh;
+        if (i == 1 && o->i[2]) rows = dh, cols = is->dims[2]; /* K transposed: [B, KV, D, S] */
+        if (os->rank != 4 || os->dims[0] != is->dims[0] || os->dims[1] != heads || os->dims[2] != rows || os->dims[3] != cols || os->dtype != is->dtype)
+          FAIL("output spec %d must be [%lld, %lld, %lld, %lld] in the input's dtype", i, (long long)is->dims[0], (long long)heads, (long long)rows, (long long)cols);
       }
       return 0;
     }
@@ -766,7 +766,8 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
       uint64_t bsz = (uint64_t)t[0].s.dims[0], seq = (uint64_t)t[0].s.dims[2], w = (uint64_t)last(&t[0].s), col = 0;
       for (int i = 0; i < 3 && !rc; i++) {
         const lb_tensor *ot = &o->out[i];
-        uint64_t heads = (uint64_t)ot->s.dims[1], dh = (uint64_t)ot->s.dims[3];
+        int tk = i == 1 && o->i[2] != 0; /* K transposed: [B, KV, D, S] */
+        uint64_t heads = (uint64_t)ot->s.dims[1], dh = (uint64_t)ot->s.dims[tk ? 2 : 3];
         float *dst = malloc(lb_volume(&ot->s) * sizeof *dst + 4);
         if (!dst) {
           rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
@@ -774,7 +775,14 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
         }
         for (uint64_t bb = 0; bb < bsz; bb++)
           for (uint64_t h = 0; h < heads; h++)
-            for (uint64_t s = 0; s < seq; s++) memcpy(dst + ((bb * heads + h) * seq + s) * dh, a + (bb * seq + s) * w + col + h * dh, dh * sizeof *dst);
+            for (uint64_t s = 0; s < seq; s++) {
+              const float *src = a + (bb * seq + s) * w + col + h * dh;
+              if (!tk) {
+                memcpy(dst + ((bb * heads + h) * seq + s) * dh, src, dh * sizeof *dst);
+                continue;
+              }
+              for (uint64_t e = 0; e < dh; e++) dst[((bb * heads + h) * dh + e) * seq + s] = src[e];
+            }
         rc = write_f(d, name, ot, dst);
         free(dst);
         col += dh * heads; /* the next group of heads */
