@@ -126,7 +126,7 @@ func caseSDPAPrefill(p *Pair) error {
 	const name = "scaled_dot_product_attention"
 	for _, chunk := range []int{0, 64} {
 		out, err := p.allocOp(name, func(i int) tt.Op {
-			return tt.SDPA{Q: q[i], K: k[i], V: v[i], Causal: true, QChunkSize: chunk, KChunkSize: chunk}
+			return tt.SDPA{Q: q[i], K: k[i], V: v[i], Causal: true, QChunkSize: chunk, KChunkSize: chunk, ExactExp: chunk != 0}
 		})
 		if err != nil {
 			return err

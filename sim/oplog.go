@@ -173,7 +173,11 @@ func opArgs(op tt.Op) string {
 			return "is_decode_mode=false"
 		}
 	case tt.SDPA:
-		return fmt.Sprintf("is_causal=%t scale=%g q_chunk_size=%d k_chunk_size=%d", o.Causal, o.Scale, o.QChunkSize, o.KChunkSize)
+		s := fmt.Sprintf("is_causal=%t scale=%g q_chunk_size=%d k_chunk_size=%d", o.Causal, o.Scale, o.QChunkSize, o.KChunkSize)
+		if o.ExactExp {
+			s += " exp_approx_mode=false"
+		}
+		return s
 	case tt.PlusOne:
 		return fmt.Sprintf("skip_negative_entries=%t", o.SkipNegativeEntries)
 	}

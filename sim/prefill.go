@@ -344,7 +344,7 @@ func execRotaryPrefill(l *opLaunch, x *opIO, s *scratch) error {
 func (d *Device) sdpaPrefill(o tt.SDPA, output tt.Tensor) error {
 	const name = opSDPAPrefill
 	attrs := attrKey{uint64(math.Float32bits(o.Scale)),
-		uint64(uint32(o.QChunkSize))<<34 | uint64(uint32(o.KChunkSize))<<2 | b2u(o.FP32DestAcc)<<1 | b2u(o.Causal)}
+		uint64(uint32(o.QChunkSize))<<34 | uint64(uint32(o.KChunkSize))<<3 | b2u(o.ExactExp)<<2 | b2u(o.FP32DestAcc)<<1 | b2u(o.Causal)}
 	return d.launchOp(name, attrs, []*tt.Tensor{&o.Q, &o.K, &o.V, &output}, func(bs []*buffer) error {
 		q, k, v := bs[0].spec, bs[1].spec, bs[2].spec
 		// transformer/sdpa/device/sdpa_device_operation.cpp
@@ -390,6 +390,10 @@ func (d *Device) sdpaPrefill(o tt.SDPA, output tt.Tensor) error {
 			if o.KChunkSize < 0 || o.KChunkSize%tt.TileSize != 0 {
 				return opErr(name, "k_chunk_size must be divisible by TILE_SIZE. Got k_chunk_size: %d, TILE_SIZE: %d", o.KChunkSize, tt.TileSize)
 			}
+		} else if o.ExactExp {
+			// exp_approx_mode is a field of SDPAProgramConfig: without chunk
+			// sizes there is no program config to carry it.
+			return opErr(name, "exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size") // ~
 		}
 		// Padding checks run last; only the head dim can be padded here.
 		for _, s := range []tt.Spec{q, k, v} {

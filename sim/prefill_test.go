@@ -224,7 +224,7 @@ func TestSDPAPrefillMatchesAttend(t *testing.T) {
 			qt := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, g.h, g.s, g.d), q)
 			kt := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, g.kv, g.s, g.d), k)
 			vt := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, g.kv, g.s, g.d), v)
-			out := cOut(t, d, tt.SDPA{Q: qt, K: kt, V: vt, Causal: true, Scale: scale, QChunkSize: 64, KChunkSize: 64})
+			out := cOut(t, d, tt.SDPA{Q: qt, K: kt, V: vt, Causal: true, Scale: scale, QChunkSize: 64, KChunkSize: 64, ExactExp: scale != 0})
 			if want := cSpec(tt.BF16, tt.Tile, 1, g.h, g.s, g.d); !out.Spec.Equal(want) {
 				t.Fatalf("output spec %v, want %v", out.Spec, want)
 			}
@@ -478,6 +478,8 @@ func TestPrefillRefusals(t *testing.T) {
 		{sdp, tt.SDPA{Q: heads, K: kv, V: kv, Causal: true, QChunkSize: 64, KChunkSize: 40},
 			"k_chunk_size must be divisible by TILE_SIZE. Got k_chunk_size: 40, TILE_SIZE: 32", nil},
 		{sdp, sdpa(q48, kv48, kv48), "Padding is not supported on the head_dim dimension", nil},
+		{"offcard's: exp_approx_mode lives in SDPAProgramConfig", tt.SDPA{Q: heads, K: kv, V: kv, Causal: true, ExactExp: true},
+			"exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size", nil},
 	} {
 		for pass := 0; pass < 2; pass++ {
 			if pass == 1 && c.warm != nil {

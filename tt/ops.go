@@ -225,8 +225,10 @@ type PagedSDPADecode struct {
 // otherwise every row attends all Sk rows. Scale 0 means ttnn's default,
 // 1/sqrt(D). QChunkSize and KChunkSize are the SDPAProgramConfig's chunk
 // sizes (both 0: no program config, ttnn's 32/32; otherwise multiples of
-// 32); FP32DestAcc is compute_kernel_config.fp32_dest_acc_en. Neither
-// changes the simulator's numerics (see package sim). Allocating: one
+// 32); ExactExp sets the program config's exp_approx_mode to false
+// (tt_transformers' prefill setting; ttnn's default is true; it needs the
+// chunk sizes); FP32DestAcc is compute_kernel_config.fp32_dest_acc_en. None
+// of the three changes the simulator's numerics (see package sim). Allocating: one
 // output, Q's logical shape and dtype, TILE, in Memory (zero value: DRAM
 // interleaved, ttnn's default).
 type SDPA struct {
@@ -234,6 +236,7 @@ type SDPA struct {
 	Causal                 bool
 	Scale                  float32
 	QChunkSize, KChunkSize int
+	ExactExp               bool
 	FP32DestAcc            bool
 	Memory                 MemoryConfig
 }

@@ -202,7 +202,7 @@ func marshalOp(op tt.Op) (opArgs, error) {
 			ints: []int64{int64(o.NumHeads), int64(o.NumKVHeads), b2i(o.TransposeK)}}.alloc(o), nil
 	case tt.SDPA:
 		return opArgs{code: opSDPA, tensors: []uint64{id(o.Q), id(o.K), id(o.V)},
-			ints:   []int64{b2i(o.Causal), int64(o.QChunkSize), int64(o.KChunkSize), b2i(o.FP32DestAcc)},
+			ints:   []int64{b2i(o.Causal), int64(o.QChunkSize), int64(o.KChunkSize), b2i(o.FP32DestAcc), b2i(o.ExactExp)},
 			floats: []float32{o.Scale}}.alloc(o), nil
 	case tt.NLPConcatHeads:
 		return opArgs{code: opConcatHeads, tensors: []uint64{id(o.Input)}}.alloc(o), nil

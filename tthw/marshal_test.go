@@ -26,8 +26,9 @@ func TestMarshalPrefillOps(t *testing.T) {
 	}{
 		{tt.NLPCreateQKVHeads{Input: in, NumHeads: 4, NumKVHeads: 2}, 18, []uint64{1}, []int64{4, 2, 0}, nil, 3},
 		{tt.NLPCreateQKVHeads{Input: in, NumHeads: 4, NumKVHeads: 2, TransposeK: true}, 18, []uint64{1}, []int64{4, 2, 1}, nil, 3},
-		{tt.SDPA{Q: heads, K: kv, V: kv, Causal: true, Scale: 0.125, QChunkSize: 64, KChunkSize: 32, FP32DestAcc: true}, 19, []uint64{2, 3, 3}, []int64{1, 64, 32, 1}, []float32{0.125}, 1},
-		{tt.SDPA{Q: heads, K: kv, V: kv}, 19, []uint64{2, 3, 3}, []int64{0, 0, 0, 0}, []float32{0}, 1},
+		{tt.SDPA{Q: heads, K: kv, V: kv, Causal: true, Scale: 0.125, QChunkSize: 64, KChunkSize: 32, FP32DestAcc: true}, 19, []uint64{2, 3, 3}, []int64{1, 64, 32, 1, 0}, []float32{0.125}, 1},
+		{tt.SDPA{Q: heads, K: kv, V: kv, QChunkSize: 64, KChunkSize: 64, ExactExp: true}, 19, []uint64{2, 3, 3}, []int64{0, 64, 64, 0, 1}, []float32{0}, 1},
+		{tt.SDPA{Q: heads, K: kv, V: kv}, 19, []uint64{2, 3, 3}, []int64{0, 0, 0, 0, 0}, []float32{0}, 1},
 		{tt.NLPConcatHeads{Input: heads}, 20, []uint64{2}, nil, nil, 1},
 		{tt.RotaryEmbeddingHF{Input: heads, Cos: cos, Sin: sin, Prefill: true}, 5, []uint64{2, 4, 5}, []int64{0}, nil, 1},
 		{tt.RotaryEmbeddingHF{Input: heads, Cos: cos, Sin: sin}, 5, []uint64{2, 4, 5}, []int64{1}, nil, 1},

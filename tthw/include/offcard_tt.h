@@ -191,8 +191,9 @@ extern "C" {
 /* ttnn::transformer::scaled_dot_product_attention (no mask, no sliding
  * window, no attention sink). T: q, k, v. I: is_causal, q_chunk_size,
  * k_chunk_size (both 0: no program config; otherwise an SDPAProgramConfig
- * on the device's compute grid), fp32_dest_acc. F: scale (0: ttnn's
- * default). O: 1. */
+ * on the device's compute grid), fp32_dest_acc, exact_exp (1: the program
+ * config's exp_approx_mode = false; needs the chunk sizes). F: scale (0:
+ * ttnn's default). O: 1. */
 #define OFFCARD_TT_OP_SDPA 19
 /* ttnn::experimental::nlp_concat_heads. T: input ([B,heads,S,D]). O: 1
  * ([B,1,S,heads*D]). */

@@ -80,7 +80,7 @@ int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t 
       {1, 1, 0, 1},                /* to_memory_config */
       {2, 2, 0, 0},                /* copy */
       {1, 1, 3, 3},                /* nlp_create_qkv_heads */
-      {3, 3, 4, 1},                /* scaled_dot_product_attention */
+      {3, 3, 5, 1},                /* scaled_dot_product_attention */
       {1, 1, 0, 1},                /* nlp_concat_heads */
   };
   if (code < 1 || code > OFFCARD_TT_OP_LAST) return 0;
@@ -421,6 +421,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (qs[1] < ks[1] || qs[1] % ks[1]) FAIL("Q num_heads must be >= K num_heads and divisible by K num_heads. Got Q: %lld, K: %lld", (long long)qs[1], (long long)ks[1]);
       if ((o->i[1] || o->i[2]) && (o->i[1] % LB_TILE || o->i[1] < 0)) FAIL("q_chunk_size must be divisible by TILE_SIZE. Got q_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[1], LB_TILE);
       if ((o->i[1] || o->i[2]) && (o->i[2] % LB_TILE || o->i[2] < 0)) FAIL("k_chunk_size must be divisible by TILE_SIZE. Got k_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[2], LB_TILE);
+      if (!o->i[1] && !o->i[2] && o->i[4]) FAIL("exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
       if (qs[3] % LB_TILE) FAIL("Padding is not supported on the head_dim dimension");
       if (!same_shape(&o->out[0].s, &t[0].s) || o->out[0].s.dtype != t[0].s.dtype || o->out[0].s.layout != OFFCARD_TT_TILE) FAIL("Output spec must be Q's shape and dtype, TILE");
       return 0;

@@ -533,14 +533,19 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t op, const uint64_t *ts, uin
         break;
       }
       case OFFCARD_TT_OP_SDPA: {
-        take_specs(4, 1);
+        take_specs(5, 1);
         std::optional<ttnn::operations::transformer::SDPAProgramConfig> pc;
         if (I(1) != 0 || I(2) != 0) {
           ttnn::operations::transformer::SDPAProgramConfig c;
           c.compute_with_storage_grid_size = d->grid;
           c.q_chunk_size = (size_t)I(1);
           c.k_chunk_size = (size_t)I(2);
+          if (I(4)) c.exp_approx_mode = false;
           pc = c;
+        } else if (I(4)) {
+          // the contract's refusal, with sim's and the loopback's text: ttnn
+          // has no exp_approx_mode outside SDPAProgramConfig
+          fail(OFFCARD_TT_EDEVICE, "exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
         }
         std::optional<ttnn::DeviceComputeKernelConfig> cfg;
         if (I(3)) cfg = fp32_acc(d);
