@@ -37,6 +37,9 @@ func Cases() []Case {
 		{"rotary-embedding-hf", func(p *Pair) error { return caseRotary(p, false) }},
 		{"rotary-embedding-llama", func(p *Pair) error { return caseRotary(p, true) }},
 		{"sdpa-decode", caseSDPA},
+		{"prefill-create-concat-heads", casePrefillHeads},
+		{"rotary-embedding-hf-prefill", caseRotaryPrefill},
+		{"sdpa-prefill", caseSDPAPrefill},
 	}
 }
 

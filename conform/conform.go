@@ -38,6 +38,8 @@ var Bounds = map[string]int{
 	"rotary_embedding_llama": 2,
 	// scores, softmax (exp), weighted sum over up to 128 positions
 	"paged_scaled_dot_product_attention_decode": 4,
+	// the same per query row, over up to 40 positions (causal prefill)
+	"scaled_dot_product_attention": 4,
 }
 
 // Case is one conformance case.

@@ -23,6 +23,13 @@ var cMutants = []struct {
 	{"silu-missing", "ops.c", "a[i] / (1.0f + expf(-a[i])) * b[i]", "a[i] * b[i]", "silu-mul"},
 	{"sdpa-scale-ignored", "ops.c", "float scale = o->f[0] != 0 ? o->f[0] : 1.0f / sqrtf((float)dh);", "float scale = 1.0f;", "sdpa-decode"},
 	{"heads-v-reads-k", "ops.c", "        col += heads * dh;", "        col += i == 1 ? 0 : heads * dh;", "create-qkv-heads"},
+	{"sdpa-prefill-not-causal", "ops.c", "int64_t n = o->i[0] ? i + 1 : sk;", "int64_t n = sk;", "sdpa-prefill"},
+	{"sdpa-prefill-causal-off-by-one", "ops.c", "int64_t n = o->i[0] ? i + 1 : sk;", "int64_t n = o->i[0] ? (i + 2 < sk ? i + 2 : sk) : sk;", "sdpa-prefill"},
+	{"sdpa-prefill-wrong-kv-head", "ops.c", "const float *kb = k + (size_t)((b * kvh + h / (heads / kvh))", "const float *kb = k + (size_t)((b * kvh + h % kvh)", "sdpa-prefill"},
+	{"rope-prefill-decode-rows", "ops.c", "? i % hh : i / hh;", "? i / hh : i / hh;", "rotary-embedding-hf-prefill"},
+	{"concat-prefill-heads-swapped", "ops.c", "memcpy(r + ((bb * seq + s) * heads + h) * dh,", "memcpy(r + ((bb * seq + s) * heads + (heads - 1 - h)) * dh,", "prefill-create-concat-heads"},
+	{"create-heads-prefill-k-not-transposed", "ops.c", "int tk = i == 1 && o->i[2] != 0;", "int tk = 0;", "prefill-create-concat-heads"},
+	{"create-heads-prefill-k-is-q", "ops.c", "col += dh * heads; /* the next group of heads */", "col += i == 0 ? 0 : dh * heads;", "prefill-create-concat-heads"},
 }
 
 func TestCMutantsFailTheirCase(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 // Validation messages are offcard's own unless the semantics notes quote
 // ttnn's text.
 
-// runCompute runs the ops of this file, sdpa.go, fill.go and plusone.go;
+// runCompute runs the ops of this file, sdpa.go, fill.go, plusone.go and
+// prefill.go;
 // handled is false for any other op. outs are an Allocating op's outputs.
 func (d *Device) runCompute(op tt.Op, outs []tt.Tensor) (handled bool, err error) {
 	switch o := op.(type) {
@@ -29,7 +30,12 @@ func (d *Device) runCompute(op tt.Op, outs []tt.Tensor) (handled bool, err error
 		return true, d.linear(o)
 	case tt.NLPCreateQKVHeadsDecode:
 		return true, d.createHeads(o, outs)
+	case tt.NLPCreateQKVHeads:
+		return true, d.createHeadsPrefill(o, outs)
 	case tt.RotaryEmbeddingHF:
+		if o.Prefill {
+			return true, d.rotaryPrefill(o, outs[0])
+		}
 		return true, d.rotary(rotaryArgs{name: o.Name(), in: o.Input, cos: o.Cos, sin: o.Sin, out: outs[0]})
 	case tt.RotaryEmbeddingLlama:
 		return true, d.rotary(rotaryArgs{name: o.Name(), in: o.Input, cos: o.Cos, sin: o.Sin, trans: &o.TransMat, out: outs[0]})
@@ -37,6 +43,10 @@ func (d *Device) runCompute(op tt.Op, outs []tt.Tensor) (handled bool, err error
 		return true, d.toMemoryConfig(o, outs[0])
 	case tt.ConcatHeads:
 		return true, d.concatHeads(o)
+	case tt.NLPConcatHeads:
+		return true, d.concatHeadsPrefill(o, outs[0])
+	case tt.SDPA:
+		return true, d.sdpaPrefill(o, outs[0])
 	case tt.Add:
 		return true, d.eltwise(o.Name(), o.A, o.B, o.Output, false)
 	case tt.SiluMul:

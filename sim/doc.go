@@ -27,7 +27,9 @@
 // DRAM bank, tt-metal's out-of-memory text. Besides the engine's own
 // allocations: the outputs of ops whose ttnn entry point allocates them
 // (tt.Allocating: rms_norm, nlp_create_qkv_heads_decode, both RoPE ops,
-// to_memory_config, paged SDPA decode), at dispatch, inside a capture too;
+// to_memory_config, paged SDPA decode, and the prefill ops
+// nlp_create_qkv_heads, scaled_dot_product_attention and
+// nlp_concat_heads), at dispatch, inside a capture too;
 // and a kernel-binary buffer (KernelBinaryBytesPerBank per bank, top-down)
 // at every program-cache miss (tt_metal/distributed/mesh_workload.cpp
 // load_binaries).
@@ -60,6 +62,20 @@
 // user k_chunk_size that is not a power of two, and fetches the masked
 // tiles of the last chunk too (an address outside the bank faults).
 // Accesses outside device memory return a *Fault.
+//
+// Prefill (prefill.go): nlp_create_qkv_heads and nlp_concat_heads are tile
+// copies as their readers are (any dtype they accept, padding rows
+// included); rotary_embedding_hf in prefill mode rotates sequence row s
+// with cos/sin row s, with decode mode's arithmetic (ref.Rope), so the two
+// modes agree bit for bit at a position; scaled_dot_product_attention
+// (non-paged, causal or not, GQA) gives the reference numerics, not the
+// card's: query row i is ref.Attend over key rows 0..i (causal), the
+// function paged SDPA decode uses, so a causal prefill row is bit-identical
+// to the decode of that position. The card's prefill SDPA is an online
+// softmax over q/k chunks with an approximate exp and bf16 intermediates,
+// so on a card prefill and token-by-token decode differ in the last bits.
+// Not modelled there: sharded inputs, head dims
+// that are not a multiple of 32 for the TM ops, non-BF16 RoPE inputs.
 //
 // Trace (§5): capture records launches with the addresses of the moment,
 // executing nothing; host I/O and program-cache misses during capture fail

@@ -166,6 +166,18 @@ func opArgs(op tt.Op) string {
 		return fmt.Sprintf("cur_pos=%s page_table=%s scale=%g k_chunk_size=%d", tid(&o.CurPos), tid(&o.PageTable), o.Scale, o.KChunkSize)
 	case tt.ConcatHeads:
 		return fmt.Sprintf("num_heads=%d", o.NumHeads)
+	case tt.NLPCreateQKVHeads:
+		return fmt.Sprintf("num_heads=%d num_kv_heads=%d transpose_k_heads=%t", o.NumHeads, o.KVHeads(), o.TransposeK)
+	case tt.RotaryEmbeddingHF:
+		if o.Prefill {
+			return "is_decode_mode=false"
+		}
+	case tt.SDPA:
+		s := fmt.Sprintf("is_causal=%t scale=%g q_chunk_size=%d k_chunk_size=%d", o.Causal, o.Scale, o.QChunkSize, o.KChunkSize)
+		if o.ExactExp {
+			s += " exp_approx_mode=false"
+		}
+		return s
 	case tt.PlusOne:
 		return fmt.Sprintf("skip_negative_entries=%t", o.SkipNegativeEntries)
 	}

@@ -149,6 +149,12 @@ func derefOp(op tt.Op) tt.Op {
 		return *o
 	case *tt.ConcatHeads:
 		return *o
+	case *tt.NLPCreateQKVHeads:
+		return *o
+	case *tt.SDPA:
+		return *o
+	case *tt.NLPConcatHeads:
+		return *o
 	case *tt.Add:
 		return *o
 	case *tt.SiluMul:
@@ -254,6 +260,14 @@ func (d *Device) checkAllocating(op tt.Op) error {
 		sh := o.Input.Spec.Shape
 		if len(sh) != 4 || o.NumHeads <= 0 || o.NumKVHeads <= 0 || sh[3]%(o.NumHeads+2*o.NumKVHeads) != 0 {
 			return opErr(op.Name(), "Input shape %v does not split into %d query and 2x%d kv heads", sh, o.NumHeads, o.NumKVHeads)
+		}
+	case tt.NLPCreateQKVHeads:
+		return checkCreateHeadsShape(o)
+	case tt.NLPConcatHeads:
+		return checkConcatHeadsShape(o)
+	case tt.SDPA:
+		if len(o.Q.Spec.Shape) != 4 {
+			return opErr(op.Name(), "Q, K and V must be rank 4, got shape %v", o.Q.Spec.Shape) // ~
 		}
 	case tt.ToMemoryConfig:
 		s := o.OutputSpecs()[0]

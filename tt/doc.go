@@ -33,9 +33,11 @@
 //     argmax; paged_update_cache, paged_fused_update_cache,
 //     paged_fill_cache and plus_one update in place). The ops whose ttnn
 //     entry point allocates its own output — rms_norm,
-//     nlp_create_qkv_heads_decode, rotary_embedding_hf,
-//     rotary_embedding_llama, paged_scaled_dot_product_attention_decode and
-//     to_memory_config — implement Allocating: the device allocates their
+//     nlp_create_qkv_heads_decode, nlp_create_qkv_heads (prefill),
+//     rotary_embedding_hf (decode and prefill mode),
+//     rotary_embedding_llama, paged_scaled_dot_product_attention_decode,
+//     scaled_dot_product_attention (prefill), nlp_concat_heads (prefill)
+//     and to_memory_config — implement Allocating: the device allocates their
 //     outputs through its allocator at dispatch (inside a trace capture
 //     too, so the addresses a trace bakes, and which freed addresses are
 //     handed out next, are the card's), and Run returns them. The caller
@@ -44,7 +46,9 @@
 //   - Validation runs on every call, program-cache hits included
 //     (ttnn/api/ttnn/device_operation.hpp: a hit runs
 //     validate_on_program_cache_hit, which for these ops is the miss
-//     validation), with ttnn's texts where the notes quote them. The program
+//     validation; nlp_create_qkv_heads validates on a miss only, which
+//     gives the same answers because its key holds everything it checks),
+//     with ttnn's texts where the notes quote them. The program
 //     cache is keyed by attributes and tensor specs, never by addresses or
 //     contents (SDPA decode does not key cur_pos). Whatever ttnn refuses, a
 //     Device refuses, with the same text.

@@ -5,7 +5,8 @@ package tt
 // point takes an output tensor, the contract requires the caller to pass one
 // (Outputs lists it; in-place ops list the updated tensor). Where ttnn's entry
 // point allocates its own output (rms_norm, nlp_create_qkv_heads_decode,
-// rotary_embedding_hf, rotary_embedding_llama, paged SDPA decode,
+// nlp_create_qkv_heads, rotary_embedding_hf, rotary_embedding_llama, paged
+// SDPA decode, scaled_dot_product_attention, nlp_concat_heads,
 // to_memory_config), the op is an Allocating op: the device allocates the
 // outputs at dispatch and Device.Run returns them.
 type Op interface {
@@ -93,16 +94,47 @@ type NLPCreateQKVHeadsDecode struct {
 	Memory               MemoryConfig
 }
 
-// RotaryEmbeddingHF is ttnn.experimental.rotary_embedding_hf in decode mode
+// NLPCreateQKVHeads is ttnn.experimental.nlp_create_qkv_heads (the prefill
+// form, no separate KV input): splits the fused QKV rows, Input TILE
+// [B,1,S,(NumHeads+2*NumKVHeads)*D] interleaved (S a multiple of 32), into
+// Q [B,NumHeads,S,D], K and V [B,NumKVHeads,S,D]: row s of Q head h is
+// columns h*D.. of input row s, K heads follow the Q heads, V heads the K
+// heads. D = padded width / (NumHeads+2*NumKVHeads); NumKVHeads 0 means
+// NumHeads (ttnn's default). TransposeK is
+// transpose_k_heads (K [B,NumKVHeads,D,S]); tt_transformers passes false
+// (Python's default is true). Allocating: three outputs in the
+// input's dtype, TILE, in Memory (zero value: the input's config, ttnn's
+// value_or). ttnn honours three preallocated outputs here
+// (optional_output_tensors); the contract does not take them.
+type NLPCreateQKVHeads struct {
+	Input                Tensor
+	NumHeads, NumKVHeads int
+	TransposeK           bool
+	Memory               MemoryConfig
+}
+
+// RotaryEmbeddingHF is ttnn.experimental.rotary_embedding_hf
 // (ttnn/cpp/ttnn/operations/experimental/transformer/rotary_embedding_hf):
 // Hugging Face's rotate_half form, pairs i and i+D/2:
-// out = x*cos + rotate_half(x)*sin, no transformation matrix. Input BF16 TILE
-// [1,B,heads,D] HEIGHT_SHARDED; Cos and Sin BF16 TILE [1,B,1,D] (user b's row
-// gathered at its position), HEIGHT_SHARDED, same shape. Allocating: one
-// output with the input's spec (Memory zero value: the input's config).
+// out = x*cos + rotate_half(x)*sin, no transformation matrix.
+//
+// Decode mode (Prefill false, is_decode_mode=true): Input BF16 TILE
+// [1,B,heads,D] HEIGHT_SHARDED; Cos and Sin BF16 TILE [1,B,1,D] (user b's
+// row gathered at its position), HEIGHT_SHARDED, same shape.
+//
+// Prefill mode (Prefill true, is_decode_mode=false): Input TILE
+// [1,heads,S,D] (interleaved); Cos and Sin TILE [1,1,S',D] with S' >= S
+// (interleaved or sharded); sequence row s of every head uses cos/sin row s
+// (the caller slices the table for a start position).
+//
+// Allocating: one output with the input's spec (Memory zero value: the
+// input's config).
 type RotaryEmbeddingHF struct {
 	Input, Cos, Sin Tensor
-	Memory          MemoryConfig
+	// Prefill is !is_decode_mode. The field is named for the mode that is
+	// not the zero value, so existing decode callers keep their meaning.
+	Prefill bool
+	Memory  MemoryConfig
 }
 
 // RotaryEmbeddingLlama is ttnn.experimental.rotary_embedding_llama in decode
@@ -185,6 +217,40 @@ type PagedSDPADecode struct {
 	Memory                     MemoryConfig
 }
 
+// SDPA is ttnn.transformer.scaled_dot_product_attention (ttnn/cpp/ttnn/
+// operations/transformer/sdpa), non-paged, no mask, no sliding window, no
+// attention sink: Q TILE [B,H,Sq,D], K and V TILE [B,K,Sk,D], all DRAM/L1
+// interleaved, H a multiple of K (query head h reads kv head h/(H/K)).
+// Causal (is_causal) needs Sq == Sk and row i attends key rows 0..i;
+// otherwise every row attends all Sk rows. Scale 0 means ttnn's default,
+// 1/sqrt(D). QChunkSize and KChunkSize are the SDPAProgramConfig's chunk
+// sizes (both 0: no program config, ttnn's 32/32; otherwise multiples of
+// 32); ExactExp sets the program config's exp_approx_mode to false
+// (tt_transformers' prefill setting; ttnn's default is true; it needs the
+// chunk sizes); FP32DestAcc is compute_kernel_config.fp32_dest_acc_en. None
+// of the three changes the simulator's numerics (see package sim). Allocating: one
+// output, Q's logical shape and dtype, TILE, in Memory (zero value: DRAM
+// interleaved, ttnn's default).
+type SDPA struct {
+	Q, K, V                Tensor
+	Causal                 bool
+	Scale                  float32
+	QChunkSize, KChunkSize int
+	ExactExp               bool
+	FP32DestAcc            bool
+	Memory                 MemoryConfig
+}
+
+// NLPConcatHeads is ttnn.experimental.nlp_concat_heads (the prefill form;
+// ConcatHeads is the decode op): Input TILE [B,heads,S,D] -> [B,1,S,heads*D],
+// row s = head 0 row s ‖ ... ‖ head heads-1 row s. Allocating (ttnn takes no
+// output tensor): one output in the input's dtype, TILE, in Memory (zero
+// value: the input's config).
+type NLPConcatHeads struct {
+	Input  Tensor
+	Memory MemoryConfig
+}
+
 // ConcatHeads is ttnn.experimental.nlp_concat_heads_decode: Input BF16 TILE
 // [1,B,heads,D] HEIGHT_SHARDED one user per core -> Output [1,1,B,NumHeads*D].
 // The caller's Output must be sharded (the program factory reads its shard
@@ -225,6 +291,7 @@ func (Embedding) Name() string               { return "embedding" }
 func (RMSNorm) Name() string                 { return "rms_norm" }
 func (Linear) Name() string                  { return "linear" }
 func (NLPCreateQKVHeadsDecode) Name() string { return "nlp_create_qkv_heads_decode" }
+func (NLPCreateQKVHeads) Name() string       { return "nlp_create_qkv_heads" }
 func (RotaryEmbeddingHF) Name() string       { return "rotary_embedding_hf" }
 func (RotaryEmbeddingLlama) Name() string    { return "rotary_embedding_llama" }
 func (ToMemoryConfig) Name() string          { return "to_memory_config" }
@@ -233,6 +300,8 @@ func (PagedFusedUpdateCache) Name() string   { return "paged_fused_update_cache"
 func (PagedFillCache) Name() string          { return "paged_fill_cache" }
 func (PagedSDPADecode) Name() string         { return "paged_scaled_dot_product_attention_decode" }
 func (ConcatHeads) Name() string             { return "nlp_concat_heads_decode" }
+func (SDPA) Name() string                    { return "scaled_dot_product_attention" }
+func (NLPConcatHeads) Name() string          { return "nlp_concat_heads" }
 func (Add) Name() string                     { return "add" }
 func (SiluMul) Name() string                 { return "mul" }
 func (Argmax) Name() string                  { return "argmax" }
@@ -248,6 +317,8 @@ func (o Linear) Inputs() []Tensor {
 func (o Linear) Outputs() []Tensor                  { return []Tensor{o.Output} }
 func (o NLPCreateQKVHeadsDecode) Inputs() []Tensor  { return []Tensor{o.Input} }
 func (o NLPCreateQKVHeadsDecode) Outputs() []Tensor { return nil }
+func (o NLPCreateQKVHeads) Inputs() []Tensor        { return []Tensor{o.Input} }
+func (o NLPCreateQKVHeads) Outputs() []Tensor       { return nil }
 func (o RotaryEmbeddingHF) Inputs() []Tensor        { return []Tensor{o.Input, o.Cos, o.Sin} }
 func (o RotaryEmbeddingHF) Outputs() []Tensor       { return nil }
 func (o RotaryEmbeddingLlama) Inputs() []Tensor     { return []Tensor{o.Input, o.Cos, o.Sin, o.TransMat} }
@@ -268,6 +339,10 @@ func (o PagedFillCache) Inputs() []Tensor {
 func (o PagedFillCache) Outputs() []Tensor  { return []Tensor{o.Cache} }
 func (o PagedSDPADecode) Inputs() []Tensor  { return []Tensor{o.Q, o.K, o.V, o.PageTable, o.CurPos} }
 func (o PagedSDPADecode) Outputs() []Tensor { return nil }
+func (o SDPA) Inputs() []Tensor             { return []Tensor{o.Q, o.K, o.V} }
+func (o SDPA) Outputs() []Tensor            { return nil }
+func (o NLPConcatHeads) Inputs() []Tensor   { return []Tensor{o.Input} }
+func (o NLPConcatHeads) Outputs() []Tensor  { return nil }
 func (o ConcatHeads) Inputs() []Tensor      { return []Tensor{o.Input} }
 func (o ConcatHeads) Outputs() []Tensor     { return []Tensor{o.Output} }
 func (o Add) Inputs() []Tensor              { return []Tensor{o.A, o.B} }
@@ -309,6 +384,40 @@ func (o NLPCreateQKVHeadsDecode) OutputSpecs() []Spec {
 	return []Spec{mk(o.NumHeads), mk(o.NumKVHeads), mk(o.NumKVHeads)}
 }
 
+// OutputSpecs: Q [B,NumHeads,S,D], K [B,NumKVHeads,S,D] ([B,NumKVHeads,D,S]
+// with TransposeK), V [B,NumKVHeads,S,D], with B and S the input's logical
+// dims 0 and 2 and D = padded width / (NumHeads+2*NumKVHeads) rounded up to
+// 32; the input's dtype, TILE, in Memory (default the input's config)
+// (nlp_create_qkv_heads_device_operation.cpp compute_output_specs).
+func (o NLPCreateQKVHeads) OutputSpecs() []Spec {
+	in := o.Input.Spec
+	if len(in.Shape) != 4 || o.NumHeads <= 0 || o.NumKVHeads < 0 {
+		return nil
+	}
+	kv := o.KVHeads()
+	d := roundTile(in.Width() / (o.NumHeads + 2*kv))
+	b, s := in.Shape[0], in.Shape[2]
+	m := o.Memory
+	if m == (MemoryConfig{}) {
+		m = in.Memory
+	}
+	mk := func(sh ...int) Spec { return Spec{Shape: sh, DType: in.DType, Layout: Tile, Memory: m} }
+	k := mk(b, kv, s, d)
+	if o.TransposeK {
+		k = mk(b, kv, d, s)
+	}
+	return []Spec{mk(b, o.NumHeads, s, d), k, mk(b, kv, s, d)}
+}
+
+// KVHeads is the number of K and V heads the op makes: NumKVHeads, or
+// NumHeads when NumKVHeads is 0 (ttnn's num_kv_heads.value_or(num_q_heads)).
+func (o NLPCreateQKVHeads) KVHeads() int {
+	if o.NumKVHeads == 0 {
+		return o.NumHeads
+	}
+	return o.NumKVHeads
+}
+
 // OutputSpecs: the input's spec in Memory (default the input's config).
 func (o RotaryEmbeddingHF) OutputSpecs() []Spec { return []Spec{withMemory(o.Input.Spec, o.Memory)} }
 
@@ -334,8 +443,37 @@ func (o PagedSDPADecode) OutputSpecs() []Spec {
 	return []Spec{{Shape: append([]int(nil), o.Q.Spec.Shape...), DType: BF16, Layout: Tile, Memory: m}}
 }
 
+// OutputSpecs: Q's logical shape and dtype, TILE, in Memory (default DRAM
+// interleaved) (sdpa_device_operation.cpp compute_output_specs).
+func (o SDPA) OutputSpecs() []Spec {
+	m := o.Memory
+	if m == (MemoryConfig{}) {
+		m = DRAMInterleaved
+	}
+	return []Spec{{Shape: append([]int(nil), o.Q.Spec.Shape...), DType: o.Q.Spec.DType, Layout: Tile, Memory: m}}
+}
+
+// OutputSpecs: [B,1,S,heads*D] from the input's logical [B,heads,S,D], the
+// input's dtype, TILE, in Memory (default the input's config)
+// (nlp_concat_heads_device_operation.cpp compute_output_specs).
+func (o NLPConcatHeads) OutputSpecs() []Spec {
+	in := o.Input.Spec
+	if len(in.Shape) != 4 {
+		return nil
+	}
+	m := o.Memory
+	if m == (MemoryConfig{}) {
+		m = in.Memory
+	}
+	sh := in.Shape
+	return []Spec{{Shape: []int{sh[0], 1, sh[2], sh[1] * sh[3]}, DType: in.DType, Layout: Tile, Memory: m}}
+}
+
 var (
 	_ Allocating = RMSNorm{}
+	_ Allocating = NLPCreateQKVHeads{}
+	_ Allocating = SDPA{}
+	_ Allocating = NLPConcatHeads{}
 	_ Allocating = NLPCreateQKVHeadsDecode{}
 	_ Allocating = RotaryEmbeddingHF{}
 	_ Allocating = RotaryEmbeddingLlama{}

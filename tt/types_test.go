@@ -163,7 +163,26 @@ func TestAllocatingOps(t *testing.T) {
 	if s := (PagedSDPADecode{Q: Tensor{Spec: heads[0]}}).OutputSpecs(); s[0].Memory != DRAMInterleaved || s[0].String()[:12] != "[1,5,4,128] " {
 		t.Errorf("sdpa output %v", s)
 	}
-	for _, op := range []Op{RMSNorm{}, NLPCreateQKVHeadsDecode{}, RotaryEmbeddingHF{}, RotaryEmbeddingLlama{}, PagedSDPADecode{}, ToMemoryConfig{}} {
+	pre := Tensor{Spec: Spec{Shape: []int{1, 1, 40, 8 * 64}, DType: BF16, Layout: Tile, Memory: DRAMInterleaved}}
+	qkv := NLPCreateQKVHeads{Input: pre, NumHeads: 4, NumKVHeads: 2}.OutputSpecs()
+	if len(qkv) != 3 || qkv[0].String() != "[1,4,40,64] BFLOAT16 TILE DRAM_INTERLEAVED" ||
+		qkv[1].String() != "[1,2,40,64] BFLOAT16 TILE DRAM_INTERLEAVED" || qkv[2].String() != "[1,2,40,64] BFLOAT16 TILE DRAM_INTERLEAVED" {
+		t.Errorf("nlp_create_qkv_heads specs %v", qkv)
+	}
+	if s := (NLPCreateQKVHeads{Input: pre, NumHeads: 4, NumKVHeads: 2, TransposeK: true, Memory: L1Interleaved}).OutputSpecs(); s[1].String() != "[1,2,64,40] BFLOAT16 TILE L1_INTERLEAVED" {
+		t.Errorf("nlp_create_qkv_heads transposed K %v", s[1])
+	}
+	pre6 := Tensor{Spec: Spec{Shape: []int{1, 1, 40, 6 * 64}, DType: BF16, Layout: Tile, Memory: DRAMInterleaved}}
+	if s := (NLPCreateQKVHeads{Input: pre6, NumHeads: 2}).OutputSpecs(); s[1].String() != "[1,2,40,64] BFLOAT16 TILE DRAM_INTERLEAVED" {
+		t.Errorf("nlp_create_qkv_heads num_kv_heads default %v", s)
+	}
+	if s := (SDPA{Q: Tensor{Spec: qkv[0]}}).OutputSpecs(); len(s) != 1 || s[0].String() != "[1,4,40,64] BFLOAT16 TILE DRAM_INTERLEAVED" {
+		t.Errorf("sdpa output %v", s)
+	}
+	if s := (NLPConcatHeads{Input: Tensor{Spec: qkv[0]}}).OutputSpecs(); len(s) != 1 || s[0].String() != "[1,1,40,256] BFLOAT16 TILE DRAM_INTERLEAVED" {
+		t.Errorf("nlp_concat_heads output %v", s)
+	}
+	for _, op := range []Op{RMSNorm{}, NLPCreateQKVHeadsDecode{}, NLPCreateQKVHeads{}, RotaryEmbeddingHF{}, RotaryEmbeddingLlama{}, PagedSDPADecode{}, SDPA{}, NLPConcatHeads{}, ToMemoryConfig{}} {
 		if _, ok := op.(Allocating); !ok || op.Outputs() != nil {
 			t.Errorf("%s is not Allocating", op.Name())
 		}

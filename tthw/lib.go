@@ -9,7 +9,7 @@ import (
 )
 
 // abiVersion is OFFCARD_TT_ABI_VERSION of include/offcard_tt.h.
-const abiVersion = 1
+const abiVersion = 2
 
 // Status codes of offcard_tt.h.
 const (

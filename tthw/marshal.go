@@ -28,6 +28,9 @@ const (
 	opRotaryEmbeddingLlama  = 15
 	opToMemoryConfig        = 16
 	opCopy                  = 17
+	opCreateQKVHeads        = 18
+	opSDPA                  = 19
+	opConcatHeads           = 20
 )
 
 // The ABI's enum values (OFFCARD_TT_*), mapped explicitly so a change of
@@ -168,6 +171,12 @@ func marshalOp(op tt.Op) (opArgs, error) {
 		return marshalOp(*o)
 	case *tt.ConcatHeads:
 		return marshalOp(*o)
+	case *tt.NLPCreateQKVHeads:
+		return marshalOp(*o)
+	case *tt.SDPA:
+		return marshalOp(*o)
+	case *tt.NLPConcatHeads:
+		return marshalOp(*o)
 	case *tt.Add:
 		return marshalOp(*o)
 	case *tt.SiluMul:
@@ -187,7 +196,16 @@ func marshalOp(op tt.Op) (opArgs, error) {
 		return opArgs{code: opCreateQKVHeadsDecode, tensors: []uint64{id(o.Input)},
 			ints: []int64{int64(o.NumHeads), int64(o.NumKVHeads)}}.alloc(o), nil
 	case tt.RotaryEmbeddingHF:
-		return opArgs{code: opRotaryEmbeddingHF, tensors: []uint64{id(o.Input), id(o.Cos), id(o.Sin)}}.alloc(o), nil
+		return opArgs{code: opRotaryEmbeddingHF, tensors: []uint64{id(o.Input), id(o.Cos), id(o.Sin)}, ints: []int64{b2i(!o.Prefill)}}.alloc(o), nil
+	case tt.NLPCreateQKVHeads:
+		return opArgs{code: opCreateQKVHeads, tensors: []uint64{id(o.Input)},
+			ints: []int64{int64(o.NumHeads), int64(o.NumKVHeads), b2i(o.TransposeK)}}.alloc(o), nil
+	case tt.SDPA:
+		return opArgs{code: opSDPA, tensors: []uint64{id(o.Q), id(o.K), id(o.V)},
+			ints:   []int64{b2i(o.Causal), int64(o.QChunkSize), int64(o.KChunkSize), b2i(o.FP32DestAcc), b2i(o.ExactExp)},
+			floats: []float32{o.Scale}}.alloc(o), nil
+	case tt.NLPConcatHeads:
+		return opArgs{code: opConcatHeads, tensors: []uint64{id(o.Input)}}.alloc(o), nil
 	case tt.RotaryEmbeddingLlama:
 		return opArgs{code: opRotaryEmbeddingLlama, tensors: []uint64{id(o.Input), id(o.Cos), id(o.Sin), id(o.TransMat)}}.alloc(o), nil
 	case tt.ToMemoryConfig:

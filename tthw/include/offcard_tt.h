@@ -60,7 +60,7 @@
 extern "C" {
 #endif
 
-#define OFFCARD_TT_ABI_VERSION 1
+#define OFFCARD_TT_ABI_VERSION 2
 
 /* Status codes. */
 #define OFFCARD_TT_OK 0
@@ -139,8 +139,10 @@ extern "C" {
 /* ttnn::experimental::nlp_create_qkv_heads_decode. T: input.
  * I: num_heads, num_kv_heads. O: 3 (q, k, v). */
 #define OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS_DECODE 4
-/* ttnn::experimental::rotary_embedding_hf (decode mode, HF rotate_half).
- * T: input, cos, sin. O: 1. */
+/* ttnn::experimental::rotary_embedding_hf (HF rotate_half). T: input, cos,
+ * sin. I: is_decode_mode (1: decode, input [1,B,heads,D] height-sharded,
+ * cos/sin [1,B,1,D]; 0: prefill, input [1,heads,S,D], cos/sin [1,1,S',D],
+ * S' >= S). O: 1. */
 #define OFFCARD_TT_OP_ROTARY_EMBEDDING_HF 5
 /* ttnn::experimental::paged_update_cache, in place. T: cache, input,
  * update_idxs (optional), page_table (optional). I: share_cache,
@@ -181,6 +183,23 @@ extern "C" {
 /* ttnn::copy(src, dst): src's values into the existing dst (same logical
  * shape and dtype; layouts and memory configs may differ). T: src, dst. */
 #define OFFCARD_TT_OP_COPY 17
+/* ttnn::experimental::nlp_create_qkv_heads (prefill form, no KV input).
+ * T: input ([B,1,S,(num_heads+2*num_kv_heads)*D]). I: num_heads,
+ * num_kv_heads (0: num_heads), transpose_k_heads (k is then [B,kv,D,S]).
+ * O: 3 (q, k, v). */
+#define OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS 18
+/* ttnn::transformer::scaled_dot_product_attention (no mask, no sliding
+ * window, no attention sink). T: q, k, v. I: is_causal, q_chunk_size,
+ * k_chunk_size (both 0: no program config; otherwise an SDPAProgramConfig
+ * on the device's compute grid), fp32_dest_acc, exact_exp (1: the program
+ * config's exp_approx_mode = false; needs the chunk sizes). F: scale (0:
+ * ttnn's default). O: 1. */
+#define OFFCARD_TT_OP_SDPA 19
+/* ttnn::experimental::nlp_concat_heads. T: input ([B,heads,S,D]). O: 1
+ * ([B,1,S,heads*D]). */
+#define OFFCARD_TT_OP_NLP_CONCAT_HEADS 20
+/* The largest op code. */
+#define OFFCARD_TT_OP_LAST 20
 
 typedef struct offcard_tt_device offcard_tt_device;
 

@@ -50,6 +50,9 @@ const char *lb_op_name(int32_t c) {
     case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: return "rotary_embedding_llama";
     case OFFCARD_TT_OP_TO_MEMORY_CONFIG: return "to_memory_config";
     case OFFCARD_TT_OP_COPY: return "copy";
+    case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS: return "nlp_create_qkv_heads";
+    case OFFCARD_TT_OP_SDPA: return "scaled_dot_product_attention";
+    case OFFCARD_TT_OP_NLP_CONCAT_HEADS: return "nlp_concat_heads";
   }
   return "";
 }
@@ -64,7 +67,7 @@ int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t 
       {2, 2, 0, 1},                /* rms_norm */
       {4, 3, 1, 0},                /* linear */
       {1, 1, 2, 3},                /* nlp_create_qkv_heads_decode */
-      {3, 3, 0, 1},                /* rotary_embedding_hf */
+      {3, 3, 1, 1},                /* rotary_embedding_hf */
       {4, 2, -1, 0},               /* paged_update_cache */
       {6, 4, -1, 0},               /* paged_fused_update_cache */
       {4, 3, 1, 0},                /* paged_fill_cache */
@@ -76,8 +79,11 @@ int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t 
       {4, 4, 0, 1},                /* rotary_embedding_llama */
       {1, 1, 0, 1},                /* to_memory_config */
       {2, 2, 0, 0},                /* copy */
+      {1, 1, 3, 3},                /* nlp_create_qkv_heads */
+      {3, 3, 5, 1},                /* scaled_dot_product_attention */
+      {1, 1, 0, 1},                /* nlp_concat_heads */
   };
-  if (code < 1 || code > OFFCARD_TT_OP_COPY) return 0;
+  if (code < 1 || code > OFFCARD_TT_OP_LAST) return 0;
   *nt = f[code].nt, *nreq = f[code].nreq, *nints = f[code].nints, *nout = f[code].nout;
   return 1;
 }
@@ -236,7 +242,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
   const lb_tensor *t = o->t;
   /* outputs the device allocates: the caller's expected specs must be what
    * ttnn's compute_output_specs gives (the loopback checks the shapes) */
-  if (o->nout == 1 && o->code != OFFCARD_TT_OP_PAGED_SDPA_DECODE) {
+  if (o->nout == 1 && o->code != OFFCARD_TT_OP_PAGED_SDPA_DECODE && o->code != OFFCARD_TT_OP_NLP_CONCAT_HEADS) {
     const lb_spec *os = &o->out[0].s;
     if (!same_shape(os, &t[0].s) || os->dtype != t[0].s.dtype || os->layout != t[0].s.layout) FAIL("output spec must have the input's shape, dtype and layout");
   }
@@ -289,6 +295,15 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
         FAIL("trans_mat must be [1,1,32,32] and head_dim a multiple of 32");
       const int64_t *sh = t[0].s.dims;
       if (sh[3] % 2) FAIL("head_dim %lld must be even", (long long)sh[3]);
+      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_HF && o->i[0] == 0) { /* prefill */
+        const lb_spec *cs = &t[1].s;
+        if (t[0].s.layout != OFFCARD_TT_TILE || cs->layout != OFFCARD_TT_TILE || t[2].s.layout != OFFCARD_TT_TILE) FAIL("Input must be tilized");
+        if (cs->rank != 4 || !same_shape(cs, &t[2].s)) FAIL("Cos and Sin shapes must match");
+        if (cs->dims[0] != 1 || cs->dims[3] != sh[3]) FAIL("Cos dims must match input dims");
+        if (cs->dims[1] != 1) FAIL("Cos must have batch dim = 1 in prefill mode");
+        if (cs->dims[2] < sh[2]) FAIL("Cos seq_len must be >= input seq_len. Input seq_len: %lld, Cos seq_len: %lld.", (long long)sh[2], (long long)cs->dims[2]);
+        return 0;
+      }
       uint64_t want = (uint64_t)(sh[0] * sh[1] * sh[3]);
       if (lb_volume(&t[1].s) != want || lb_volume(&t[2].s) != want) FAIL("Cos/Sin must hold %lld users of %lld", (long long)(sh[0] * sh[1]), (long long)sh[3]);
       return 0;
@@ -358,6 +373,59 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       return 0;
     case OFFCARD_TT_OP_TO_MEMORY_CONFIG:
       return 0;
+    case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS: {
+      const lb_spec *is = &t[0].s;
+      int64_t nh = o->i[0], nkv = o->i[1] ? o->i[1] : o->i[0];
+      if (nh <= 0 || nkv <= 0 || is->rank != 4) FAIL("num_heads must be positive and the input rank 4");
+      if (lb_padded(is, 3) % (nh + 2 * nkv)) FAIL("Unsupported input shape");
+      if (is->dtype != OFFCARD_TT_BF16 && is->dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
+      if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got ROW_MAJOR");
+      if (is->dims[1] != 1) FAIL("Unsupported input sequence length %lld is not equal to 1", (long long)is->dims[1]);
+      if (is->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded inputs are not implemented by the loopback");
+      int64_t dh = lb_padded(is, 3) / (nh + 2 * nkv);
+      for (int i = 0; i < 3; i++) {
+        const lb_spec *os = &o->out[i].s;
+        if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED");
+        int64_t heads = i == 0 ? nh : nkv, rows = is->dims[2], cols = dh;
+        if (i == 1 && o->i[2]) rows = dh, cols = is->dims[2]; /* K transposed: [B, KV, D, S] */
+        if (os->rank != 4 || os->dims[0] != is->dims[0] || os->dims[1] != heads || os->dims[2] != rows || os->dims[3] != cols || os->dtype != is->dtype)
+          FAIL("output spec %d must be [%lld, %lld, %lld, %lld] in the input's dtype", i, (long long)is->dims[0], (long long)heads, (long long)rows, (long long)cols);
+      }
+      return 0;
+    }
+    case OFFCARD_TT_OP_NLP_CONCAT_HEADS: {
+      const lb_spec *is = &t[0].s, *os = &o->out[0].s;
+      if (is->rank != 4) FAIL("Input tensor must be rank 4");
+      if (is->dtype != OFFCARD_TT_BF16 && is->dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
+      if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got ROW_MAJOR");
+      if (is->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded inputs are not implemented by the loopback");
+      if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED");
+      if (os->rank != 4 || os->dims[0] != is->dims[0] || os->dims[1] != 1 || os->dims[2] != is->dims[2] || os->dims[3] != is->dims[1] * is->dims[3] || os->dtype != is->dtype)
+        FAIL("output spec must be [%lld, 1, %lld, %lld]", (long long)is->dims[0], (long long)is->dims[2], (long long)(is->dims[1] * is->dims[3]));
+      return 0;
+    }
+    case OFFCARD_TT_OP_SDPA: {
+      if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want one float attribute (scale)");
+      for (int i = 0; i < 3; i++) {
+        if (t[i].s.layout != OFFCARD_TT_TILE) FAIL("Inputs to SDPA must be tilized");
+        if (t[i].s.dtype != OFFCARD_TT_BF16) FAIL("Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B");
+        if (t[i].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Operands to SDPA need to be DRAM/L1 interleaved");
+        if (t[i].s.rank != 4) FAIL("Q, K and V must be rank 4");
+      }
+      const int64_t *qs = t[0].s.dims, *ks = t[1].s.dims, *vs = t[2].s.dims;
+      if (o->i[0] && qs[2] != ks[2]) FAIL("Causal SDPA requires Q and K to have the same sequence length. Got Q: %lld, K: %lld", (long long)qs[2], (long long)ks[2]);
+      if (ks[0] != qs[0] || vs[0] != qs[0]) FAIL("K and V batch must match. Got K: %lld, V: %lld", (long long)ks[0], (long long)vs[0]);
+      if (vs[1] != ks[1]) FAIL("K and V num_heads must match. Got K: %lld, V: %lld", (long long)ks[1], (long long)vs[1]);
+      if (vs[2] != ks[2]) FAIL("K and V sequence length must match. Got K: %lld, V: %lld", (long long)ks[2], (long long)vs[2]);
+      if (ks[3] != qs[3] || vs[3] != qs[3]) FAIL("K and V hidden dim must match. Got K: %lld, V: %lld", (long long)ks[3], (long long)vs[3]);
+      if (qs[1] < ks[1] || qs[1] % ks[1]) FAIL("Q num_heads must be >= K num_heads and divisible by K num_heads. Got Q: %lld, K: %lld", (long long)qs[1], (long long)ks[1]);
+      if ((o->i[1] || o->i[2]) && (o->i[1] % LB_TILE || o->i[1] < 0)) FAIL("q_chunk_size must be divisible by TILE_SIZE. Got q_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[1], LB_TILE);
+      if ((o->i[1] || o->i[2]) && (o->i[2] % LB_TILE || o->i[2] < 0)) FAIL("k_chunk_size must be divisible by TILE_SIZE. Got k_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[2], LB_TILE);
+      if (!o->i[1] && !o->i[2] && o->i[4]) FAIL("exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
+      if (qs[3] % LB_TILE) FAIL("Padding is not supported on the head_dim dimension");
+      if (!same_shape(&o->out[0].s, &t[0].s) || o->out[0].s.dtype != t[0].s.dtype || o->out[0].s.layout != OFFCARD_TT_TILE) FAIL("Output spec must be Q's shape and dtype, TILE");
+      return 0;
+    }
     case OFFCARD_TT_OP_COPY:
       if (!same_shape(&t[0].s, &t[1].s) || t[0].s.dtype != t[1].s.dtype) FAIL("copy needs the same shape and dtype");
       return 0;
@@ -613,6 +681,47 @@ static int exec_sdpa(offcard_tt_device *d, const lb_op *o) {
   return rc;
 }
 
+/* scaled_dot_product_attention: float loops; query head h reads kv head
+ * h / (heads / kv_heads); causal row i attends keys 0..i. */
+static int exec_sdpa_prefill(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  int rc = 0;
+  float *q = read_f(d, name, &o->t[0], &rc);
+  float *k = q ? read_f(d, name, &o->t[1], &rc) : NULL;
+  float *v = k ? read_f(d, name, &o->t[2], &rc) : NULL;
+  const int64_t *qs = o->t[0].s.dims, *ks = o->t[1].s.dims;
+  int64_t bsz = qs[0], heads = qs[1], sq = qs[2], dh = qs[3], kvh = ks[1], sk = ks[2];
+  float *out = v ? malloc((size_t)(bsz * heads * sq * dh) * sizeof *out + 4) : NULL;
+  float *pr = v ? malloc((size_t)sk * sizeof *pr + 4) : NULL;
+  if (v && (!out || !pr)) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+  float scale = o->f[0] != 0.0f ? o->f[0] : 1.0f / sqrtf((float)dh); /* ttnn's default */
+  for (int64_t b = 0; b < bsz && !rc; b++)
+    for (int64_t h = 0; h < heads; h++) {
+      const float *kb = k + (size_t)((b * kvh + h / (heads / kvh)) * sk * dh), *vb = v + (size_t)((b * kvh + h / (heads / kvh)) * sk * dh);
+      for (int64_t i = 0; i < sq; i++) {
+        const float *qr = q + (size_t)(((b * heads + h) * sq + i) * dh);
+        int64_t n = o->i[0] ? i + 1 : sk;
+        float mx = -INFINITY, sum = 0;
+        for (int64_t p = 0; p < n; p++) {
+          float s = 0;
+          for (int64_t e = 0; e < dh; e++) s += qr[e] * kb[p * dh + e];
+          pr[p] = s * scale;
+          if (pr[p] > mx) mx = pr[p];
+        }
+        for (int64_t p = 0; p < n; p++) sum += pr[p] = expf(pr[p] - mx);
+        float *orow = out + (size_t)(((b * heads + h) * sq + i) * dh);
+        for (int64_t e = 0; e < dh; e++) {
+          float acc = 0;
+          for (int64_t p = 0; p < n; p++) acc += pr[p] * vb[p * dh + e];
+          orow[e] = acc / sum;
+        }
+      }
+    }
+  if (!rc) rc = write_f(d, name, &o->out[0], out);
+  free(q), free(k), free(v), free(out), free(pr);
+  return rc;
+}
+
 static int exec_plus_one(offcard_tt_device *d, const lb_op *o) {
   const char *name = lb_op_name(o->code);
   const lb_tensor *t = &o->t[0];
@@ -651,6 +760,49 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
       return exec_sdpa(d, o);
     case OFFCARD_TT_OP_PLUS_ONE:
       return exec_plus_one(d, o);
+    case OFFCARD_TT_OP_SDPA:
+      return exec_sdpa_prefill(d, o);
+    case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS: {
+      if (!(a = read_f(d, name, &t[0], &rc))) break;
+      uint64_t bsz = (uint64_t)t[0].s.dims[0], seq = (uint64_t)t[0].s.dims[2], w = (uint64_t)last(&t[0].s), col = 0;
+      for (int i = 0; i < 3 && !rc; i++) {
+        const lb_tensor *ot = &o->out[i];
+        int tk = i == 1 && o->i[2] != 0; /* K transposed: [B, KV, D, S] */
+        uint64_t heads = (uint64_t)ot->s.dims[1], dh = (uint64_t)ot->s.dims[tk ? 2 : 3];
+        float *dst = malloc(lb_volume(&ot->s) * sizeof *dst + 4);
+        if (!dst) {
+          rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+          break;
+        }
+        for (uint64_t bb = 0; bb < bsz; bb++)
+          for (uint64_t h = 0; h < heads; h++)
+            for (uint64_t s = 0; s < seq; s++) {
+              const float *src = a + (bb * seq + s) * w + col + h * dh;
+              if (!tk) {
+                memcpy(dst + ((bb * heads + h) * seq + s) * dh, src, dh * sizeof *dst);
+                continue;
+              }
+              for (uint64_t e = 0; e < dh; e++) dst[((bb * heads + h) * dh + e) * seq + s] = src[e];
+            }
+        rc = write_f(d, name, ot, dst);
+        free(dst);
+        col += dh * heads; /* the next group of heads */
+      }
+      break;
+    }
+    case OFFCARD_TT_OP_NLP_CONCAT_HEADS: {
+      if (!(a = read_f(d, name, &t[0], &rc))) break;
+      uint64_t bsz = (uint64_t)t[0].s.dims[0], heads = (uint64_t)t[0].s.dims[1], seq = (uint64_t)t[0].s.dims[2], dh = (uint64_t)t[0].s.dims[3];
+      if (!(r = malloc(lb_volume(&t[0].s) * sizeof *r + 4))) {
+        rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+        break;
+      }
+      for (uint64_t bb = 0; bb < bsz; bb++)
+        for (uint64_t h = 0; h < heads; h++)
+          for (uint64_t s = 0; s < seq; s++) memcpy(r + ((bb * seq + s) * heads + h) * dh, a + ((bb * heads + h) * seq + s) * dh, dh * sizeof *r);
+      rc = write_f(d, name, &o->out[0], r);
+      break;
+    }
     case OFFCARD_TT_OP_EMBEDDING: {
       uint64_t n = lb_volume(&t[0].s), hidden = (uint64_t)last(&t[1].s);
       if (t[0].s.dtype == OFFCARD_TT_BF16) { /* ids as bf16 values */
@@ -726,7 +878,9 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
         break;
       }
       for (uint64_t i = 0; i < rows; i++) {
-        const float *x = a + i * dh, *cs = b + (i / hh) * dh, *sn = c + (i / hh) * dh;
+        /* decode: user i / heads; prefill: sequence row i % S */
+        uint64_t crow = o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_HF && o->i[0] == 0 ? i % hh : i / hh;
+        const float *x = a + i * dh, *cs = b + crow * dh, *sn = c + crow * dh;
         for (uint64_t j = 0; j < dh; j++) {
           float rot = j < half ? -x[j + half] : x[j - half];
           if (tm) { /* (x . trans_mat) on the 32-wide column tile of j */
