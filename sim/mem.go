@@ -159,15 +159,21 @@ func (m *mem) mark(c, off, n uint64) {
 		sh = make([]uint64, chunkSize/64)
 		dir[c&dirMask] = sh
 	}
-	for i, end := off, off+n; i < end; {
-		b := i & 63
+	i, end := off, off+n
+	if b := i & 63; b != 0 && i < end { // the head of a word
 		cnt := min(64-b, end-i)
-		mask := ^uint64(0)
-		if cnt < 64 {
-			mask = (1<<cnt - 1) << b
-		}
-		sh[i>>6] |= mask
+		sh[i>>6] |= (1<<cnt - 1) << b
 		i += cnt
+	}
+	if w := end>>6 - i>>6; i < end && w > 0 { // whole words
+		ws := sh[i>>6 : i>>6+w]
+		for k := range ws {
+			ws[k] = ^uint64(0)
+		}
+		i += w << 6
+	}
+	if i < end { // the tail of a word
+		sh[i>>6] |= 1<<(end-i) - 1
 	}
 }
 
