@@ -620,7 +620,12 @@ func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 	}
 	dst := s.buf(4, gout.size())
 	for r := 0; r < gi.rows(); r++ {
+		// The cos/sin row: decode mode, the user's (row / heads); prefill
+		// mode (l.n == rotaryPrefillRows), the row's position in its head.
 		u := r / gi.h
+		if l.n == rotaryPrefillRows {
+			u = r % gi.h
+		}
 		a, b := gi.prow(r)*gi.wp, gout.prow(r)*gout.wp
 		if l.flag {
 			ropeLlama(dst[b:b+dh], src[a:a+dh], cos[u*dh:(u+1)*dh], sin[u*dh:(u+1)*dh], tm)
@@ -630,6 +635,10 @@ func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 	}
 	return x.writeRows(s, out, dst)
 }
+
+// rotaryPrefillRows in a rotary launch's n selects prefill mode's cos/sin
+// rows (execRotary).
+const rotaryPrefillRows = 1
 
 // ropeLlama is rotary_embedding_llama on one head row: rot = x·T per
 // 32-wide column tile (float32 sums in column order), then

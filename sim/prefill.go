@@ -296,33 +296,7 @@ func (d *Device) rotaryPrefill(o tt.RotaryEmbeddingHF, output tt.Tensor) error {
 			}
 		}
 		return nil
-	}, opLaunch{run: execRotaryPrefill})
-}
-
-func execRotaryPrefill(l *opLaunch, x *opIO, s *scratch) error {
-	in, cb, sb, out := l.bufs[0], l.bufs[1], l.bufs[2], l.bufs[3]
-	gi, gout := geomOf(in.spec), geomOf(out.spec)
-	src := s.buf(0, gi.size())
-	if err := x.readPadded(s, in, src); err != nil {
-		return err
-	}
-	dh := gi.w
-	cos := s.buf(1, cb.spec.Volume())
-	if err := x.readLogical(s, 3, cb, cos); err != nil {
-		return err
-	}
-	sin := s.buf(2, sb.spec.Volume())
-	if err := x.readLogical(s, 3, sb, sin); err != nil {
-		return err
-	}
-	dst := s.buf(4, gout.size())
-	clear(dst)
-	for r := 0; r < gi.rows(); r++ {
-		pos := r % gi.h
-		a, b := gi.prow(r)*gi.wp, gout.prow(r)*gout.wp
-		ref.Rope(dst[b:b+dh], src[a:a+dh], cos[pos*dh:(pos+1)*dh], sin[pos*dh:(pos+1)*dh])
-	}
-	return x.writePadded(s, out, dst, nil)
+	}, opLaunch{n: rotaryPrefillRows, run: execRotary})
 }
 
 // ---- scaled_dot_product_attention ----
