@@ -203,6 +203,8 @@ type Engine struct {
 	captured  []tt.Tensor  // outputs allocated during the capture so far
 	warm      map[int]bool // page-table widths whose programs have run eagerly
 
+	prefillWarm map[prefillKey]bool // prefill programs compiled since NewEngine or Reset
+
 	// the host's record of the device inputs (valid when mirror is true)
 	mirror  bool
 	devPos  []int32
@@ -248,10 +250,11 @@ type StepStats struct {
 
 // EngineStats are the engine's counters since NewEngine.
 type EngineStats struct {
-	// Steps counts device steps (each prefill position is one step).
+	// Steps counts device steps (each prefill is one step).
 	Steps int
-	// PrefillSteps counts the steps run by Prefill.
-	PrefillSteps int
+	// PrefillSteps counts the steps run by Prefill (one multi-token
+	// program per prompt); PrefillTokens the prompt tokens they ran.
+	PrefillSteps, PrefillTokens int
 	// StepsByRegime and HostWritesByRegime / HostReadsByRegime break the
 	// steps and their host copies down by regime.
 	StepsByRegime      [NumRegimes]int
@@ -357,6 +360,8 @@ func NewEngine(dev tt.Device, w *Weights, opt EngineOptions) (*Engine, error) {
 		dev: dev, cfg: cfg, opt: opt, eps: float32(cfg.RMSNormEps),
 		seqSlot: map[SeqID]int{},
 		warm:    map[int]bool{},
+
+		prefillWarm: map[prefillKey]bool{},
 	}
 	C := opt.Capacity
 	e.slotSeq = make([]SeqID, C)

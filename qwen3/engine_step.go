@@ -56,7 +56,7 @@ func (e *Engine) freeSlot(taken []bool) int {
 	return -1
 }
 
-// Prefill writes the prompt through eager single-token steps (see Engine).
+// Prefill runs the prompt as one multi-token program (see Engine.prefill).
 func (e *Engine) Prefill(p Prefill) ([]Output, error) {
 	if e.closed {
 		return nil, ErrEngineClosed
@@ -80,19 +80,10 @@ func (e *Engine) Prefill(p Prefill) ([]Output, error) {
 	if s < 0 {
 		return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d: all %d slots in use", p.Seq, e.opt.Capacity)
 	}
-	// The whole prompt's blocks, for every prompt step: the width does not
-	// change inside the prompt, and entries past a step's position are
-	// never read (KChunkSize = BlockSize) except as masked chunk reads.
 	blocks := p.Blocks[:last/e.opt.BlockSize+1]
-	outs := make([]Output, len(p.Tokens))
-	req := make([]slotReq, e.opt.Capacity)
-	for i, t := range p.Tokens {
-		req[s] = slotReq{active: true, seq: p.Seq, tok: t, pos: i, blocks: blocks}
-		o, err := e.step(req, true)
-		if err != nil {
-			return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d, position %d: %w", p.Seq, i, err)
-		}
-		outs[i] = o[s]
+	outs, err := e.prefill(s, p.Seq, p.Tokens, blocks)
+	if err != nil {
+		return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d: %w", p.Seq, err)
 	}
 	e.slotLive[s], e.slotSeq[s] = true, p.Seq
 	e.seqSlot[p.Seq] = s
@@ -172,6 +163,7 @@ func (e *Engine) Reset() error {
 	}
 	err := e.dropTrace()
 	clear(e.warm)
+	clear(e.prefillWarm)
 	e.mirror = false
 	e.ptHost = nil
 	e.stats.Resets++
