@@ -30,8 +30,9 @@ type prefillKey struct{ t, w int }
 // The page table gets row s = the prompt's blocks (the width policy over
 // them; other rows PagePad), written only when it changed, exactly as a
 // decode step would. The decode inputs (tokens, cur_pos, rope index) are
-// not touched, so the host's mirror of them stays valid, and no decode
-// program is compiled (the warm widths are unchanged). Every temporary is
+// left as a decode step at position T-1 would leave them (seedDecode), the
+// host's mirror following, and no decode program is compiled (the warm
+// widths are unchanged). Every temporary is
 // freed before returning.
 //
 // paged_fill_cache copies whole tiles: rows T..roundup32(T)-1 of the
@@ -57,6 +58,10 @@ func (e *Engine) prefill(s int, seq SeqID, toks []int32, blocks []int32) ([]Outp
 	if err != nil {
 		return nil, err
 	}
+	if err := e.seedDecode(&st, s, T, uint32(outs[T-1].Token)); err != nil {
+		e.mirror = false
+		return nil, err
+	}
 	e.prefillWarm[key] = true
 	if e.opt.Verify {
 		if err := e.verify(); err != nil {
@@ -66,6 +71,62 @@ func (e *Engine) prefill(s int, seq SeqID, toks []int32, blocks []int32) ([]Outp
 	e.account(st, true)
 	e.stats.PrefillTokens += T
 	return outs, nil
+}
+
+// seedDecode leaves the decode inputs as a decode step of slot s at
+// position T-1 would have left them (cur_pos T for s and -1 for every
+// other slot, rope index T for s, token input = the prompt's greedy next
+// token for s), writing only the tensors whose contents differ from the
+// host's mirror, so the mirror stays exact and the next step of the slot
+// is a steady-state step for the device.
+func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
+	C := e.opt.Capacity
+	pos := fill32(C, -1)
+	pos[s] = int32(T)
+	rope := make([]int32, C)
+	toks := make([]uint32, C)
+	if e.mirror {
+		copy(rope, e.devRope)
+		copy(toks, e.devTok)
+	}
+	rope[s], toks[s] = int32(T), next
+	for i := range rope {
+		if i != s && (rope[i] < 0 || int(rope[i]) >= e.ropeLen) {
+			rope[i] = 0
+		}
+	}
+	if !e.mirror || !slicesEqual(pos, e.devPos) || !slicesEqual(rope, e.devRope) {
+		if err := e.write(st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
+			return fmt.Errorf("cur_pos: %w", err)
+		}
+		if err := e.write(st, e.a.ropeIdx, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, u32s(rope))); err != nil {
+			return fmt.Errorf("rope index: %w", err)
+		}
+		st.PosWrite = true
+	}
+	if !e.mirror || !slicesEqualU(toks, e.devTok) {
+		if err := e.write(st, e.a.tok, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, toks)); err != nil {
+			return fmt.Errorf("tokens: %w", err)
+		}
+		st.TokenWrite = true
+	}
+	copy(e.devPos, pos)
+	copy(e.devRope, rope)
+	copy(e.devTok, toks)
+	e.mirror = true
+	return nil
+}
+
+func slicesEqualU(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // writePageTable writes the host rows when they differ from the device's.
@@ -130,7 +191,7 @@ func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) (
 	if err := e.write(st, posT, tt.HostUint32([]int{1, 1, 1, T}, tt.RowMajor, pos)); err != nil {
 		return nil, fmt.Errorf("prompt positions: %w", err)
 	}
-	st.TokenWrite, st.PosWrite = true, true
+
 	x := alloc(dramTile(1, 1, T, h))
 	cos := alloc(dramTile(1, 1, T, hd))
 	sin := alloc(dramTile(1, 1, T, hd))
