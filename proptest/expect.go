@@ -112,10 +112,10 @@ func (m *regimeModel) decode(sc *Scenario, width int, act [MaxCapacity]bool, e T
 	return obs, want, why
 }
 
-// prefill notes the eager steps of a prefill at width w.
+// prefill notes a prefill at width w: one multi-token program, which
+// compiles no decode program (the width is not warm afterwards).
 func (m *regimeModel) prefill(w int) {
 	m.setWidth(w)
-	m.warm[w] = true
 }
 
 // stepState is one slot's part of the last device step, for the
