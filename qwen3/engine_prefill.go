@@ -129,19 +129,6 @@ func slicesEqualU(a, b []uint32) bool {
 	return true
 }
 
-// writePageTable writes the host rows when they differ from the device's.
-func (e *Engine) writePageTable(st *StepStats, table []int32) error {
-	if e.ptHost != nil && slicesEqual(table, e.ptHost) {
-		return nil
-	}
-	if err := e.write(st, *e.pt, tt.HostInt32([]int{e.opt.Capacity, e.ptW}, tt.RowMajor, table)); err != nil {
-		return fmt.Errorf("page table: %w", err)
-	}
-	e.ptHost = table
-	st.PageTableWrite = true
-	return nil
-}
-
 func slicesEqual(a, b []int32) bool {
 	if len(a) != len(b) {
 		return false

@@ -354,12 +354,8 @@ func (e *Engine) regime(st *StepStats, active []bool, eagerOnly bool) error {
 // device's. Afterwards the host's mirror holds what the device holds.
 func (e *Engine) writeInputs(st *StepStats, req []slotReq, table []int32) error {
 	C := e.opt.Capacity
-	if e.ptHost == nil || !slices.Equal(table, e.ptHost) {
-		if err := e.write(st, *e.pt, tt.HostInt32([]int{C, e.ptW}, tt.RowMajor, table)); err != nil {
-			return fmt.Errorf("page table: %w", err)
-		}
-		e.ptHost = table
-		st.PageTableWrite = true
+	if err := e.writePageTable(st, table); err != nil {
+		return err
 	}
 	pos := make([]int32, C)
 	rope := make([]int32, C)
@@ -412,6 +408,20 @@ func (e *Engine) writeInputs(st *StepStats, req []slotReq, table []int32) error 
 	copy(e.devRope, rope)
 	copy(e.devTok, toks)
 	e.mirror = true
+	return nil
+}
+
+// writePageTable writes the host rows of the page table when they differ
+// from what the device's table holds (decode steps and prefills).
+func (e *Engine) writePageTable(st *StepStats, table []int32) error {
+	C := e.opt.Capacity
+	if e.ptHost == nil || !slices.Equal(table, e.ptHost) {
+		if err := e.write(st, *e.pt, tt.HostInt32([]int{C, e.ptW}, tt.RowMajor, table)); err != nil {
+			return fmt.Errorf("page table: %w", err)
+		}
+		e.ptHost = table
+		st.PageTableWrite = true
+	}
 	return nil
 }
 
