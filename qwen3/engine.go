@@ -171,9 +171,16 @@ const (
 // equal what the device holds (greedy decoding) writes no token; any other
 // token (teacher forcing, a prompt) is written and counted.
 //
-// Prefill runs the prompt one token at a time as eager decode steps with
-// only the prefilled slot active — the same graph, and the same order, as
-// ref's prefill, so it is bit-identical to it. paged_fill_cache is not used.
+// Prefill (prototype, branch proto-prefill) runs the whole prompt as one
+// multi-token program: embedding, per layer the prefill ops
+// (nlp_create_qkv_heads, rotary_embedding_hf prefill, paged_fill_cache of K
+// and V through the slot's page-table row, causal SDPA, nlp_concat_heads),
+// lm_head over all T rows and argmax (see Engine.prefill). Row i of causal
+// SDPA is ref.Attend over rows 0..i and every other op is row-wise, so each
+// position's logits are bit-identical to ref's token-by-token prefill. It
+// compiles no decode program; it leaves the decode inputs as a decode step
+// at position T-1 would (cur_pos T, the next token), writing only what
+// differs from the host's mirror.
 type Engine struct {
 	dev tt.Device
 	cfg Config
