@@ -45,6 +45,19 @@ func dotRow(a []bf16.BF16, xf []float32) float32 {
 	return finishLanes(&acc, a, xf, n16)
 }
 
+// dotRowsFast sets out[t] to dotRow(k[t*hd:(t+1)*hd], xf) for the first
+// n&^3 rows through rowsN1x512 (hd a multiple of 16) and returns how many
+// rows it did (0 without AVX-512).
+func dotRowsFast(out []float32, k []bf16.BF16, xf []float32, hd, n int) int {
+	m := n &^ 3
+	if !useAVX512 || hd == 0 || hd%Lanes != 0 || m == 0 {
+		return 0
+	}
+	k, out, xf = k[:m*hd], out[:m], xf[:hd]
+	rowsN1x512(&k[0], &xf[0], hd, m, &out[0], 8*hd, 0)
+	return m
+}
+
 // attnOut512 is the output half of Attend for the 16 columns at v (rows
 // stride bytes apart) over n > 0 positions with probabilities p: out[d] is
 // reduceLanes of the lanes acc[l][d] = sum over t ≡ l (mod 16), t

@@ -28,3 +28,6 @@ func minMaxFast(v []bf16.BF16) (lo1, hi uint16, done int) { return 0xFFFF, 0, 0 
 
 // attendOutFast is attendOut's assembly path; there is none here.
 func attendOutFast(dst []bf16.BF16, p []float32, v []bf16.BF16, n, hd int) bool { return false }
+
+// dotRowsFast is Attend's assembly score path; there is none here.
+func dotRowsFast(out []float32, k []bf16.BF16, xf []float32, hd, n int) int { return 0 }

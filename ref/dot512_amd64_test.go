@@ -4,6 +4,7 @@ package ref
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -430,5 +431,64 @@ func TestAttendOutEqualsPureGo(t *testing.T) {
 	}
 	if attendOutFast(make([]bf16.BF16, 24), make([]float32, 3), make([]bf16.BF16, 72), 3, 24) {
 		t.Fatal("attendOutFast took a head size off 16")
+	}
+}
+
+// TestAttendFastPathEqualsPureGo: Attend with the AVX-512 scores
+// (dotRowsFast) and output gives the pure-Go Attend's bits, on random
+// patterns (specials included, and products that underflow or overflow,
+// where a fused multiply-add would differ), position counts around the groups of four
+// rows and of 16 lanes, head sizes 16 to 128 and one off 16.
+func TestAttendFastPathEqualsPureGo(t *testing.T) {
+	need512(t)
+	defer func(a2, a512 bool) { useAVX2, useAVX512 = a2, a512 }(useAVX2, useAVX512)
+	rng := rand.New(rand.NewPCG(33, 34))
+	gens := bf16GensSigned(rng)
+	for trial := 0; trial < 300; trial++ {
+		hd := 16 * (1 + rng.IntN(8))
+		if trial%10 == 0 {
+			hd = 24
+		}
+		n := 1 + rng.IntN(70)
+		gq, gk, gv := gens[rng.IntN(len(gens))], gens[rng.IntN(len(gens))], gens[rng.IntN(len(gens))]
+		switch rng.IntN(4) {
+		case 0:
+			gq, gk = gens[2], gens[2] // typical values: finite scores
+		case 1:
+			gq, gk = exactGen(rng, 50, 75), exactGen(rng, 50, 75) // products in float32's denormal range
+		case 2:
+			gq, gk = exactGen(rng, 185, 195), exactGen(rng, 185, 195) // products around float32's overflow
+		}
+		q, k, v := make([]bf16.BF16, hd), make([]bf16.BF16, n*hd), make([]bf16.BF16, n*hd)
+		for i := range q {
+			q[i] = gq()
+		}
+		for i := range k {
+			k[i], v[i] = gk(), gv()
+		}
+		// The scores before rounding: dotRowsFast's rows are dotF's, bit
+		// for bit (a NaN's payload aside: every consumer rounds NaN to
+		// bf16's one quiet NaN).
+		qf := make([]float32, hd)
+		bf16.ToFloat32s(qf, q)
+		dots := make([]float32, n)
+		for r := 0; r < dotRowsFast(dots, k, qf, hd, n); r++ {
+			want := dotF(k[r*hd:(r+1)*hd], qf)
+			if math.Float32bits(dots[r]) != math.Float32bits(want) && !(dots[r] != dots[r] && want != want) {
+				t.Fatalf("trial %d (n %d, head %d): row %d dot %#08x, want %#08x", trial, n, hd, r, math.Float32bits(dots[r]), math.Float32bits(want))
+			}
+		}
+		scale := AttnScale(hd)
+		useAVX2, useAVX512 = false, false
+		want := make([]bf16.BF16, hd)
+		Attend(want, q, k, v, n, scale, make([]float32, n))
+		useAVX2, useAVX512 = true, true
+		got := make([]bf16.BF16, hd)
+		Attend(got, q, k, v, n, scale, make([]float32, n))
+		for d := range want {
+			if got[d] != want[d] {
+				t.Fatalf("trial %d (n %d, head %d): column %d = %#04x, want %#04x", trial, n, hd, d, uint16(got[d]), uint16(want[d]))
+			}
+		}
 	}
 }

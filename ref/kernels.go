@@ -287,9 +287,12 @@ func Attend(dst, q, k, v []bf16.BF16, n int, scale float32, scratch []float32) {
 		qf = make([]float32, hd)
 	}
 	bf16.ToFloat32s(qf, q)
+	for t := dotRowsFast(p, k, qf, hd, n); t < n; t++ {
+		p[t] = dotRow(k[t*hd:(t+1)*hd], qf)
+	}
 	m := float32(math.Inf(-1))
 	for t := 0; t < n; t++ {
-		s := r(r(dotRow(k[t*hd:(t+1)*hd], qf)) * scale)
+		s := r(r(p[t]) * scale)
 		p[t] = s
 		if s > m {
 			m = s

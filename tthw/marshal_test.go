@@ -1,6 +1,7 @@
 package tthw
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/offcard/offcard/tt"
@@ -42,7 +43,7 @@ func TestMarshalPrefillOps(t *testing.T) {
 			t.Fatalf("%s (pointer): %v", c.op.Name(), err)
 		}
 		for _, x := range []opArgs{a, p} {
-			if x.code != c.code || !eq(x.tensors, c.ids) || !eq(x.ints, c.own) || !eq(x.floats, c.floats) || len(x.outSpecs) != c.outs {
+			if x.code != c.code || !slices.Equal(x.tensors, c.ids) || !slices.Equal(x.ints, c.own) || !slices.Equal(x.floats, c.floats) || len(x.outSpecs) != c.outs {
 				t.Errorf("%s: marshalled %+v, want code %d tensors %v ints %v floats %v and %d outputs", c.op.Name(), x, c.code, c.ids, c.own, c.floats, c.outs)
 			}
 			for j, s := range x.outSpecs {
@@ -72,16 +73,4 @@ func pointerTo(op tt.Op) tt.Op {
 		return &o
 	}
 	return op
-}
-
-func eq[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
