@@ -170,6 +170,7 @@ func newRunner(sc Scenario, f Factory) (*runner, error) {
 	if r.ref, err = newOracle(w, ref.Options{BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks, Threads: 1}); err != nil {
 		return nil, err
 	}
+	r.ref.padTiles = sc.Prefill == qwen3.PrefillProgram
 	if r.sut, err = f(sc); err != nil {
 		r.ref.Close()
 		return nil, err
@@ -541,7 +542,7 @@ func (r *runner) checkTap(ps *[]problem, k call) {
 			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1,
 				detail: fmt.Sprintf("a prefill (eager steps) captured %d and executed %d traces on the device", ev.Captures, ev.Executes)})
 		}
-		r.regime.prefill(w)
+		r.regime.prefill(w, r.sc.Prefill)
 	} else if k.err == nil {
 		obs, want, why := r.regime.decode(&r.sc, w, activeSlots(k.act), ev)
 		if obs != want {
@@ -703,7 +704,7 @@ func (r *runner) check(k call) *Failure {
 			ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "KV log: " + err.Error()})
 		} else {
 			n := len(ps)
-			r.checkWrites(&ps, k, dropPromptPadding(ws, k, bs), slotSeq)
+			r.checkWrites(&ps, k, r.dropPromptPadding(ws, k), slotSeq)
 			// Place the log's problems at the step's first cache update.
 			if per := len(uc) / max(1, len(k.act[0].pos)); len(uc) > 0 {
 				for i := n; i < len(ps); i++ {
@@ -1035,14 +1036,16 @@ func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[in
 	}
 }
 
-// dropPromptPadding removes from a prefill's KV writes those of the tile
-// padding rows past the prompt (positions T..roundup32(T)-1 of the last
-// block, where the host table names them): paged_fill_cache writes whole
-// 32-row tiles, and the oracle expects those rows to hold zeros.
-func dropPromptPadding(ws []KVWrite, k call, bs int) []KVWrite {
-	if k.decode {
+// dropPromptPadding removes from a multi-token prefill's KV writes those
+// of the tile padding rows past the prompt (positions T..roundup32(T)-1 of
+// the last block, where the host table names them): paged_fill_cache
+// writes whole 32-row tiles, and the oracle expects those rows to hold
+// zeros. A prefill by decode steps writes no such row.
+func (r *runner) dropPromptPadding(ws []KVWrite, k call) []KVWrite {
+	if k.decode || r.sc.Prefill != qwen3.PrefillProgram {
 		return ws
 	}
+	bs := r.sc.BlockSize
 	out := ws[:0:0]
 	for _, w := range ws {
 		pad := false

@@ -56,7 +56,8 @@ func (e *Engine) freeSlot(taken []bool) int {
 	return -1
 }
 
-// Prefill runs the prompt as one multi-token program (see Engine.prefill).
+// Prefill runs the prompt as one multi-token program (PrefillProgram, see
+// Engine.prefill) or as eager single-token decode steps (PrefillDecode).
 func (e *Engine) Prefill(p Prefill) ([]Output, error) {
 	if e.closed {
 		return nil, ErrEngineClosed
@@ -81,9 +82,28 @@ func (e *Engine) Prefill(p Prefill) ([]Output, error) {
 		return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d: all %d slots in use", p.Seq, e.opt.Capacity)
 	}
 	blocks := p.Blocks[:last/e.opt.BlockSize+1]
-	outs, err := e.prefill(s, p.Seq, p.Tokens, blocks)
-	if err != nil {
-		return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d: %w", p.Seq, err)
+	var outs []Output
+	if e.opt.Prefill == PrefillDecode {
+		// The whole prompt's blocks, for every prompt step: the width does
+		// not change inside the prompt, and entries past a step's position
+		// are never read (KChunkSize = BlockSize) except as masked chunk
+		// reads.
+		outs = make([]Output, len(p.Tokens))
+		req := make([]slotReq, e.opt.Capacity)
+		for i, t := range p.Tokens {
+			req[s] = slotReq{active: true, seq: p.Seq, tok: t, pos: i, blocks: blocks}
+			o, err := e.step(req, true)
+			if err != nil {
+				return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d, position %d: %w", p.Seq, i, err)
+			}
+			outs[i] = o[s]
+		}
+		e.stats.PrefillTokens += len(p.Tokens)
+	} else {
+		var err error
+		if outs, err = e.prefill(s, p.Seq, p.Tokens, blocks); err != nil {
+			return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d: %w", p.Seq, err)
+		}
 	}
 	e.slotLive[s], e.slotSeq[s] = true, p.Seq
 	e.seqSlot[p.Seq] = s
