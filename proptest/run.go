@@ -540,7 +540,7 @@ func (r *runner) checkTap(ps *[]problem, k call) {
 	if !k.decode {
 		if ev.Captures+ev.Executes > 0 {
 			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1,
-				detail: fmt.Sprintf("a prefill (eager steps) captured %d and executed %d traces on the device", ev.Captures, ev.Executes)})
+				detail: fmt.Sprintf("a prefill captured %d and executed %d traces on the device", ev.Captures, ev.Executes)})
 		}
 		r.regime.prefill(w, r.sc.Prefill)
 	} else if k.err == nil {

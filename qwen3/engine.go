@@ -194,10 +194,11 @@ const (
 // compiled widths and the host's record of the device, so the next step is
 // cold and re-seeds everything. Every persistent tensor (weights, caches,
 // inputs, caller-allocated activations) is allocated at NewEngine; besides
-// the ops' own outputs (below), the only allocation afterwards is a page
-// table on a width change, and it happens while the live trace still holds
-// (retires) the table it addresses, so it can never land on anything a
-// trace touches.
+// the ops' own outputs (below) and a prefill program's tensors (allocated
+// and freed inside Prefill, while every tensor a live trace touches stays
+// allocated), the only allocation afterwards is a page table on a width
+// change, and it happens while the live trace still holds (retires) the
+// table it addresses, so it can never land on anything a trace touches.
 //
 // Device-allocated outputs. rms_norm, the head split, rotary,
 // to_memory_config and paged SDPA decode allocate their outputs (tt.Allocating);

@@ -3,6 +3,7 @@ package qwen3
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/tt"
@@ -32,7 +33,8 @@ type prefillKey struct{ t, w int }
 // decode step would. The decode inputs (tokens, cur_pos, rope index) are
 // left as a decode step at position T-1 would leave them (seedDecode), the
 // host's mirror following, and no decode program is compiled (the warm
-// widths are unchanged). Every temporary is
+// widths are unchanged). Every tensor the pass allocates (the prompt's
+// token and position inputs, the activations, the ops' own outputs) is
 // freed before returning.
 //
 // paged_fill_cache copies whole tiles: rows T..roundup32(T)-1 of the
@@ -95,7 +97,7 @@ func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
 			rope[i] = 0
 		}
 	}
-	if !e.mirror || !slicesEqual(pos, e.devPos) || !slicesEqual(rope, e.devRope) {
+	if !e.mirror || !slices.Equal(pos, e.devPos) || !slices.Equal(rope, e.devRope) {
 		if err := e.write(st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
 			return fmt.Errorf("cur_pos: %w", err)
 		}
@@ -104,7 +106,7 @@ func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
 		}
 		st.PosWrite = true
 	}
-	if !e.mirror || !slicesEqualU(toks, e.devTok) {
+	if !e.mirror || !slices.Equal(toks, e.devTok) {
 		if err := e.write(st, e.a.tok, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, toks)); err != nil {
 			return fmt.Errorf("tokens: %w", err)
 		}
@@ -115,30 +117,6 @@ func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
 	copy(e.devTok, toks)
 	e.mirror = true
 	return nil
-}
-
-func slicesEqualU(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func slicesEqual(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // prefillForward runs the prefill graph and reads the results back.
