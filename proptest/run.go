@@ -368,6 +368,9 @@ func (r *runner) admit(c Cmd) *Failure {
 	}
 	r.prev = map[int]stepState{a.slot: {seq: c.Seq, pos: c.Prompt - 1, token: want[len(want)-1].Token}}
 	r.reach.add(ReachAdmit)
+	if r.sc.Prefill == qwen3.PrefillDecode {
+		r.reach.add(ReachPrefillByDecode)
+	}
 	if r.reach.afterReplay {
 		r.reach.prefillAfterReplay = true
 	}
