@@ -46,14 +46,22 @@ func TestCardCampaignPasses(t *testing.T) {
 // unmutated loopback (TestCardCampaignPasses).
 func TestCardCampaignRedOnDeviceBug(t *testing.T) {
 	lib := cardLib(t, tthwtest.Edit{File: "ops.c", Old: "        row = raw % LB_TILE;", New: "        row = (raw + 1) % LB_TILE;"})
-	rs := cardCampaign(lib, 1)
-	if rs[0].Passed {
+	// Three cases, as TestCardCampaignPasses: a case whose prompts run as
+	// programs and that decodes nothing never calls paged_update_cache.
+	var red *proptest.CaseResult
+	for _, r := range cardCampaign(lib, 3) {
+		if !r.Passed {
+			red = &r
+			break
+		}
+	}
+	if red == nil {
 		t.Fatal("the campaign passed on a loopback whose page-table walk is off by one")
 	}
-	if p := rs[0].Failure.Property; p != "kv-write" && p != "cur-pos" {
-		t.Errorf("fired %s, want kv-write or cur-pos (a row one position down is what an off-by-one cur_pos writes):\n%s", p, rs[0].Report())
+	if p := red.Failure.Property; p != "kv-write" && p != "cur-pos" {
+		t.Errorf("fired %s, want kv-write or cur-pos (a row one position down is what an off-by-one cur_pos writes):\n%s", p, red.Report())
 	}
-	t.Logf("%s", rs[0].Report())
+	t.Logf("%s", red.Report())
 }
 
 // Faults injected into the loopback (the Nth allocation, op or capture

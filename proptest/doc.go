@@ -67,7 +67,10 @@
 //     the rows ref was asked to write; the verdict is the whole diff's. The device's KV write
 //     log (KVObserver) is checked too: exactly one write per position,
 //     slot, layer and K/V, none for inactive slots, none by finish or
-//     recapture. kv-cache: for a SUT without KVPeeker, after every finish
+//     recapture. A prefill by one program (paged_fill_cache) writes the
+//     prompt's last 32-row tile whole: rows T..roundup32(T)-1 of its last
+//     block get the tile's padding (zeros), which ref's store mirrors, and
+//     the log's records of those rows are not writes of positions. kv-cache: for a SUT without KVPeeker, after every finish
 //     the whole cache (KVReader; caches of at most 64 blocks) equals ref's.
 //  3. cur-pos: at every op that reads cur_pos (paged_update_cache, paged
 //     SDPA decode; observed with sim.Options.OnOp and Device.Peek) the
@@ -166,7 +169,9 @@
 //	    blocks of the cache and of the host pool (default 64); width=
 //	    dynamic or fixed:N (N <= blocks); capacity= slots 1..8 (default 1);
 //	    mode= eager or captured; recapture= N re-captures every N steps
-//	    (captured only); verify turns on the engine's read-back check.
+//	    (captured only); prefill= program (default: a prompt is one
+//	    multi-token program) or decode (token by token through the decode
+//	    graph); verify turns on the engine's read-back check.
 //
 // Then one command per line:
 //

@@ -112,10 +112,13 @@ func (m *regimeModel) decode(sc *Scenario, width int, act [MaxCapacity]bool, e T
 	return obs, want, why
 }
 
-// prefill notes the eager steps of a prefill at width w.
-func (m *regimeModel) prefill(w int) {
+// prefill notes a prefill at width w: eager decode steps warm the width;
+// one multi-token program compiles no decode program.
+func (m *regimeModel) prefill(w int, mode qwen3.PrefillMode) {
 	m.setWidth(w)
-	m.warm[w] = true
+	if mode == qwen3.PrefillDecode {
+		m.warm[w] = true
+	}
 }
 
 // stepState is one slot's part of the last device step, for the

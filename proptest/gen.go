@@ -88,6 +88,12 @@ func drawScenario(rng *rand.Rand, b Base) Scenario {
 		}
 	}
 	sc.Verify = rng.Intn(4) == 0
+	// One case in four prefills by decode steps: prompts through the
+	// decode graph (paged_update_cache and SDPA decode at every prompt
+	// position, block boundaries inside the prompt).
+	if rng.Intn(4) == 0 {
+		sc.Prefill = qwen3.PrefillDecode
+	}
 	return sc
 }
 

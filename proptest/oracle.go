@@ -35,6 +35,9 @@ type oracle struct {
 	// written: the cache rows the calls since the last takeWritten may
 	// have written (block*bs + row).
 	written []int
+	// padTiles: the engine under test prefills with paged_fill_cache
+	// (qwen3.PrefillProgram), which writes the prompt's last tile whole.
+	padTiles bool
 }
 
 // useOracleMemo turns the memo on; tests turn it off to show it changes
@@ -107,8 +110,48 @@ func (o *oracle) takeWritten() []int {
 	return w
 }
 
-// Prefill is ref.Decoder.Prefill.
+// Prefill is ref.Decoder.Prefill; with padTiles, then the rows the
+// engine's multi-token prefill writes past the prompt: paged_fill_cache
+// copies whole 32-row tiles, so rows T..roundup32(T)-1 of the prompt's last
+// block receive the tiles' padding rows (zeros). The oracle's store zeroes
+// them too and reports them as written.
 func (o *oracle) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	outs, err := o.prefill(p)
+	if err != nil {
+		return nil, err
+	}
+	if o.padTiles {
+		if err := o.padPrompt(p); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
+// padPrompt zeroes (and notes) the tile padding rows past the prompt.
+func (o *oracle) padPrompt(p qwen3.Prefill) error {
+	T := len(p.Tokens)
+	end := (T + 31) / 32 * 32
+	if end == T {
+		return nil
+	}
+	per := o.cfg.NumKeyValueHeads * o.cfg.HeadDim
+	zero := make([]bf16.BF16, per)
+	for pos := T; pos < end; pos++ {
+		if pos/o.bs >= len(p.Blocks) {
+			break
+		}
+		o.note(p.Blocks, pos)
+		for l := 0; l < o.cfg.NumHiddenLayers; l++ {
+			if err := o.d.KV().Write(l, p.Blocks, pos, zero, zero); err != nil {
+				return fmt.Errorf("ref: prefill padding of sequence %d: %w", p.Seq, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (o *oracle) prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
 	for i := range p.Tokens {
 		o.note(p.Blocks, i)
 	}

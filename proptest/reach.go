@@ -10,6 +10,7 @@ const (
 	ReachStrict            = "strict"                  // the case ran with the sanitizer
 	ReachFaithful          = "faithful"                // the case ran without it
 	ReachAdmit             = "admit"                   // a prefill
+	ReachPrefillByDecode   = "prefill_by_decode"       // a prefill by decode steps (qwen3.PrefillDecode)
 	ReachFinish            = "finish"                  // a finish
 	ReachReset             = "reset"                   // a recapture (Engine.Reset)
 	ReachDecodeStart       = "decode_start"            // a decode that starts a sequence
@@ -112,7 +113,7 @@ type ReachTotal struct {
 }
 
 // AllReachKinds lists every reach kind, in report order.
-var AllReachKinds = []string{ReachStrict, ReachFaithful, ReachAdmit, ReachFinish, ReachReset,
+var AllReachKinds = []string{ReachStrict, ReachFaithful, ReachAdmit, ReachPrefillByDecode, ReachFinish, ReachReset,
 	ReachDecodeStart, ReachDecodeStartMany, ReachTeacherForced, ReachPositionJump, ReachSubsetDecode,
 	ReachPoolFull, ReachWidthFullCache, ReachEagerDecode, ReachCapture, ReachReplay, ReachSteadyReplay,
 	ReachPrefillInterleave}

@@ -38,6 +38,8 @@ type Scenario struct {
 	Mode           qwen3.EngineMode
 	RecaptureEvery int
 	Verify         bool
+	// Prefill is how the engine runs prompts (a program or decode steps).
+	Prefill qwen3.PrefillMode
 }
 
 // EngineOptions are the qwen3.EngineOptions the scenario describes.
@@ -45,6 +47,7 @@ func (sc Scenario) EngineOptions() qwen3.EngineOptions {
 	return qwen3.EngineOptions{
 		Capacity: sc.Capacity, BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks,
 		Width: sc.Width, Mode: sc.Mode, RecaptureEvery: sc.RecaptureEvery, Verify: sc.Verify,
+		Prefill: sc.Prefill,
 	}
 }
 
@@ -107,6 +110,9 @@ func (sc Scenario) String() string {
 		sc.BlockSize, sc.NumBlocks, sc.Width, sc.Capacity, sc.Mode)
 	if sc.RecaptureEvery > 0 {
 		fmt.Fprintf(&b, " recapture=%d", sc.RecaptureEvery)
+	}
+	if sc.Prefill != qwen3.PrefillProgram {
+		fmt.Fprintf(&b, " prefill=%v", sc.Prefill)
 	}
 	if sc.Verify {
 		b.WriteString(" verify")
@@ -337,6 +343,11 @@ func ParseScript(r io.Reader) (Script, error) {
 			}
 			if v, ok := args.take("mode"); ok {
 				if sc.Mode, err = qwen3.ParseEngineMode(v); err != nil {
+					return fail(err)
+				}
+			}
+			if v, ok := args.take("prefill"); ok {
+				if sc.Prefill, err = qwen3.ParsePrefillMode(v); err != nil {
 					return fail(err)
 				}
 			}

@@ -38,6 +38,13 @@ func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 			}
 			sc.Mode = m
 		}
+		if x.Prefill != "" {
+			p, err := qwen3.ParsePrefillMode(x.Prefill)
+			if err != nil {
+				return nil, wire.Caps{}, err
+			}
+			sc.Prefill = p
+		}
 	}
 	if err := sc.Validate(); err != nil {
 		return nil, wire.Caps{}, err

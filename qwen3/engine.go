@@ -22,6 +22,42 @@ const (
 	ModeCaptured
 )
 
+// PrefillMode is how Engine.Prefill runs a prompt.
+type PrefillMode uint8
+
+// Prefill modes. The zero PrefillMode is PrefillProgram.
+const (
+	// PrefillProgram runs the whole prompt as one multi-token program
+	// (tt_transformers' prefill: paged_fill_cache and causal SDPA).
+	PrefillProgram PrefillMode = iota
+	// PrefillDecode runs the prompt one token at a time as eager decode
+	// steps (the decode graph, paged_update_cache and paged SDPA decode at
+	// every prompt position).
+	PrefillDecode
+)
+
+// String prints "program" or "decode"; ParsePrefillMode reads it back.
+func (m PrefillMode) String() string {
+	switch m {
+	case PrefillProgram:
+		return "program"
+	case PrefillDecode:
+		return "decode"
+	}
+	return fmt.Sprintf("PrefillMode(%d)", uint8(m))
+}
+
+// ParsePrefillMode reads "program" or "decode".
+func ParsePrefillMode(s string) (PrefillMode, error) {
+	switch s {
+	case "program":
+		return PrefillProgram, nil
+	case "decode":
+		return PrefillDecode, nil
+	}
+	return 0, fmt.Errorf("prefill mode %q: want program or decode", s)
+}
+
 // String prints "eager" or "captured"; ParseEngineMode reads it back.
 func (m EngineMode) String() string {
 	switch m {
@@ -102,6 +138,9 @@ type EngineOptions struct {
 	Width kvpage.WidthPolicy
 	// Mode is eager (default) or captured.
 	Mode EngineMode
+	// Prefill is how prompts run: one multi-token program (default) or
+	// token by token through the decode graph.
+	Prefill PrefillMode
 	// RecaptureEvery > 0 makes a captured engine release its trace and
 	// capture a new one after that many steps on one trace (the capture
 	// step included): 1 captures every step.
@@ -155,10 +194,11 @@ const (
 // compiled widths and the host's record of the device, so the next step is
 // cold and re-seeds everything. Every persistent tensor (weights, caches,
 // inputs, caller-allocated activations) is allocated at NewEngine; besides
-// the ops' own outputs (below), the only allocation afterwards is a page
-// table on a width change, and it happens while the live trace still holds
-// (retires) the table it addresses, so it can never land on anything a
-// trace touches.
+// the ops' own outputs (below) and a prefill program's tensors (allocated
+// and freed inside Prefill, while every tensor a live trace touches stays
+// allocated), the only allocation afterwards is a page table on a width
+// change, and it happens while the live trace still holds (retires) the
+// table it addresses, so it can never land on anything a trace touches.
 //
 // Device-allocated outputs. rms_norm, the head split, rotary,
 // to_memory_config and paged SDPA decode allocate their outputs (tt.Allocating);
@@ -171,9 +211,19 @@ const (
 // equal what the device holds (greedy decoding) writes no token; any other
 // token (teacher forcing, a prompt) is written and counted.
 //
-// Prefill runs the prompt one token at a time as eager decode steps with
-// only the prefilled slot active — the same graph, and the same order, as
-// ref's prefill, so it is bit-identical to it. paged_fill_cache is not used.
+// Prefill. With PrefillProgram (the default) the whole prompt runs as one
+// multi-token program: embedding, per layer the prefill ops
+// (nlp_create_qkv_heads, rotary_embedding_hf prefill, paged_fill_cache of K
+// and V through the slot's page-table row, causal SDPA, nlp_concat_heads),
+// lm_head over all T rows and argmax (see Engine.prefill). Row i of causal
+// SDPA is ref.Attend over rows 0..i and every other op is row-wise, so each
+// position's logits are bit-identical to ref's token-by-token prefill. It
+// compiles no decode program; it leaves the decode inputs as a decode step
+// at position T-1 would (cur_pos T, the next token), writing only what
+// differs from the host's mirror. With PrefillDecode the prompt runs one
+// token at a time as eager decode steps with only the prefilled slot
+// active (the decode graph at every prompt position, paged_fill_cache not
+// used), also bit-identical to ref.
 type Engine struct {
 	dev tt.Device
 	cfg Config
@@ -202,6 +252,8 @@ type Engine struct {
 	capturing bool         // forward is recording a capture
 	captured  []tt.Tensor  // outputs allocated during the capture so far
 	warm      map[int]bool // page-table widths whose programs have run eagerly
+
+	prefillWarm map[prefillKey]bool // prefill programs compiled since NewEngine or Reset
 
 	// the host's record of the device inputs (valid when mirror is true)
 	mirror  bool
@@ -248,10 +300,12 @@ type StepStats struct {
 
 // EngineStats are the engine's counters since NewEngine.
 type EngineStats struct {
-	// Steps counts device steps (each prefill position is one step).
+	// Steps counts device steps (a prefill program is one step; with
+	// PrefillDecode, each prompt position is one).
 	Steps int
-	// PrefillSteps counts the steps run by Prefill.
-	PrefillSteps int
+	// PrefillSteps counts the steps run by Prefill; PrefillTokens the
+	// prompt tokens they ran.
+	PrefillSteps, PrefillTokens int
 	// StepsByRegime and HostWritesByRegime / HostReadsByRegime break the
 	// steps and their host copies down by regime.
 	StepsByRegime      [NumRegimes]int
@@ -343,6 +397,9 @@ func NewEngine(dev tt.Device, w *Weights, opt EngineOptions) (*Engine, error) {
 	if opt.Mode != ModeEager && opt.Mode != ModeCaptured {
 		return nil, fmt.Errorf("qwen3: engine: bad mode %v", opt.Mode)
 	}
+	if opt.Prefill != PrefillProgram && opt.Prefill != PrefillDecode {
+		return nil, fmt.Errorf("qwen3: engine: bad prefill mode %v", opt.Prefill)
+	}
 	if fw, ok := opt.Width.FixedWidth(); ok && fw > opt.NumBlocks {
 		return nil, fmt.Errorf("qwen3: engine: fixed page-table width %d exceeds the %d cache blocks (paged_update_cache: max_num_blocks_per_seq must be less than max_num_blocks)", fw, opt.NumBlocks)
 	}
@@ -357,6 +414,8 @@ func NewEngine(dev tt.Device, w *Weights, opt EngineOptions) (*Engine, error) {
 		dev: dev, cfg: cfg, opt: opt, eps: float32(cfg.RMSNormEps),
 		seqSlot: map[SeqID]int{},
 		warm:    map[int]bool{},
+
+		prefillWarm: map[prefillKey]bool{},
 	}
 	C := opt.Capacity
 	e.slotSeq = make([]SeqID, C)

@@ -17,7 +17,9 @@ import (
 // want (one per active slot), cur_pos must hold want[i]+k for the active
 // slots and -1 for every other slot, where k counts the plus_one ops on
 // cur_pos executed so far in the call (one per step: a decode call is one
-// step; a prefill of n tokens is n steps from position 0).
+// step; a prefill of n tokens by decode steps is n steps from position 0).
+// A prefill program reads no cur_pos: only its end state is checked
+// (endState).
 type curPosObserver struct {
 	dev      *sim.Device
 	curPos   tt.Tensor
@@ -42,6 +44,20 @@ func (o *curPosObserver) onOp(e sim.OpEvent) {
 	if e.Op == "plus_one" && len(e.Touched) > 0 && e.Touched[0].Addr == o.addr {
 		o.k++
 	}
+	o.check(fmt.Sprintf("after op #%d %s (%s)", e.Seq, e.Op, e.Regime))
+}
+
+// endState checks cur_pos once, after a call: want for the active slots.
+func (o *curPosObserver) endState(want []int32) {
+	if o.err == nil {
+		o.begin(want)
+		o.check("after the call")
+	}
+	o.want = nil
+}
+
+// check compares the device's cur_pos with want+k.
+func (o *curPosObserver) check(when string) {
 	h, err := o.dev.Peek(o.curPos)
 	if err != nil {
 		o.err = err
@@ -62,8 +78,8 @@ func (o *curPosObserver) onOp(e sim.OpEvent) {
 		want[i] = p + o.k
 	}
 	if !slices.Equal(active, want) || inactive != o.capacity-len(want) {
-		o.err = fmt.Errorf("after op #%d %s (%s): device cur_pos %v, host expects active %v and %d slots at -1",
-			e.Seq, e.Op, e.Regime, h.Int32s(), want, o.capacity-len(want))
+		o.err = fmt.Errorf("%s: device cur_pos %v, host expects active %v and %d slots at -1",
+			when, h.Int32s(), want, o.capacity-len(want))
 		return
 	}
 	o.checked++
@@ -78,7 +94,9 @@ func TestEngineCurPosAtEveryOp(t *testing.T) {
 		eo   qwen3.EngineOptions
 	}{
 		{"eager dynamic", qwen3.EngineOptions{Capacity: 3, Width: kvpage.Dynamic()}},
+		{"eager dynamic prefill by decode", qwen3.EngineOptions{Capacity: 3, Width: kvpage.Dynamic(), Prefill: qwen3.PrefillDecode}},
 		{"captured dynamic", qwen3.EngineOptions{Capacity: 3, Width: kvpage.Dynamic(), Mode: qwen3.ModeCaptured}},
+		{"captured dynamic prefill by decode", qwen3.EngineOptions{Capacity: 3, Width: kvpage.Dynamic(), Mode: qwen3.ModeCaptured, Prefill: qwen3.PrefillDecode}},
 		{"captured fixed recapture 3", qwen3.EngineOptions{Capacity: 3, Width: kvpage.Fixed(8), Mode: qwen3.ModeCaptured, RecaptureEvery: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,7 +56,8 @@ func (e *Engine) freeSlot(taken []bool) int {
 	return -1
 }
 
-// Prefill writes the prompt through eager single-token steps (see Engine).
+// Prefill runs the prompt as one multi-token program (PrefillProgram, see
+// Engine.prefill) or as eager single-token decode steps (PrefillDecode).
 func (e *Engine) Prefill(p Prefill) ([]Output, error) {
 	if e.closed {
 		return nil, ErrEngineClosed
@@ -80,19 +81,29 @@ func (e *Engine) Prefill(p Prefill) ([]Output, error) {
 	if s < 0 {
 		return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d: all %d slots in use", p.Seq, e.opt.Capacity)
 	}
-	// The whole prompt's blocks, for every prompt step: the width does not
-	// change inside the prompt, and entries past a step's position are
-	// never read (KChunkSize = BlockSize) except as masked chunk reads.
 	blocks := p.Blocks[:last/e.opt.BlockSize+1]
-	outs := make([]Output, len(p.Tokens))
-	req := make([]slotReq, e.opt.Capacity)
-	for i, t := range p.Tokens {
-		req[s] = slotReq{active: true, seq: p.Seq, tok: t, pos: i, blocks: blocks}
-		o, err := e.step(req, true)
-		if err != nil {
-			return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d, position %d: %w", p.Seq, i, err)
+	var outs []Output
+	if e.opt.Prefill == PrefillDecode {
+		// The whole prompt's blocks, for every prompt step: the width does
+		// not change inside the prompt, and entries past a step's position
+		// are never read (KChunkSize = BlockSize) except as masked chunk
+		// reads.
+		outs = make([]Output, len(p.Tokens))
+		req := make([]slotReq, e.opt.Capacity)
+		for i, t := range p.Tokens {
+			req[s] = slotReq{active: true, seq: p.Seq, tok: t, pos: i, blocks: blocks}
+			o, err := e.step(req, true)
+			if err != nil {
+				return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d, position %d: %w", p.Seq, i, err)
+			}
+			outs[i] = o[s]
 		}
-		outs[i] = o[s]
+		e.stats.PrefillTokens += len(p.Tokens)
+	} else {
+		var err error
+		if outs, err = e.prefill(s, p.Seq, p.Tokens, blocks); err != nil {
+			return nil, fmt.Errorf("qwen3: engine: prefill of sequence %d: %w", p.Seq, err)
+		}
 	}
 	e.slotLive[s], e.slotSeq[s] = true, p.Seq
 	e.seqSlot[p.Seq] = s
@@ -172,6 +183,7 @@ func (e *Engine) Reset() error {
 	}
 	err := e.dropTrace()
 	clear(e.warm)
+	clear(e.prefillWarm)
 	e.mirror = false
 	e.ptHost = nil
 	e.stats.Resets++
@@ -362,12 +374,8 @@ func (e *Engine) regime(st *StepStats, active []bool, eagerOnly bool) error {
 // device's. Afterwards the host's mirror holds what the device holds.
 func (e *Engine) writeInputs(st *StepStats, req []slotReq, table []int32) error {
 	C := e.opt.Capacity
-	if e.ptHost == nil || !slices.Equal(table, e.ptHost) {
-		if err := e.write(st, *e.pt, tt.HostInt32([]int{C, e.ptW}, tt.RowMajor, table)); err != nil {
-			return fmt.Errorf("page table: %w", err)
-		}
-		e.ptHost = table
-		st.PageTableWrite = true
+	if err := e.writePageTable(st, table); err != nil {
+		return err
 	}
 	pos := make([]int32, C)
 	rope := make([]int32, C)
@@ -420,6 +428,20 @@ func (e *Engine) writeInputs(st *StepStats, req []slotReq, table []int32) error 
 	copy(e.devRope, rope)
 	copy(e.devTok, toks)
 	e.mirror = true
+	return nil
+}
+
+// writePageTable writes the host rows of the page table when they differ
+// from what the device's table holds (decode steps and prefills).
+func (e *Engine) writePageTable(st *StepStats, table []int32) error {
+	C := e.opt.Capacity
+	if e.ptHost == nil || !slices.Equal(table, e.ptHost) {
+		if err := e.write(st, *e.pt, tt.HostInt32([]int{C, e.ptW}, tt.RowMajor, table)); err != nil {
+			return fmt.Errorf("page table: %w", err)
+		}
+		e.ptHost = table
+		st.PageTableWrite = true
+	}
 	return nil
 }
 

@@ -32,6 +32,8 @@ type harness struct {
 	pos  map[qwen3.SeqID]int
 	left map[qwen3.SeqID]int
 	step int // global decode step
+	// prefill is the engine's prefill mode.
+	prefill qwen3.PrefillMode
 
 	findingsEachStep bool // fail at the first strict finding, naming its step
 
@@ -85,7 +87,7 @@ func newHarness(t testing.TB, so sim.Options, eo qwen3.EngineOptions) *harness {
 	}
 	h := &harness{t: t, w: w, ref: rd, eng: eng, dev: dev, pool: pool,
 		tabs: map[qwen3.SeqID]*kvpage.Table{}, next: map[qwen3.SeqID]int32{},
-		pos: map[qwen3.SeqID]int{}, left: map[qwen3.SeqID]int{}}
+		pos: map[qwen3.SeqID]int{}, left: map[qwen3.SeqID]int{}, prefill: eo.Prefill}
 	t.Cleanup(func() {
 		rd.Close()
 		if err := eng.Close(); err != nil {
@@ -141,12 +143,19 @@ func (h *harness) admit(seq qwen3.SeqID, n, gen int) {
 		h.t.Fatal(err)
 	}
 	if h.curPos != nil {
-		h.curPos.begin([]int32{0})
+		if h.prefill == qwen3.PrefillDecode {
+			h.curPos.begin([]int32{0})
+		} else {
+			h.curPos.want = nil // a prefill program reads no cur_pos
+		}
 	}
 	got, err := h.eng.Prefill(p)
 	if err != nil {
 		h.stepFindings()
 		h.t.Fatalf("RED step=%d seq=%d pos=-1: engine prefill error: %v", h.step, seq, err)
+	}
+	if h.curPos != nil && h.prefill == qwen3.PrefillProgram {
+		h.curPos.endState([]int32{int32(n)}) // as n decode steps leave it
 	}
 	h.stepFindings()
 	h.curPosErr()

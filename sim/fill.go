@@ -161,5 +161,18 @@ func (l *fillLaunch) exec(d *Device) error {
 			}
 		}
 	}
+	if d.opt.LogKV {
+		// One record per sequence row written (all heads), padding rows
+		// of the last tile included: Pos is the row's sequence index.
+		for r := uint32(0); r < st*tt.TileSize; r++ {
+			vb := r / (bst * tt.TileSize)
+			phys := entries[vb]
+			if phys == 0xFFFFFFFF {
+				continue
+			}
+			d.kvlog = append(d.kvlog, KVWrite{Op: opFillCache, CacheAddr: uint64(l.cache.addr), Cache: l.cache.id, User: int(batch), Core: -1,
+				Pos: r, Virtual: vb, Physical: phys, Row: r % (bst * tt.TileSize), FirstTile: phys * heads * bst * wt})
+		}
+	}
 	return nil
 }

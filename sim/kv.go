@@ -4,7 +4,10 @@ import "github.com/offcard/offcard/tt"
 
 // KVWrite records one user's cache-row write by paged_update_cache or
 // paged_fused_update_cache (all heads of the row), as the kernel computed it,
-// whether the op ran eagerly or from a trace replay (Trace != 0).
+// whether the op ran eagerly or from a trace replay (Trace != 0); and, with
+// Op "paged_fill_cache", each sequence row a fill wrote (User is the
+// batch_idx, Pos the row's index in the input, the tile padding rows past
+// the logical length included, Core -1).
 type KVWrite struct {
 	Op        string
 	Part      int         // fused: 0 for Cache1/Input1, 1 for Cache2/Input2; else 0

@@ -60,11 +60,12 @@ type Model struct {
 }
 
 // Hints are the scenario's options for offcard's own engine (page-table
-// width policy, mode, recapture period, simulator arch and sanitizer, the
-// engine's read-back check). Another engine ignores them.
+// width policy, mode, prefill mode, recapture period, simulator arch and
+// sanitizer, the engine's read-back check). Another engine ignores them.
 type Hints struct {
 	Width          string `json:"width,omitempty"`
 	Mode           string `json:"mode,omitempty"`
+	Prefill        string `json:"prefill,omitempty"`
 	RecaptureEvery int    `json:"recapture_every,omitempty"`
 	Arch           string `json:"arch,omitempty"`
 	Strict         bool   `json:"strict,omitempty"`

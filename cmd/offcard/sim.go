@@ -23,6 +23,7 @@ func init() {
 // step, not only agreement with ref.
 type simRun struct {
 	synth, width, mode, arch  string
+	prefill                   string
 	l1                        string
 	seed                      uint64
 	blockSize, recaptureEvery int
@@ -32,13 +33,14 @@ type simRun struct {
 }
 
 func runSim(e *env, args []string) error {
-	fs := newFlags(e, "sim", "[--synth tiny] [--seed N] [--block-size 32] [--width fixed:N|dynamic] [--mode eager|captured] [--recapture-every N] [--batch N] [--prompt-len N] [--steps N] [--strict] [--arch wormhole|blackhole] [--l1 poison|zero|stale]")
+	fs := newFlags(e, "sim", "[--synth tiny] [--seed N] [--block-size 32] [--width fixed:N|dynamic] [--mode eager|captured] [--prefill program|decode] [--recapture-every N] [--batch N] [--prompt-len N] [--steps N] [--strict] [--arch wormhole|blackhole] [--l1 poison|zero|stale]")
 	var r simRun
 	fs.StringVar(&r.synth, "synth", "tiny", "synthetic model preset")
 	fs.Uint64Var(&r.seed, "seed", 1, "seed of the synthetic weights")
 	fs.IntVar(&r.blockSize, "block-size", 32, "KV block size (a multiple of 32)")
 	fs.StringVar(&r.width, "width", "dynamic", "page-table width policy: fixed:N or dynamic")
 	fs.StringVar(&r.mode, "mode", "captured", "eager or captured")
+	fs.StringVar(&r.prefill, "prefill", "program", "how prompts run: program (one multi-token program) or decode (token by token through the decode graph)")
 	fs.IntVar(&r.recaptureEvery, "recapture-every", 0, "re-capture the trace every N steps (0: only when needed)")
 	fs.IntVar(&r.batch, "batch", 2, fmt.Sprintf("number of sequences (1..%d)", proptest.MaxCapacity))
 	fs.IntVar(&r.promptLen, "prompt-len", 30, "prompt length of the first sequence (sequence i has prompt-len+i)")
@@ -88,6 +90,10 @@ func (r *simRun) script() (proptest.Script, error) {
 	if err != nil {
 		return proptest.Script{}, badInput{err}
 	}
+	prefill, err := qwen3.ParsePrefillMode(r.prefill)
+	if err != nil {
+		return proptest.Script{}, badInput{err}
+	}
 	switch {
 	case r.batch < 1 || r.batch > proptest.MaxCapacity:
 		return proptest.Script{}, bad("--batch must be in 1..%d, got %d", proptest.MaxCapacity, r.batch)
@@ -106,7 +112,7 @@ func (r *simRun) script() (proptest.Script, error) {
 	sc := proptest.Scenario{
 		Model: r.synth, ModelSeed: r.seed, Device: "sim", Arch: r.arch, Strict: r.strict, L1: r.l1,
 		BlockSize: r.blockSize, NumBlocks: need, Width: policy, Capacity: r.batch,
-		Mode: mode, RecaptureEvery: r.recaptureEvery,
+		Mode: mode, RecaptureEvery: r.recaptureEvery, Prefill: prefill,
 	}
 	if err := sc.Validate(); err != nil {
 		return proptest.Script{}, bad("%v", err)

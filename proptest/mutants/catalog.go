@@ -18,8 +18,9 @@ var Catalog = []Mutant{
 		Name: "pt-one-column",
 		Idea: "the page table is [C,1] (the width policy ignored, each row truncated to its first block) and, once written, never refreshed (seed bug 1)",
 		Seed: true,
-		Expect: "red at the first step whose position is past the first block " +
-			"(the KV-update reader indexes the row's stick past its one column)",
+		Expect: "red at the first step whose position is past the first block: in a decode step the KV-update " +
+			"reader indexes the row's stick past its one column (strict); a prompt program longer than a block is " +
+			"refused by paged_fill_cache (seq_len past max_num_blocks_per_seq·block_size), its KV rows missing (kv-write)",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "w, err := kvpage.Width(e.opt.Width, longest)",
@@ -224,7 +225,8 @@ var Catalog = []Mutant{
 		Idea: "the scheduler's block pool hands the lowest free block out again and again: two sequences (and one " +
 			"sequence's successive blocks) get the same block",
 		Expect: "red at the first decode step where two users write rows of one 32-row tile: their cores race on the " +
-			"tile's read-modify-write and one row is lost (strict: kv-tile-race)",
+			"tile's read-modify-write and one row is lost (strict: kv-tile-race); or at a prompt program whose blocks " +
+			"repeat (paged_fill_cache writes the later block over the earlier one: kv-write)",
 		Notes: "A scheduler bug, not the engine's: ref gets the same tables and keeps both rows. Only catchable since " +
 			"sim runs paged_update_cache's users unordered (all reads, then the writes in a seeded order): with the " +
 			"former serial model the engine kept both rows too and the mutant survived.",

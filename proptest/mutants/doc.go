@@ -60,43 +60,45 @@
 //
 // # Measured (2 cores, quiet machine, seed 1, 200 cases, 2026-12-01)
 //
-// The whole catalog (28 mutants): 16.3–17.6 s wall with the build cached
-// (34 s of CPU). One schema build serves 27 mutants, pad-one builds alone
-// beside it; the checks take 30 s of CPU in all, about 45% running to red
-// and 55% shrinking; the slowest (jump-not-reseeded-in-replay, red at case
-// 46) starts first. Every mutant is killed. Times to red are the
-// check's own (campaign start to the first failing command, before
-// shrinking); "check" is the whole check run, shrinking included.
+// The whole catalog (28 mutants): 11.7–13.8 s wall with the build cached
+// (23–27 s of CPU). One schema build serves 27 mutants, pad-one builds
+// alone beside it; the checks take 19 s of CPU in all; the slowest
+// (jump-not-reseeded-in-replay, red at case 46) starts first. Every mutant
+// is killed. Times to red are the check's own (campaign start to the first
+// failing command, before shrinking); "check" is the whole check run,
+// shrinking included. Prompts run as one prefill program in three cases in
+// four (qwen3.PrefillProgram), so the mutants of the decode inputs die at
+// the first decode step after a prompt.
 //
 //	mutant                           property       case  step  shrunk  time to red  check
-//	pt-one-column                    strict         0     64    1       0.09 s       0.57 s
-//	warm-pos-global                  cur-pos        0     64    2       0.15 s       0.86 s
-//	free-not-retire                  strict         0     64    2       0.12 s       0.78 s
-//	width-grow-only                  kv-write       3     33    2       0.42 s       1.25 s
-//	plus-one-no-skip                 cur-pos        0     0     1       0.09 s       0.35 s
-//	stale-tail                       page-table     2     33    2       0.36 s       1.00 s
-//	reseed-off-by-one                cur-pos        0     0     1       0.10 s       0.32 s
-//	rope-not-advanced                kv-write       0     2     2       0.09 s       0.48 s
-//	refresh-never                    kv-write       7     32    2       0.64 s       1.27 s
-//	alloc-after-capture              strict         0     1     2       0.10 s       0.48 s
-//	warm-pos-global-pure             cur-pos        7     2     3       0.72 s       1.48 s
-//	trace-kept-on-width-change       strict         0     64    2       0.13 s       0.84 s
-//	capture-outputs-freed            strict         0     1     2       0.09 s       0.48 s
-//	pool-same-block                  kv-write       2     12    2       0.35 s       0.76 s
-//	sim-plus-one-no-skip             cur-pos        0     0     1       0.09 s       0.39 s
-//	width-headroom                   page-table     0     0     1       0.09 s       0.36 s
-//	pad-one                          page-table     0     0     1       0.08 s       0.33 s
-//	leak-pt-on-width-change          device-memory  3     16    2       0.40 s       0.98 s
-//	recapture-one-late               replay         7     12    2       0.67 s       1.02 s
-//	token-rewritten-in-replay        host-writes    0     2     2       0.09 s       0.48 s
-//	decode-new-seqs-one-slot         cur-pos        7     0     1       0.66 s       1.66 s
-//	trace-kept-on-batch-change       replay         7     3     4       0.65 s       1.83 s
-//	close-keeps-trace                device-memory  7     65    3       0.67 s       1.90 s
-//	pt-tracked-twice                 device-memory  0     65    1       0.16 s       1.01 s
-//	leak-retired-on-release          device-memory  0     64    2       0.12 s       0.77 s
-//	recapture-every-ignored          replay         7     12    2       0.69 s       1.02 s
-//	teacher-token-dropped-in-replay  kv-write       15    2     2       1.32 s       1.68 s
-//	jump-not-reseeded-in-replay      cur-pos        46    3     4       4.27 s       5.54 s
+//	pt-one-column                    kv-write       0     0     1       0.04 s       0.24 s
+//	warm-pos-global                  cur-pos        0     64    2       0.09 s       0.49 s
+//	free-not-retire                  strict         0     64    2       0.09 s       0.61 s
+//	width-grow-only                  kv-write       3     33    2       0.30 s       0.97 s
+//	plus-one-no-skip                 cur-pos        0     1     2       0.06 s       0.26 s
+//	stale-tail                       page-table     2     33    2       0.23 s       0.49 s
+//	reseed-off-by-one                cur-pos        0     1     2       0.06 s       0.28 s
+//	rope-not-advanced                kv-write       0     3     2       0.07 s       0.33 s
+//	refresh-never                    kv-write       7     3     3       0.47 s       0.84 s
+//	alloc-after-capture              strict         0     2     2       0.07 s       0.30 s
+//	warm-pos-global-pure             cur-pos        7     4     5       0.47 s       1.10 s
+//	trace-kept-on-width-change       strict         0     64    2       0.09 s       0.49 s
+//	capture-outputs-freed            strict         0     2     2       0.06 s       0.30 s
+//	pool-same-block                  kv-write       0     64    1       0.07 s       0.27 s
+//	sim-plus-one-no-skip             cur-pos        0     1     2       0.06 s       0.28 s
+//	width-headroom                   page-table     0     0     1       0.05 s       0.21 s
+//	pad-one                          page-table     0     0     1       0.05 s       0.23 s
+//	leak-pt-on-width-change          device-memory  3     16    2       0.31 s       0.79 s
+//	recapture-one-late               replay         7     13    2       0.49 s       0.78 s
+//	token-rewritten-in-replay        host-writes    0     3     2       0.06 s       0.30 s
+//	decode-new-seqs-one-slot         cur-pos        7     0     1       0.49 s       0.82 s
+//	trace-kept-on-batch-change       replay         7     4     4       0.47 s       1.13 s
+//	close-keeps-trace                device-memory  7     132   7       0.47 s       0.85 s
+//	pt-tracked-twice                 device-memory  0     65    1       0.13 s       0.52 s
+//	leak-retired-on-release          device-memory  0     64    2       0.09 s       0.51 s
+//	recapture-every-ignored          replay         7     13    2       0.45 s       0.71 s
+//	teacher-token-dropped-in-replay  kv-write       15    3     2       0.83 s       1.19 s
+//	jump-not-reseeded-in-replay      cur-pos        46    3     4       2.82 s       3.86 s
 //
 // Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
 // so step 64 is the first position past the first block.
@@ -104,7 +106,8 @@
 // contract is ttnn's at tt.TTMetalCommit: ops allocate their own outputs (a
 // trace writes them, so freeing them after the capture is a stale-address
 // replay), and paged_update_cache's users run unordered (two users sharing
-// a block race on the tile and lose a row).
+// a block race on the tile and lose a row). On seed 1 pool-same-block now
+// dies first in a prompt program whose two blocks are one block.
 //
 // # Candidates (issue 9)
 //

@@ -1,0 +1,230 @@
+package qwen3
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/tt"
+)
+
+// prefillKey names the programs of one multi-token prefill: the prompt
+// length T (every activation's shape) and the page-table width (the
+// paged_fill_cache key).
+type prefillKey struct{ t, w int }
+
+// prefill runs the prompt tokens of a new sequence in slot s as one
+// multi-token program (tt_transformers' forward_prefill, one-shot, no
+// padding to 128: S = T, tiles padded to 32 by the layout):
+//
+//   - tokens [1,1,1,T] UINT32 and positions 0..T-1 written to fresh
+//     tensors; embedding of the tokens, and of the positions into the
+//     cos/sin tables ([1,1,T,head_dim] TILE);
+//   - per layer: rms_norm, fused qkv linear, nlp_create_qkv_heads, q/k
+//     rms_norm on [1,heads,T,D], rotary_embedding_hf (prefill mode),
+//     paged_fill_cache of K and V through the page table's row s
+//     (BatchIdx = s), causal SDPA over the fresh K/V, nlp_concat_heads,
+//     o_proj, add, rms_norm, gate/up, silu·mul, down, add;
+//   - final rms_norm, lm_head into [1,1,T,vocab], argmax into [1,1,1,T].
+//
+// The page table gets row s = the prompt's blocks (the width policy over
+// them; other rows PagePad), written only when it changed, exactly as a
+// decode step would. The decode inputs (tokens, cur_pos, rope index) are
+// left as a decode step at position T-1 would leave them (seedDecode), the
+// host's mirror following, and no decode program is compiled (the warm
+// widths are unchanged). Every tensor the pass allocates (the prompt's
+// token and position inputs, the activations, the ops' own outputs) is
+// freed before returning.
+//
+// paged_fill_cache copies whole tiles: rows T..roundup32(T)-1 of the
+// prompt's last block receive the tiles' padding rows (zeros).
+func (e *Engine) prefill(s int, seq SeqID, toks []int32, blocks []int32) ([]Output, error) {
+	var st StepStats
+	T := len(toks)
+	req := make([]slotReq, e.opt.Capacity)
+	req[s] = slotReq{active: true, seq: seq, tok: toks[T-1], pos: T - 1, blocks: blocks}
+	table, err := e.pageTable(&st, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.writePageTable(&st, table); err != nil {
+		return nil, err
+	}
+	key := prefillKey{T, e.ptW}
+	st.Regime = RegimeCold
+	if e.prefillWarm[key] {
+		st.Regime = RegimeWarm
+	}
+	outs, err := e.prefillForward(&st, s, seq, toks)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.seedDecode(&st, s, T, uint32(outs[T-1].Token)); err != nil {
+		e.mirror = false
+		return nil, err
+	}
+	e.prefillWarm[key] = true
+	if e.opt.Verify {
+		if err := e.verify(); err != nil {
+			return nil, err
+		}
+	}
+	e.account(st, true)
+	e.stats.PrefillTokens += T
+	return outs, nil
+}
+
+// seedDecode leaves the decode inputs as a decode step of slot s at
+// position T-1 would have left them (cur_pos T for s and -1 for every
+// other slot, rope index T for s, token input = the prompt's greedy next
+// token for s), writing only the tensors whose contents differ from the
+// host's mirror, so the mirror stays exact and the next step of the slot
+// is a steady-state step for the device.
+func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
+	C := e.opt.Capacity
+	pos := fill32(C, -1)
+	pos[s] = int32(T)
+	rope := make([]int32, C)
+	toks := make([]uint32, C)
+	if e.mirror {
+		copy(rope, e.devRope)
+		copy(toks, e.devTok)
+	}
+	rope[s], toks[s] = int32(T), next
+	for i := range rope {
+		if i != s && (rope[i] < 0 || int(rope[i]) >= e.ropeLen) {
+			rope[i] = 0
+		}
+	}
+	if !e.mirror || !slices.Equal(pos, e.devPos) || !slices.Equal(rope, e.devRope) {
+		if err := e.write(st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
+			return fmt.Errorf("cur_pos: %w", err)
+		}
+		if err := e.write(st, e.a.ropeIdx, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, u32s(rope))); err != nil {
+			return fmt.Errorf("rope index: %w", err)
+		}
+		st.PosWrite = true
+	}
+	if !e.mirror || !slices.Equal(toks, e.devTok) {
+		if err := e.write(st, e.a.tok, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, toks)); err != nil {
+			return fmt.Errorf("tokens: %w", err)
+		}
+		st.TokenWrite = true
+	}
+	copy(e.devPos, pos)
+	copy(e.devRope, rope)
+	copy(e.devTok, toks)
+	e.mirror = true
+	return nil
+}
+
+// prefillForward runs the prefill graph and reads the results back.
+func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) ([]Output, error) {
+	c := e.cfg
+	T, hd := len(toks), c.HeadDim
+	h, q, kv, in, V := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize, c.VocabSize
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	f := &fwd{e: e}
+	defer f.release(0)
+	// alloc is a caller-allocated tensor of the pass (freed with the rest).
+	alloc := func(spec tt.Spec) tt.Tensor {
+		if f.err != nil {
+			return tt.Tensor{}
+		}
+		t, err := e.dev.Allocate(spec)
+		if err != nil {
+			f.err = fmt.Errorf("allocate %v: %w", spec, err)
+			return tt.Tensor{}
+		}
+		f.tmp = append(f.tmp, t)
+		return t
+	}
+	tokT := alloc(dramRM(tt.UINT32, 1, 1, 1, T))
+	posT := alloc(dramRM(tt.UINT32, 1, 1, 1, T))
+	if f.err != nil {
+		return nil, f.err
+	}
+	ids := make([]uint32, T)
+	pos := make([]uint32, T)
+	for i, t := range toks {
+		ids[i], pos[i] = uint32(t), uint32(i)
+	}
+	if err := e.write(st, tokT, tt.HostUint32([]int{1, 1, 1, T}, tt.RowMajor, ids)); err != nil {
+		return nil, fmt.Errorf("prompt tokens: %w", err)
+	}
+	if err := e.write(st, posT, tt.HostUint32([]int{1, 1, 1, T}, tt.RowMajor, pos)); err != nil {
+		return nil, fmt.Errorf("prompt positions: %w", err)
+	}
+
+	x := alloc(dramTile(1, 1, T, h))
+	cos := alloc(dramTile(1, 1, T, hd))
+	sin := alloc(dramTile(1, 1, T, hd))
+	res := alloc(dramTile(1, 1, T, h))
+	qkvT := alloc(dramTile(1, 1, T, q+2*kv))
+	oT := alloc(dramTile(1, 1, T, h))
+	gate := alloc(dramTile(1, 1, T, in))
+	up := alloc(dramTile(1, 1, T, in))
+	gu := alloc(dramTile(1, 1, T, in))
+	down := alloc(dramTile(1, 1, T, h))
+	f.run(tt.Embedding{Input: tokT, Weight: e.w.embed, Output: x})
+	f.run(tt.Embedding{Input: posT, Weight: e.w.cos, Output: cos})
+	f.run(tt.Embedding{Input: posT, Weight: e.w.sin, Output: sin})
+	keep := len(f.tmp)
+	pt := *e.pt
+	for l := range e.w.layers {
+		if f.err != nil {
+			break
+		}
+		L := &e.w.layers[l]
+		normed := f.one(tt.RMSNorm{Input: x, Weight: L.inNorm, Epsilon: e.eps})
+		f.run(tt.Linear{Input: normed, Weight: L.qkv, Output: qkvT, TransposeB: true})
+		heads := f.run(tt.NLPCreateQKVHeads{Input: qkvT, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads})
+		if f.err != nil {
+			break
+		}
+		qh, kh, vh := heads[0], heads[1], heads[2]
+		qn := f.one(tt.RMSNorm{Input: qh, Weight: L.qNorm, Epsilon: e.eps})
+		kn := f.one(tt.RMSNorm{Input: kh, Weight: L.kNorm, Epsilon: e.eps})
+		qr := f.one(tt.RotaryEmbeddingHF{Input: qn, Cos: cos, Sin: sin, Prefill: true})
+		kr := f.one(tt.RotaryEmbeddingHF{Input: kn, Cos: cos, Sin: sin, Prefill: true})
+		f.run(tt.PagedFillCache{Cache: L.kc, Input: kr, PageTable: pt, BatchIdx: s})
+		f.run(tt.PagedFillCache{Cache: L.vc, Input: vh, PageTable: pt, BatchIdx: s})
+		attn := f.one(tt.SDPA{Q: qr, K: kr, V: vh, Causal: true, Scale: scale})
+		cat := f.one(tt.NLPConcatHeads{Input: attn})
+		f.run(tt.Linear{Input: cat, Weight: L.o, Output: oT, TransposeB: true})
+		f.run(tt.Add{A: x, B: oT, Output: res})
+		normed2 := f.one(tt.RMSNorm{Input: res, Weight: L.postNorm, Epsilon: e.eps})
+		f.run(tt.Linear{Input: normed2, Weight: L.gate, Output: gate, TransposeB: true})
+		f.run(tt.Linear{Input: normed2, Weight: L.up, Output: up, TransposeB: true})
+		f.run(tt.SiluMul{Gate: gate, Up: up, Output: gu})
+		f.run(tt.Linear{Input: gu, Weight: L.down, Output: down, TransposeB: true})
+		f.run(tt.Add{A: res, B: down, Output: x})
+		f.release(keep)
+	}
+	normed := f.one(tt.RMSNorm{Input: x, Weight: e.w.norm, Epsilon: e.eps})
+	logits := alloc(dramTile(1, 1, T, V))
+	amax := alloc(dramRM(tt.UINT32, 1, 1, 1, T))
+	f.run(tt.Linear{Input: normed, Weight: e.w.lmHead, Output: logits, TransposeB: true})
+	f.run(tt.Argmax{Input: logits, Output: amax})
+	if f.err != nil {
+		return nil, f.err
+	}
+	lh, err := e.dev.ReadHost(logits)
+	if err != nil {
+		return nil, fmt.Errorf("read logits: %w", err)
+	}
+	th, err := e.dev.ReadHost(amax)
+	if err != nil {
+		return nil, fmt.Errorf("read tokens: %w", err)
+	}
+	st.HostReads += 2
+	lv, tv := lh.BF16s(), th.Uint32s()
+	outs := make([]Output, T)
+	for i := range outs {
+		logits := make([]float32, V)
+		bf16.ToFloat32s(logits, lv[i*V:(i+1)*V])
+		outs[i] = Output{Seq: seq, Pos: i, Token: int32(tv[i]), Logits: logits}
+	}
+	return outs, nil
+}
