@@ -98,24 +98,16 @@ func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
 		}
 	}
 	if !e.mirror || !slices.Equal(pos, e.devPos) || !slices.Equal(rope, e.devRope) {
-		if err := e.write(st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
-			return fmt.Errorf("cur_pos: %w", err)
+		if err := e.writePos(st, pos, rope); err != nil {
+			return err
 		}
-		if err := e.write(st, e.a.ropeIdx, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, u32s(rope))); err != nil {
-			return fmt.Errorf("rope index: %w", err)
-		}
-		st.PosWrite = true
 	}
 	if !e.mirror || !slices.Equal(toks, e.devTok) {
-		if err := e.write(st, e.a.tok, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, toks)); err != nil {
-			return fmt.Errorf("tokens: %w", err)
+		if err := e.writeToks(st, toks); err != nil {
+			return err
 		}
-		st.TokenWrite = true
 	}
-	copy(e.devPos, pos)
-	copy(e.devRope, rope)
-	copy(e.devTok, toks)
-	e.mirror = true
+	e.holds(pos, rope, toks)
 	return nil
 }
 

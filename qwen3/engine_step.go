@@ -409,26 +409,48 @@ func (e *Engine) writeInputs(st *StepStats, req []slotReq, table []int32) error 
 	// Every non-replay step re-seeds the positions; a replay writes them
 	// only when the device does not already hold them.
 	if st.Regime != RegimeReplay || posDiffers {
-		if err := e.write(st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
-			return fmt.Errorf("cur_pos: %w", err)
+		if err := e.writePos(st, pos, rope); err != nil {
+			return err
 		}
-		if err := e.write(st, e.a.ropeIdx, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, u32s(rope))); err != nil {
-			return fmt.Errorf("rope index: %w", err)
-		}
-		st.PosWrite = true
 	}
 	if tokDiffers {
-		if err := e.write(st, e.a.tok, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, toks)); err != nil {
-			return fmt.Errorf("tokens: %w", err)
+		if err := e.writeToks(st, toks); err != nil {
+			return err
 		}
-		st.TokenWrite = true
 	}
-	// The device now holds pos, rope and toks.
+	e.holds(pos, rope, toks)
+	return nil
+}
+
+// writePos writes cur_pos and the rope index.
+func (e *Engine) writePos(st *StepStats, pos, rope []int32) error {
+	C := e.opt.Capacity
+	if err := e.write(st, e.a.curPos, tt.HostInt32([]int{C}, tt.RowMajor, pos)); err != nil {
+		return fmt.Errorf("cur_pos: %w", err)
+	}
+	if err := e.write(st, e.a.ropeIdx, tt.HostUint32([]int{1, 1, 1, C}, tt.RowMajor, u32s(rope))); err != nil {
+		return fmt.Errorf("rope index: %w", err)
+	}
+	st.PosWrite = true
+	return nil
+}
+
+// writeToks writes the token input.
+func (e *Engine) writeToks(st *StepStats, toks []uint32) error {
+	if err := e.write(st, e.a.tok, tt.HostUint32([]int{1, 1, 1, e.opt.Capacity}, tt.RowMajor, toks)); err != nil {
+		return fmt.Errorf("tokens: %w", err)
+	}
+	st.TokenWrite = true
+	return nil
+}
+
+// holds records pos, rope and toks as what the device holds (the host's
+// mirror).
+func (e *Engine) holds(pos, rope []int32, toks []uint32) {
 	copy(e.devPos, pos)
 	copy(e.devRope, rope)
 	copy(e.devTok, toks)
 	e.mirror = true
-	return nil
 }
 
 // writePageTable writes the host rows of the page table when they differ

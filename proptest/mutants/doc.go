@@ -60,7 +60,7 @@
 //
 // # Measured (2 cores, quiet machine, seed 1, 200 cases, 2026-12-01)
 //
-// The whole catalog (28 mutants): 11.7–13.8 s wall with the build cached
+// The whole catalog (28 mutants): 11.3–13.8 s wall with the build cached
 // (23–27 s of CPU). One schema build serves 27 mutants, pad-one builds
 // alone beside it; the checks take 19 s of CPU in all; the slowest
 // (jump-not-reseeded-in-replay, red at case 46) starts first. Every mutant
