@@ -22,6 +22,9 @@
 // WIDEN(mem, z): z = the 16 bf16 values at mem, widened to float32.
 #define WIDEN(mem, z) VPMOVZXWD mem, z; VPSLLD $16, z, z
 
+// ZERO4(a, b, c, d): four registers set to +0.
+#define ZERO4(a, b, c, d) VPXORD a, a, a; VPXORD b, b, b; VPXORD c, c, c; VPXORD d, d, d
+
 // func dotLanes512(a *bf16.BF16, x *float32, n int, acc *[16]float32)
 TEXT ·dotLanes512(SB), NOSPLIT, $0-32
 	MOVQ a+0(FP), SI
@@ -61,10 +64,7 @@ TEXT ·rows4x1x512(SB), NOSPLIT, $0-48
 	LEAQ (SI)(BX*2), R9
 	LEAQ (R8)(BX*2), R10
 	LEAQ (SI)(BX*4), R13
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO4(Z0, Z1, Z2, Z3)
 	SHRQ $4, CX
 	JZ   done41
 	TESTQ AX, AX
@@ -138,14 +138,8 @@ TEXT ·rows2x4x512(SB), NOSPLIT, $0-48
 	MOVQ 8(AX), R9
 	MOVQ 16(AX), R10
 	MOVQ 24(AX), R11
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
 	SHRQ $4, CX
 	JZ   done24
 	TESTQ R12, R12
@@ -238,14 +232,8 @@ TEXT ·rows1x8x512(SB), NOSPLIT, $0-40
 	MOVQ fma+32(FP), DX
 	INPUTS8
 	XORQ R12, R12
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
 	TESTQ CX, CX
 	JZ   done18
 	TESTQ DX, DX
@@ -380,22 +368,10 @@ TEXT ·rows2x8x512(SB), NOSPLIT, $0-56
 	MOVQ acc+32(FP), DX
 	CMPQ carry+48(FP), $0
 	JNE  load28
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z10, Z11, Z12, Z13)
+	ZERO4(Z14, Z15, Z16, Z17)
 	JMP  start28
 
 load28:
@@ -559,10 +535,7 @@ blockN1:
 	LEAQ (R9)(AX*1), R12
 	LEAQ (R10)(AX*1), R13
 	ADDQ SI, AX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO4(Z0, Z1, Z2, Z3)
 	XORQ R11, R11
 	CMPQ fma+48(FP), $0
 	JNE  fmaN1
@@ -618,6 +591,10 @@ reduceN1:
 // moves to the next row (R8 bytes on).
 #define ATTSTEP(j, acc) WIDEN((SI), Z16); VBROADCASTSS (j*4)(BX), Z17; MULADD(Z16, Z17, acc, Z18); ADDQ R8, SI
 
+// ATTTAIL(j, acc): ATTSTEP for the j-th of the last n%16 rows; done
+// after the last.
+#define ATTTAIL(j, acc) ATTSTEP(j, acc); DECQ CX; JZ attfold
+
 // func attnOut512(out *[16]float32, p *float32, v *bf16.BF16, stride, n int)
 // Attention's output for 16 columns: lane l (Zl) sums p[t]·v[t][0..16]
 // over t ≡ l (mod 16), t increasing (rows stride bytes apart), a multiply
@@ -629,22 +606,10 @@ TEXT ·attnOut512(SB), NOSPLIT, $0-40
 	MOVQ v+16(FP), SI
 	MOVQ stride+24(FP), R8
 	MOVQ n+32(FP), CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
 	MOVQ CX, R9
 	SHRQ $4, R9
 	JZ   atttail
@@ -673,50 +638,21 @@ attgroup:
 atttail:
 	ANDQ $15, CX
 	JZ   attfold
-	ATTSTEP(0, Z0)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(1, Z1)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(2, Z2)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(3, Z3)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(4, Z4)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(5, Z5)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(6, Z6)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(7, Z7)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(8, Z8)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(9, Z9)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(10, Z10)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(11, Z11)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(12, Z12)
-	DECQ CX
-	JZ   attfold
-	ATTSTEP(13, Z13)
-	DECQ CX
-	JZ   attfold
+	ATTTAIL(0, Z0)
+	ATTTAIL(1, Z1)
+	ATTTAIL(2, Z2)
+	ATTTAIL(3, Z3)
+	ATTTAIL(4, Z4)
+	ATTTAIL(5, Z5)
+	ATTTAIL(6, Z6)
+	ATTTAIL(7, Z7)
+	ATTTAIL(8, Z8)
+	ATTTAIL(9, Z9)
+	ATTTAIL(10, Z10)
+	ATTTAIL(11, Z11)
+	ATTTAIL(12, Z12)
+	ATTTAIL(13, Z13)
 	ATTSTEP(14, Z14)
-
 attfold:
 	// reduceLanes: a_l = acc_l + acc_{l+8}; a_l += a_{l+4}; a_l += a_{l+2}; a_0 += a_1.
 	VADDPS Z8, Z0, Z0
