@@ -825,7 +825,7 @@ func eltwisePage(vo []bf16.BF16, pa, pb []byte, silu bool) {
 		e := min(i+eltwiseRun, n)
 		a, b, o := pa[2*i:2*e], pb[2*i:2*e], vo[i:e]
 		switch {
-		case zeroBytes(a) && zeroBytes(b):
+		case bytes.Equal(a, zeroBlock[:len(a)]) && bytes.Equal(b, zeroBlock[:len(b)]):
 			clear(o)
 		case silu:
 			ref.SiluMul(o, bf16.FromBytes(a), bf16.FromBytes(b))
@@ -834,21 +834,6 @@ func eltwisePage(vo []bf16.BF16, pa, pb []byte, silu bool) {
 		}
 		i = e
 	}
-}
-
-// zeroBytes reports whether every byte of p is 0.
-func zeroBytes(p []byte) bool {
-	for ; len(p) >= 8; p = p[8:] {
-		if binary.LittleEndian.Uint64(p) != 0 {
-			return false
-		}
-	}
-	for _, c := range p {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // ---- argmax ----

@@ -13,12 +13,9 @@ func TileElem(r, c int) int {
 // tileDims returns the logical and padded 2-D geometry of a TILE spec:
 // outer rows per padded block (Hp), logical H and W, padded Wp.
 func tileDims(s tt.Spec) (h, w, hp, wp int) {
-	n := len(s.Shape)
-	h, w = s.Shape[n-2], s.Shape[n-1]
-	return h, w, roundUpTile(h), roundUpTile(w)
+	g := geomOf(s)
+	return g.h, g.w, g.hp, g.wp
 }
-
-func roundUpTile(x int) int { return (x + tt.TileSize - 1) / tt.TileSize * tt.TileSize }
 
 // forEachTileSeg calls f for every contiguous run of logical elements of tile
 // page t: n elements starting at logical element index li land at element

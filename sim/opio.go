@@ -232,6 +232,19 @@ func (x *opIO) checkUnwritten(b *buffer, p int, m *mem, a uint64, loc PageLoc, n
 // readPadded untilizes a BF16 tensor into its padded row-major view (dst
 // has geomOf(spec).size() elements). ROW_MAJOR pages are copied as rows.
 func (x *opIO) readPadded(s *scratch, b *buffer, dst []bf16.BF16) error {
+	return x.untilize(s, b, dst, false)
+}
+
+// readRows is readPadded for ops that use only the logical rows of the
+// padded view: the padding rows of dst are left as they were. Every page
+// is still read (its faults and findings are the same).
+func (x *opIO) readRows(s *scratch, b *buffer, dst []bf16.BF16) error {
+	return x.untilize(s, b, dst, true)
+}
+
+// untilize reads every page of b into its padded view dst: with
+// logicalOnly, only the tile rows that hold logical rows.
+func (x *opIO) untilize(s *scratch, b *buffer, dst []bf16.BF16, logicalOnly bool) error {
 	pg := s.pageBuf(int(b.pageSize))
 	if b.spec.Layout != tt.Tile {
 		w := int(b.pageSize) / 2
@@ -244,15 +257,19 @@ func (x *opIO) readPadded(s *scratch, b *buffer, dst []bf16.BF16) error {
 		}
 		return nil
 	}
-	wp := geomOf(b.spec).wp
-	wt := wp / tt.TileSize
+	g := geomOf(b.spec)
+	wt := g.wp / tt.TileSize
 	for p := 0; p < b.numPages; p++ {
 		v, err := x.pageView(b, p, pg)
 		if err != nil {
 			return err
 		}
 		tr, tc := p/wt, p%wt
-		untilizeTile(dst[tr*tt.TileSize*wp+tc*tt.TileSize:], wp, bf16.FromBytes(v))
+		rows := tt.TileSize
+		if logicalOnly {
+			rows = g.tileRowsUsed(tr)
+		}
+		untilizeTileRows(dst[tr*tt.TileSize*g.wp+tc*tt.TileSize:], g.wp, bf16.FromBytes(v), rows)
 	}
 	return nil
 }
@@ -295,27 +312,6 @@ func (x *opIO) writePadded(s *scratch, b *buffer, src []bf16.BF16, only func(p i
 func (g geom) tileRowsUsed(tr int) int {
 	k := tr % (g.hp / tt.TileSize) // tile row inside its outer block
 	return max(0, min(tt.TileSize, g.h-k*tt.TileSize))
-}
-
-// readRows is readPadded for ops that use only the logical rows of the
-// padded view: the padding rows of dst are left as they were. Every page
-// is still read (its faults and findings are the same).
-func (x *opIO) readRows(s *scratch, b *buffer, dst []bf16.BF16) error {
-	if b.spec.Layout != tt.Tile {
-		return x.readPadded(s, b, dst)
-	}
-	pg := s.pageBuf(int(b.pageSize))
-	g := geomOf(b.spec)
-	wt := g.wp / tt.TileSize
-	for p := 0; p < b.numPages; p++ {
-		v, err := x.pageView(b, p, pg)
-		if err != nil {
-			return err
-		}
-		tr, tc := p/wt, p%wt
-		untilizeTileRows(dst[tr*tt.TileSize*g.wp+tc*tt.TileSize:], g.wp, bf16.FromBytes(v), g.tileRowsUsed(tr))
-	}
-	return nil
 }
 
 // writeRows writes a tensor from the logical rows of its padded view src:
