@@ -8,6 +8,7 @@ import (
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/ref"
+	"github.com/offcard/offcard/tt"
 )
 
 // oracle is the runner's ref.Decoder with a memo of trajectories shared by
@@ -128,16 +129,15 @@ func (o *oracle) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
 	return outs, nil
 }
 
+// promptTileEnd is the end of the prompt's last 32-row tile: a prefill
+// program's paged_fill_cache writes positions T..promptTileEnd(T)-1 too.
+func promptTileEnd(T int) int { return (T + tt.TileSize - 1) / tt.TileSize * tt.TileSize }
+
 // padPrompt zeroes (and notes) the tile padding rows past the prompt.
 func (o *oracle) padPrompt(p qwen3.Prefill) error {
 	T := len(p.Tokens)
-	end := (T + 31) / 32 * 32
-	if end == T {
-		return nil
-	}
-	per := o.cfg.NumKeyValueHeads * o.cfg.HeadDim
-	zero := make([]bf16.BF16, per)
-	for pos := T; pos < end; pos++ {
+	zero := make([]bf16.BF16, o.cfg.NumKeyValueHeads*o.cfg.HeadDim)
+	for pos := T; pos < promptTileEnd(T); pos++ {
 		if pos/o.bs >= len(p.Blocks) {
 			break
 		}

@@ -1054,7 +1054,7 @@ func (r *runner) dropPromptPadding(ws []KVWrite, k call) []KVWrite {
 		pad := false
 		for _, a := range k.act {
 			T := len(a.pos)
-			if w.Slot != a.slot || w.Pos < int64(T) || w.Pos >= int64((T+31)/32*32) {
+			if w.Slot != a.slot || w.Pos < int64(T) || w.Pos >= int64(promptTileEnd(T)) {
 				continue
 			}
 			p := int(w.Pos)
