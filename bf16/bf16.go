@@ -101,6 +101,19 @@ func FromBytes(p []byte) []BF16 {
 	return out
 }
 
+// View returns the little-endian bytes of s: s's own memory on a
+// little-endian machine (no copy: the bytes are read only, for as long as s
+// is), a copy otherwise.
+func View(s []BF16) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	if littleEndian {
+		return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 2*len(s))
+	}
+	return Bytes(s)
+}
+
 // Bytes returns the little-endian bytes of s (a copy).
 func Bytes(s []BF16) []byte {
 	out := make([]byte, 2*len(s))

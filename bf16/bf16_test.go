@@ -1,6 +1,7 @@
 package bf16
 
 import (
+	"bytes"
 	"math"
 	"testing"
 )
@@ -160,5 +161,15 @@ func TestBytesRoundTrip(t *testing.T) {
 				t.Fatalf("offset %d: got %#04x want %#04x", off, got[i], s[i])
 			}
 		}
+	}
+}
+
+func TestView(t *testing.T) {
+	s := []BF16{0x3F80, 0x7FC0, 0x8000, 0x1234}
+	if v := View(s); !bytes.Equal(v, Bytes(s)) {
+		t.Fatalf("View % x, Bytes % x", v, Bytes(s))
+	}
+	if View(nil) != nil || View(s[:0]) != nil {
+		t.Fatal("empty view not nil")
 	}
 }

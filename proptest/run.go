@@ -198,6 +198,7 @@ func (r *runner) close() *Failure {
 		return nil
 	}
 	r.closed = true
+	defer r.recycle()
 	if r.ref != nil {
 		r.ref.Close()
 	}
@@ -230,6 +231,14 @@ func (r *runner) close() *Failure {
 	}
 	r.fail = r.failure(call{c: Cmd{Kind: closeKind}}, ps, "", StepInfo{})
 	return r.fail
+}
+
+// recycle hands the SUT's device memory to later cases (Recycler) once the
+// run has read all it reads of it.
+func (r *runner) recycle() {
+	if rc, ok := r.sut.(Recycler); ok {
+		rc.Recycle()
+	}
 }
 
 // exec runs one command (its precondition already checked) and returns

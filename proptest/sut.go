@@ -248,6 +248,16 @@ func (s *SimSUT) Close() error { return s.Eng.Close() }
 // Reset implements Resetter.
 func (s *SimSUT) Reset() error { return s.Eng.Reset() }
 
+// Recycler is a SUT whose device memory later SUTs may reuse once the run
+// is over (after Close and every check).
+type Recycler interface {
+	// Recycle ends the SUT: any later use of its device panics.
+	Recycle()
+}
+
+// Recycle implements Recycler (sim.Device.Recycle).
+func (s *SimSUT) Recycle() { s.Dev.Recycle() }
+
 // DeviceTap implements DeviceTapper.
 func (s *SimSUT) DeviceTap() *Tap { return s.Tap }
 

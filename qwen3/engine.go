@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/kvpage"
@@ -526,43 +527,49 @@ func zerosFor(spec tt.Spec) tt.HostTensor {
 func (e *Engine) normWeight(v []bf16.BF16) (tt.Tensor, error) {
 	n := len(v)
 	shape := []int{1, 1, n / tt.TileSize, tt.TileSize}
-	return e.put(dramRM(tt.BF16, shape...), tt.HostBF16(shape, tt.RowMajor, v))
+	return e.put(dramRM(tt.BF16, shape...), hostBF16(shape, tt.RowMajor, bf16.View(v)))
 }
 
 // linearWeight uploads an HF [out, in] matrix as the [1,1,N,K] TILE weight of
 // a TransposeB linear: row o of the device tensor is output o's row.
-func (e *Engine) linearWeight(rows, cols int, v []bf16.BF16) (tt.Tensor, error) {
+func (e *Engine) linearWeight(rows, cols int, b []byte) (tt.Tensor, error) {
 	shape := []int{1, 1, rows, cols}
-	return e.put(dramTile(shape...), tt.HostBF16(shape, tt.Tile, v))
+	return e.put(dramTile(shape...), hostBF16(shape, tt.Tile, b))
+}
+
+// hostBF16 is a BF16 host tensor of little-endian bytes b, which may be the
+// weights' own memory (bf16.View): a device's WriteHost only reads it.
+func hostBF16(shape []int, layout tt.Layout, b []byte) tt.HostTensor {
+	return tt.HostTensor{Shape: append([]int(nil), shape...), DType: tt.BF16, Layout: layout, Data: b}
 }
 
 func (e *Engine) upload(w *Weights) error {
 	c := e.cfg
 	h, q, kv, in, v, hd := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize, c.VocabSize, c.HeadDim
 	var err error
-	if e.w.embed, err = e.put(dramRM(tt.BF16, v, h), tt.HostBF16([]int{v, h}, tt.RowMajor, w.Embed)); err != nil {
+	if e.w.embed, err = e.put(dramRM(tt.BF16, v, h), hostBF16([]int{v, h}, tt.RowMajor, bf16.View(w.Embed))); err != nil {
 		return err
 	}
-	if e.w.lmHead, err = e.linearWeight(v, h, w.LMHead); err != nil {
+	if e.w.lmHead, err = e.linearWeight(v, h, bf16.View(w.LMHead)); err != nil {
 		return err
 	}
 	if e.w.norm, err = e.normWeight(w.Norm); err != nil {
 		return err
 	}
 	cos, sin := ropeTables(c.RopeTheta, hd, e.ropeLen)
-	if e.w.cos, err = e.put(dramRM(tt.BF16, e.ropeLen, hd), tt.HostBF16([]int{e.ropeLen, hd}, tt.RowMajor, cos)); err != nil {
+	if e.w.cos, err = e.put(dramRM(tt.BF16, e.ropeLen, hd), hostBF16([]int{e.ropeLen, hd}, tt.RowMajor, bf16.View(cos))); err != nil {
 		return err
 	}
-	if e.w.sin, err = e.put(dramRM(tt.BF16, e.ropeLen, hd), tt.HostBF16([]int{e.ropeLen, hd}, tt.RowMajor, sin)); err != nil {
+	if e.w.sin, err = e.put(dramRM(tt.BF16, e.ropeLen, hd), hostBF16([]int{e.ropeLen, hd}, tt.RowMajor, bf16.View(sin))); err != nil {
 		return err
 	}
 	cacheSpec := dramTile(e.opt.NumBlocks, c.NumKeyValueHeads, e.opt.BlockSize, hd)
 	zeroCache := zerosFor(cacheSpec)
-	fused := make([]bf16.BF16, 0, (q+2*kv)*h)
+	fused := make([]byte, 0, 2*(q+2*kv)*h)
 	e.w.layers = make([]engLayer, c.NumHiddenLayers)
 	for i := range w.Layers {
 		L, D := &w.Layers[i], &e.w.layers[i]
-		fused = append(append(append(fused[:0], L.Q...), L.K...), L.V...)
+		fused = append(append(append(fused[:0], bf16.View(L.Q)...), bf16.View(L.K)...), bf16.View(L.V)...)
 		steps := []struct {
 			dst *tt.Tensor
 			f   func() (tt.Tensor, error)
@@ -572,10 +579,10 @@ func (e *Engine) upload(w *Weights) error {
 			{&D.qNorm, func() (tt.Tensor, error) { return e.normWeight(L.QNorm) }},
 			{&D.kNorm, func() (tt.Tensor, error) { return e.normWeight(L.KNorm) }},
 			{&D.qkv, func() (tt.Tensor, error) { return e.linearWeight(q+2*kv, h, fused) }},
-			{&D.o, func() (tt.Tensor, error) { return e.linearWeight(h, q, L.O) }},
-			{&D.gate, func() (tt.Tensor, error) { return e.linearWeight(in, h, L.Gate) }},
-			{&D.up, func() (tt.Tensor, error) { return e.linearWeight(in, h, L.Up) }},
-			{&D.down, func() (tt.Tensor, error) { return e.linearWeight(h, in, L.Down) }},
+			{&D.o, func() (tt.Tensor, error) { return e.linearWeight(h, q, bf16.View(L.O)) }},
+			{&D.gate, func() (tt.Tensor, error) { return e.linearWeight(in, h, bf16.View(L.Gate)) }},
+			{&D.up, func() (tt.Tensor, error) { return e.linearWeight(in, h, bf16.View(L.Up)) }},
+			{&D.down, func() (tt.Tensor, error) { return e.linearWeight(h, in, bf16.View(L.Down)) }},
 			// The caches start zeroed (tt_transformers builds them with
 			// torch.zeros): a masked read through a pad entry reads zeros.
 			{&D.kc, func() (tt.Tensor, error) { return e.put(cacheSpec, zeroCache) }},
@@ -657,7 +664,37 @@ func fill32(n int, v int32) []int32 {
 // float32, cos and sin taken in float64 of that angle, rounded to float32
 // and then to bf16, each value stored at i and i+d/2. The oracle builds its
 // rows the same way (a test checks every row against ref.RopeTable).
+//
+// The tables are shared (read only): rows 0..n-1 are the first n rows of the
+// widest table built so far for theta and d, built once per process.
 func ropeTables(theta float64, d, n int) (cos, sin []bf16.BF16) {
+	ropeMemo.Lock()
+	defer ropeMemo.Unlock()
+	k := ropeKey{math.Float64bits(theta), d}
+	t, ok := ropeMemo.m[k]
+	if !ok || len(t[0]) < n*d {
+		t[0], t[1] = buildRopeTables(theta, d, n)
+		if ropeMemo.m == nil {
+			ropeMemo.m = map[ropeKey][2][]bf16.BF16{}
+		}
+		ropeMemo.m[k] = t
+	}
+	return t[0][: n*d : n*d], t[1][: n*d : n*d]
+}
+
+// ropeMemo holds ropeTables' tables by theta's bits and d.
+var ropeMemo struct {
+	sync.Mutex
+	m map[ropeKey][2][]bf16.BF16
+}
+
+type ropeKey struct {
+	theta uint64
+	d     int
+}
+
+// buildRopeTables computes ropeTables' tables for positions 0..n-1.
+func buildRopeTables(theta float64, d, n int) (cos, sin []bf16.BF16) {
 	half := d / 2
 	inv := make([]float32, half)
 	for i := range inv {

@@ -211,7 +211,7 @@ func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) (
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
 	st.HostReads += 2
-	lv, tv := lh.BF16s(), th.Uint32s()
+	lv, tv := bf16.FromBytes(lh.Data), th.Uint32s() // lv is read only
 	outs := make([]Output, T)
 	for i := range outs {
 		logits := make([]float32, V)

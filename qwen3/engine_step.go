@@ -521,7 +521,7 @@ func (e *Engine) results(st *StepStats, req []slotReq) ([]Output, error) {
 	st.HostReads += 2
 	copy(e.devTok, th.Uint32s())
 	outs := make([]Output, len(req))
-	lv := lh.BF16s()
+	lv := bf16.FromBytes(lh.Data) // read only
 	V := e.cfg.VocabSize
 	for s, r := range req {
 		if !r.active {

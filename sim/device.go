@@ -264,6 +264,18 @@ func New(o Options) (*Device, error) {
 	return d, nil
 }
 
+// Recycle hands the device's memory to later devices. The device must not
+// be used again: any later access to its memory panics. Nothing read from
+// it before (ReadHost, Peek, PeekInto) aliases its memory.
+func (d *Device) Recycle() {
+	for _, m := range d.chans {
+		m.release()
+	}
+	for _, m := range d.l1 {
+		m.release()
+	}
+}
+
 // Options returns the options in effect (defaults filled in).
 func (d *Device) Options() Options { return d.opt }
 

@@ -79,7 +79,7 @@ func (d *Device) readPages(b *buffer, op string) []byte {
 // never-written byte of a page as a strict Finding.
 func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, changed func(lo, hi int)) {
 	e := b.spec.DType.Size()
-	page := make([]byte, b.pageSize)
+	var spill []byte // a page that spans two chunks
 	reported := op == ""
 	for p := 0; p < b.numPages; p++ {
 		loc := d.pageLoc(b, p)
@@ -87,7 +87,14 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 		if since > 0 && !m.writtenSince(a, b.pageSize, since) {
 			continue
 		}
-		m.read(a, page)
+		page, ok := m.view(a, b.pageSize) // read only
+		if !ok {
+			if spill == nil {
+				spill = make([]byte, b.pageSize)
+			}
+			m.read(a, spill)
+			page = spill
+		}
 		if !reported {
 			if at, bad := m.unwritten(a, b.pageSize); bad {
 				reported = true

@@ -1,5 +1,10 @@
 package sim
 
+import (
+	"errors"
+	"sync"
+)
+
 // mem is one physical memory (a DRAM channel or one core's L1): a sparse
 // byte array of fixed size, allocated in chunks on first write. Bytes never
 // written read as the poison pattern (or, for L1 under Options.L1 zero or
@@ -17,6 +22,42 @@ type mem struct {
 	// PeekInto reads back only stripes written since a given clock.
 	stamps [][][]uint64
 	clock  *uint64
+	// released: the chunks went back to chunkPool (Device.Recycle); every
+	// later access panics.
+	released bool
+}
+
+// chunkPool holds the chunks of released memories for later first writes
+// (newChunk); a chunk taken from it is overwritten whole (with the fresh
+// pattern) before any byte of it is read.
+var chunkPool sync.Pool // of *[chunkSize]byte
+
+var errReleased = errors.New("sim: use of a released device's memory")
+
+// newChunk is a chunk of unspecified contents: a released one, or new.
+func newChunk() []byte {
+	if p, ok := chunkPool.Get().(*[chunkSize]byte); ok {
+		return p[:]
+	}
+	return make([]byte, chunkSize)
+}
+
+// release hands the chunks to chunkPool. The memory must not be used
+// again: every later access panics, so no chunk is read through it after
+// another memory took it.
+func (m *mem) release() {
+	if m.released {
+		return
+	}
+	m.released = true
+	for _, dir := range m.chunks {
+		for _, ch := range dir {
+			if ch != nil {
+				chunkPool.Put((*[chunkSize]byte)(ch))
+			}
+		}
+	}
+	m.chunks, m.stamps, m.shadow = nil, nil, nil
 }
 
 const (
@@ -89,6 +130,9 @@ func (m *mem) view(a, n uint64) (b []byte, ok bool) {
 }
 
 func (m *mem) chunkOrPoison(c uint64) []byte {
+	if m.released {
+		panic(errReleased)
+	}
 	if dir := m.chunks[c>>dirShift]; dir != nil && dir[c&dirMask] != nil {
 		return dir[c&dirMask]
 	}
@@ -97,6 +141,9 @@ func (m *mem) chunkOrPoison(c uint64) []byte {
 
 // write copies src to a. The range must be inside.
 func (m *mem) write(a uint64, src []byte) {
+	if m.released {
+		panic(errReleased)
+	}
 	if m.watch != nil {
 		m.watch.wrote(a, uint64(len(src)))
 	}
@@ -109,7 +156,7 @@ func (m *mem) write(a uint64, src []byte) {
 		}
 		ch := dir[c&dirMask]
 		if ch == nil {
-			ch = make([]byte, chunkSize)
+			ch = newChunk()
 			copy(ch, m.fresh)
 			dir[c&dirMask] = ch
 			if m.stamps[c>>dirShift] == nil {
@@ -135,6 +182,9 @@ func (m *mem) write(a uint64, src []byte) {
 // writtenSince reports whether any byte of [a, a+n) was written while the
 // clock read since or later.
 func (m *mem) writtenSince(a, n, since uint64) bool {
+	if m.released {
+		panic(errReleased)
+	}
 	for s, e := a>>stripeShift, (a+n-1)>>stripeShift; s <= e; s++ {
 		c := s >> (chunkShift - stripeShift)
 		dir := m.stamps[c>>dirShift]
@@ -180,6 +230,9 @@ func (m *mem) mark(c, off, n uint64) {
 // unwritten returns the first address in [a, a+n) never written, if any. It
 // is meaningful only in strict mode (otherwise it reports nothing).
 func (m *mem) unwritten(a, n uint64) (uint64, bool) {
+	if m.released {
+		panic(errReleased)
+	}
 	if !m.strict {
 		return 0, false
 	}
