@@ -112,7 +112,7 @@ func memoGet(key, wid uint64, bias, x, dst []bf16.BF16) bool {
 			continue
 		}
 		a := linMemo.pages[e.page][e.at:]
-		if slices.Equal(a[:e.k], x) && slices.Equal(a[e.k:e.k+e.nb], bias) {
+		if bf16.Equal(a[:e.k], x) && bf16.Equal(a[e.k:e.k+e.nb], bias) {
 			copy(dst, a[e.k+e.nb:e.k+e.nb+e.n])
 			return true
 		}
