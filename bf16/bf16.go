@@ -114,6 +114,19 @@ func View(s []BF16) []byte {
 	return Bytes(s)
 }
 
+// Equal reports whether a and b hold the same bit patterns (so a NaN
+// equals the same NaN, and +0 differs from -0), comparing memory at once.
+func Equal(a, b []BF16) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 {
+		return true
+	}
+	return string(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 2*len(a))) ==
+		string(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), 2*len(b)))
+}
+
 // Bytes returns the little-endian bytes of s (a copy).
 func Bytes(s []BF16) []byte {
 	out := make([]byte, 2*len(s))

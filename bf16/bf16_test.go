@@ -173,3 +173,33 @@ func TestView(t *testing.T) {
 		t.Fatal("empty view not nil")
 	}
 }
+
+// TestEqualIsBitwise: Equal agrees with comparing every element's bits,
+// for a difference at every index (the first byte, the second byte, a NaN
+// payload, the sign of zero), at lengths around a word.
+func TestEqualIsBitwise(t *testing.T) {
+	for n := 0; n < 40; n++ {
+		a := make([]BF16, n)
+		for i := range a {
+			a[i] = BF16(0x3F80 + i)
+		}
+		if !Equal(a, append([]BF16(nil), a...)) {
+			t.Fatalf("n=%d: equal slices differ", n)
+		}
+		for i := 0; i < n; i++ {
+			for _, flip := range []BF16{0x0001, 0x0100, 0x8000} {
+				b := append([]BF16(nil), a...)
+				b[i] ^= flip
+				if Equal(a, b) || Equal(b, a) {
+					t.Fatalf("n=%d: a change of %#04x at %d is not seen", n, flip, i)
+				}
+			}
+		}
+		if n > 0 && Equal(a, a[:n-1]) {
+			t.Fatalf("n=%d: slices of other lengths are equal", n)
+		}
+	}
+	if Equal([]BF16{0x0000}, []BF16{0x8000}) || !Equal([]BF16{0x7FC1}, []BF16{0x7FC1}) {
+		t.Fatal("Equal is not bitwise on zeros or NaNs")
+	}
+}

@@ -680,6 +680,9 @@ func mergeSpans(s [][2]int) [][2]int {
 
 // firstDiff is the first index where a and b differ, or -1.
 func firstDiff(a, b []bf16.BF16) int {
+	if bf16.Equal(a[:len(b)], b) { // the common case, compared at once
+		return -1
+	}
 	for i := range b {
 		if a[i] != b[i] {
 			return i

@@ -394,7 +394,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	keys := s.u32x(2 * rows)
 	for m := 0; m < rows; m++ {
 		a := gi.prow(m) * gi.wp
-		if wid != 0 && useLinMemo {
+		if wid != 0 {
 			key := rowKey(wid, bv, src[a:a+k])
 			keys[2*m], keys[2*m+1] = uint32(key), uint32(key>>32)
 			if memoGet(key, wid, bv, src[a:a+k], dst[gout.prow(m)*gout.wp:][:n]) {
@@ -419,7 +419,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 			dst[gout.prow(int(m))*gout.wp+o] = bf16.FromFloat32(v)
 		}
 	}
-	if wid != 0 && useLinMemo {
+	if wid != 0 {
 		for _, m := range todo {
 			a := gi.prow(int(m)) * gi.wp
 			key := uint64(keys[2*m]) | uint64(keys[2*m+1])<<32

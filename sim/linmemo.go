@@ -20,30 +20,40 @@ import (
 // bytes share one id (canonWeight).
 
 var linMemo = struct {
-	sync.Mutex
-	seed   maphash.Seed
-	rows   map[uint64][]*memoRow
-	bytes  int
+	sync.RWMutex
+	seed maphash.Seed
+	// index maps a row key to its first entry; entries with the same key
+	// chain through next. Nothing here holds a pointer but canon, so the
+	// collector does not walk the rows.
+	index map[uint64]int32
+	ents  []memoEnt
+	// pages hold each entry's input row, bias (if any) and output row;
+	// used pages are full but the last (pages[used-1]); a reset keeps them.
+	pages  [][]bf16.BF16
+	used   int
 	canon  map[uint64][]*canonW
 	nextID uint64
-}{seed: maphash.MakeSeed(), rows: map[uint64][]*memoRow{}, canon: map[uint64][]*canonW{}}
+}{seed: maphash.MakeSeed(), index: map[uint64]int32{}, canon: map[uint64][]*canonW{}}
 
 // linMemoBytes bounds the rows kept; past it the memo starts again empty.
 const linMemoBytes = 96 << 20
-
-// useLinMemo turns the memo on (tests compare with it off).
-var useLinMemo = true
 
 type canonW struct {
 	wt []bf16.BF16
 	id uint64
 }
 
-type memoRow struct {
-	wid  uint64
-	bias []bf16.BF16 // nil: no bias
-	x    []bf16.BF16
-	out  []bf16.BF16
+// memoPage is the size of a page of remembered values.
+const memoPage = 1 << 20
+
+// memoEnt is one remembered row: pages[page][at:] holds the k values of
+// the input row, then nb bias values (0: no bias), then the n output
+// values.
+type memoEnt struct {
+	wid      uint64
+	page, at int32
+	k, nb, n int32
+	next     int32 // the next entry with the same key; -1: none
 }
 
 func bf16Bytes16(v []bf16.BF16) []byte {
@@ -92,30 +102,51 @@ func rowKey(wid uint64, bias, x []bf16.BF16) uint64 {
 
 // memoGet copies the remembered output row for (wid, bias, x) into dst.
 func memoGet(key, wid uint64, bias, x, dst []bf16.BF16) bool {
-	linMemo.Lock()
-	defer linMemo.Unlock()
-	for _, r := range linMemo.rows[key] {
-		if r.wid == wid && (r.bias == nil) == (bias == nil) && slices.Equal(r.bias, bias) && slices.Equal(r.x, x) && len(r.out) == len(dst) {
-			copy(dst, r.out)
+	linMemo.RLock()
+	defer linMemo.RUnlock()
+	i, ok := linMemo.index[key]
+	for ok && i >= 0 {
+		e := &linMemo.ents[i]
+		i = e.next
+		if e.wid != wid || int(e.k) != len(x) || int(e.nb) != len(bias) || int(e.n) != len(dst) {
+			continue
+		}
+		a := linMemo.pages[e.page][e.at:]
+		if bf16.Equal(a[:e.k], x) && bf16.Equal(a[e.k:e.k+e.nb], bias) {
+			copy(dst, a[e.k+e.nb:e.k+e.nb+e.n])
 			return true
 		}
 	}
 	return false
 }
 
-// memoPut remembers an output row.
+// memoPut remembers an output row (rows longer than a page are not).
 func memoPut(key, wid uint64, bias, x, out []bf16.BF16) {
-	r := &memoRow{wid: wid, x: slices.Clone(x), out: slices.Clone(out)}
-	if bias != nil {
-		r.bias = slices.Clone(bias)
+	size := len(x) + len(bias) + len(out)
+	if size > memoPage {
+		return
 	}
-	size := 2*(len(x)+len(out)+len(bias)) + 128
 	linMemo.Lock()
 	defer linMemo.Unlock()
-	if linMemo.bytes+size > linMemoBytes {
-		clear(linMemo.rows)
-		linMemo.bytes = 0
+	m := &linMemo
+	if m.used == 0 || len(m.pages[m.used-1])+size > memoPage {
+		if 2*memoPage*(m.used+1) > linMemoBytes {
+			clear(m.index)
+			m.ents = m.ents[:0]
+			m.used = 0
+		}
+		if m.used == len(m.pages) {
+			m.pages = append(m.pages, make([]bf16.BF16, 0, memoPage))
+		}
+		m.pages[m.used] = m.pages[m.used][:0]
+		m.used++
 	}
-	linMemo.rows[key] = append(linMemo.rows[key], r)
-	linMemo.bytes += size
+	p := m.used - 1
+	next, ok := m.index[key]
+	if !ok {
+		next = -1
+	}
+	m.index[key] = int32(len(m.ents))
+	m.ents = append(m.ents, memoEnt{wid: wid, page: int32(p), at: int32(len(m.pages[p])), k: int32(len(x)), nb: int32(len(bias)), n: int32(len(out)), next: next})
+	m.pages[p] = append(append(append(m.pages[p], x...), bias...), out...)
 }
