@@ -113,13 +113,16 @@ func (a *allocator) release(addr uint64) {
 	a.free[i] = nb
 }
 
-// lowestUsed is the lowest allocated address, or hi when nothing is allocated.
+// lowestUsed is the lowest allocated address, or hi when nothing is
+// allocated. Every address of [lo, hi) lies in a free block or an
+// allocation, and free blocks are never adjacent: so it is lo, unless the
+// first free block starts there, and then that block's end (hi when it is
+// the whole range).
 func (a *allocator) lowestUsed() uint64 {
-	low := a.hi
-	for addr := range a.used {
-		low = min(low, addr)
+	if len(a.free) == 0 || a.free[0].addr > a.lo {
+		return a.lo
 	}
-	return low
+	return a.free[0].addr + a.free[0].size
 }
 
 // freeBlocks returns a copy of the free list (address order).

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"testing"
 
@@ -124,5 +125,34 @@ func TestDeviceAllocation(t *testing.T) {
 	want := "Out of Memory: Not enough space to allocate 52 B DRAM buffer across 12 banks, where each bank needs to store 64 B"
 	if te, ok := err.(*tt.Error); !ok || te.Msg != want {
 		t.Fatalf("OOM: %v", err)
+	}
+}
+
+// lowestUsed, read off the free list, is the lowest address of the
+// allocations in every state of random sequences (both directions, first
+// and best fit, frees in random order, the allocator filled to the top).
+func TestAllocatorLowestUsed(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for _, bottomUp := range []bool{true, false} {
+		for _, best := range []bool{false, true} {
+			a := newAllocator(4096, 4096+64*1024, 32, bottomUp, best)
+			var live []uint64
+			for step := 0; step < 3000; step++ {
+				if len(live) > 0 && r.IntN(5) < 2 {
+					i := r.IntN(len(live))
+					a.release(live[i])
+					live = append(live[:i], live[i+1:]...)
+				} else if addr, ok := a.allocDir(uint64(1+r.IntN(4096)), r.IntN(4) != 0 == bottomUp); ok {
+					live = append(live, addr)
+				}
+				want := a.hi
+				for addr := range a.used {
+					want = min(want, addr)
+				}
+				if got := a.lowestUsed(); got != want {
+					t.Fatalf("bottomUp %v best %v step %d: lowestUsed %d, lowest allocation %d (free %v)", bottomUp, best, step, got, want, a.free)
+				}
+			}
+		}
 	}
 }
