@@ -24,19 +24,17 @@ func forEachTileSeg(s tt.Spec, t int, f func(ti, li, n int)) {
 	h, w, hp, wp := tileDims(s)
 	wt := wp / tt.TileSize
 	tr, tc := t/wt, t%wt
-	for r := 0; r < tt.TileSize; r++ {
-		row := tr*tt.TileSize + r
-		o, hh := row/hp, row%hp
-		if hh >= h {
-			continue
-		}
+	// Padded row tr*32+r is row hh of outer slice o; hp is a multiple of 32,
+	// so a tile's rows lie in one slice: o is fixed, hh counts up.
+	o, hh0 := tr*tt.TileSize/hp, tr*tt.TileSize%hp
+	for r := 0; r < tt.TileSize && hh0+r < h; r++ {
 		for half := 0; half < 2; half++ {
 			c0 := tc*tt.TileSize + half*tt.FaceSize
 			n := min(w-c0, tt.FaceSize)
 			if n <= 0 {
 				continue
 			}
-			f(TileElem(r, half*tt.FaceSize), (o*h+hh)*w+c0, n)
+			f(TileElem(r, half*tt.FaceSize), (o*h+hh0+r)*w+c0, n)
 		}
 	}
 }
