@@ -371,3 +371,28 @@ func minMaxFast(v []bf16.BF16) (lo1, hi uint16, done int) {
 	}
 	return lo1, hi, done
 }
+
+// The elementwise kernels (elem512_amd64.s) also need AVX512VL (masked
+// 32-byte loads and stores) and BMI2 (their tail masks).
+var hasVLBMI2 = cpu.X86.HasBMI2 && cpu.X86.HasAVX512VL
+
+// rmsNorm512 is RMSNorm over n > 0 elements (see elem512_amd64.s).
+//
+//go:noescape
+func rmsNorm512(dst, x, w *bf16.BF16, n int, eps float32)
+
+// rmsNormFast is RMSNorm through rmsNorm512 (len(dst) and len(weight)
+// equal to len(x)); it reports false, doing nothing, without AVX-512 or
+// below rmsNormMin elements, where the pure-Go loop is as fast.
+func rmsNormFast(dst, x, weight []bf16.BF16, eps float32) bool {
+	n := len(x)
+	if !useAVX512 || !hasVLBMI2 || n < rmsNormMin {
+		return false
+	}
+	rmsNorm512(&dst[:n][0], &x[0], &weight[:n][0], n, eps)
+	return true
+}
+
+// rmsNormMin is the shortest row rmsNorm512 takes: below it the pure-Go
+// loop costs about as much as the call (measured: BenchmarkElem).
+const rmsNormMin = 8

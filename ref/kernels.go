@@ -162,6 +162,18 @@ func RMSNorm(dst, x, weight []bf16.BF16, eps float32) {
 	n := len(x)
 	dst = dst[:n]
 	weight = weight[:n]
+	if rmsNormFast(dst, x, weight, eps) {
+		return
+	}
+	rmsNormGo(dst, x, weight, eps)
+}
+
+// rmsNormGo is RMSNorm in pure Go (len(dst) and len(weight) equal to
+// len(x)): the definition every assembly path must equal bit for bit.
+func rmsNormGo(dst, x, weight []bf16.BF16, eps float32) {
+	n := len(x)
+	dst = dst[:n]
+	weight = weight[:n]
 	v := Dot(x, x) / float32(n)
 	s := float32(1 / math.Sqrt(float64(v+eps)))
 	for i, xi := range x {

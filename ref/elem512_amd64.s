@@ -1,0 +1,128 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX-512 elementwise kernels: the bf16 loops of RMSNorm, Rope, Add and
+// SiluMul, 16 elements per step, each lane doing exactly the float32
+// operations of the pure-Go loop (a multiply, an add, never fused).
+//
+// Every step works under the mask K1 of the elements left (all 16, or the
+// last n%16): bf16 inputs are read with a zero-masked word load (masked-out
+// words are neither read nor faulted on) and zero-extended into 32-bit
+// lanes, and results are written with a masked narrowing store, so no
+// element past n is touched and there is no tail loop.
+//
+// Rounding to bf16 is done on the integer bits, exactly as
+// bf16.FromFloat32: u + 0x7FFF + ((u>>16)&1), the upper half kept, and
+// every NaN lane replaced by 0x7FC0 (bf16.QuietNaN). No AVX-512 BF16
+// conversion is used: it flushes denormal inputs.
+
+// CONSTS loads the rounding constants: Z31 = 0x7FFF, Z30 = 1,
+// Z29 = 0xFFFF0000, Z28 = 0x7FC00000 (QuietNaN widened), Z27 = 0x80000000.
+#define CONSTS \
+	MOVL $0x7FFF, AX; \
+	VPBROADCASTD AX, Z31; \
+	MOVL $1, AX; \
+	VPBROADCASTD AX, Z30; \
+	MOVL $0xFFFF0000, AX; \
+	VPBROADCASTD AX, Z29; \
+	MOVL $0x7FC00000, AX; \
+	VPBROADCASTD AX, Z28; \
+	MOVL $0x80000000, AX; \
+	VPBROADCASTD AX, Z27
+
+// MASK16(cnt): K1 = the low min(cnt, 16) bits set (cnt > 0). Uses AX, R10.
+#define MASK16(cnt) \
+	MOVQ $16, R10; \
+	CMPQ cnt, R10; \
+	CMOVQLT cnt, R10; \
+	MOVL $0xFFFF, AX; \
+	BZHIL R10, AX, AX; \
+	KMOVD AX, K1
+
+// LOADW(mem, y, z): z = the (up to) 16 bf16 values at mem under K1,
+// widened to float32 (exact); masked-out lanes are +0. y is z's YMM view.
+#define LOADW(mem, y, z) \
+	VMOVDQU16.Z mem, K1, y; \
+	VPMOVZXWD y, z; \
+	VPSLLD $16, z, z
+
+// ROUNDF(z, t): z = R(z), float32 lanes rounded to bf16 and widened back
+// (low 16 bits zero), NaN lanes set to QuietNaN; t and K2 are clobbered.
+#define ROUNDF(z, t) \
+	VCMPPS $3, z, z, K2; \
+	VPSRLD $16, z, t; \
+	VPANDD Z30, t, t; \
+	VPADDD Z31, z, z; \
+	VPADDD t, z, z; \
+	VPANDD Z29, z, z; \
+	VMOVDQA32 Z28, K2, z
+
+// STOREW(z, mem): the bf16 lanes of z (as left by ROUNDF) to mem under K1.
+#define STOREW(z, y, mem) \
+	VPSRLD $16, z, z; \
+	VPMOVDW z, y; \
+	VMOVDQU16 y, K1, mem
+
+// func rmsNorm512(dst, x, w *bf16.BF16, n int, eps float32)
+// RMSNorm for n > 0: the canonical Dot(x, x) (lane l of Z0 sums x[j]² for
+// j ≡ l mod 16, j increasing; the tail step adds under K1 only, so lanes
+// past the end are left as they are), reduced in reduceLanes' tree order;
+// then s = float32(1/sqrt(float64(sum/float32(n) + eps))) with the scalar
+// instructions Go emits for that expression; then dst = R(w·R(x·s)).
+TEXT ·rmsNorm512(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ n+24(FP), CX
+	CONSTS
+	VPXORD Z0, Z0, Z0
+	MOVQ SI, R8
+	MOVQ CX, R9
+
+rmsSq:
+	MASK16(R9)
+	LOADW((R8), Y1, Z1)
+	VMULPS Z1, Z1, Z1
+	VADDPS Z1, Z0, K1, Z0
+	ADDQ $32, R8
+	SUBQ $16, R9
+	JGT  rmsSq
+
+	// reduceLanes: l + (l+8), then (l+4), (l+2), (l+1).
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VPERMILPS $0x0E, X0, X1
+	VADDPS X1, X0, X0
+	VPERMILPS $0x01, X0, X1
+	VADDSS X1, X0, X0
+	// s = float32(1 / sqrt(float64(sum/float32(n) + eps)))
+	VCVTSI2SSQ CX, X1, X1
+	VDIVSS X1, X0, X0
+	VADDSS eps+32(FP), X0, X0
+	VCVTSS2SD X0, X0, X0
+	VSQRTSD X0, X0, X0
+	MOVQ $0x3FF0000000000000, AX
+	VMOVQ AX, X1
+	VDIVSD X0, X1, X1
+	VCVTSD2SS X1, X1, X1
+	VBROADCASTSS X1, Z5
+
+rmsScale:
+	MASK16(CX)
+	LOADW((SI), Y1, Z1)
+	LOADW((DX), Y2, Z2)
+	VMULPS Z5, Z1, Z1
+	ROUNDF(Z1, Z3)
+	VMULPS Z1, Z2, Z2
+	ROUNDF(Z2, Z3)
+	STOREW(Z2, Y2, (DI))
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	SUBQ $16, CX
+	JGT  rmsScale
+	VZEROUPPER
+	RET

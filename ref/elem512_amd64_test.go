@@ -1,0 +1,251 @@
+//go:build amd64 && !purego
+
+package ref
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/offcard/offcard/bf16"
+)
+
+// The elementwise AVX-512 kernels (elem512_amd64.s) against their pure-Go
+// twins, bit for bit (every NaN result is bf16.QuietNaN on both sides, so
+// outputs compare exactly), on lengths 1..300 and on awkward values.
+
+func needElem512(t *testing.T) {
+	t.Helper()
+	if !useAVX512 || !hasVLBMI2 {
+		t.Skip("no AVX-512/BMI2 on this machine")
+	}
+}
+
+// awkward returns a generator of bf16 patterns from every corner: NaNs
+// (random payloads, both signs), ±Inf, denormals, ±0, values near the
+// largest finite one (whose products and sums round up to Inf), the
+// smallest normals, typical values and any pattern at all.
+func awkward(rng *rand.Rand) func() bf16.BF16 {
+	return func() bf16.BF16 {
+		sign := bf16.BF16(rng.Uint32() & 0x8000)
+		switch rng.IntN(10) {
+		case 0:
+			return sign | 0x7F80 | bf16.BF16(1+rng.IntN(0x7F)) // NaN
+		case 1:
+			return sign | 0x7F80 // Inf
+		case 2:
+			return sign | bf16.BF16(rng.IntN(0x80)) // denormal or zero
+		case 3:
+			return sign // ±0
+		case 4:
+			return sign | 0x7F70 | bf16.BF16(rng.IntN(16)) // near MaxValue
+		case 5:
+			return sign | 0x0080 | bf16.BF16(rng.IntN(0x180)) // smallest normals
+		case 6, 7:
+			return bf16.FromFloat32(float32(rng.NormFloat64()))
+		default:
+			return bf16.BF16(rng.Uint32())
+		}
+	}
+}
+
+// scaledGen returns typical values (normal, standard deviation std).
+func scaledGen(rng *rand.Rand, std float64) func() bf16.BF16 {
+	return func() bf16.BF16 { return bf16.FromFloat32(float32(rng.NormFloat64() * std)) }
+}
+
+// sprinkled returns values from base with one in k taken from awkward.
+func sprinkled(rng *rand.Rand, base func() bf16.BF16, k int) func() bf16.BF16 {
+	aw := awkward(rng)
+	return func() bf16.BF16 {
+		if rng.IntN(k) == 0 {
+			return aw()
+		}
+		return base()
+	}
+}
+
+// rowGen picks a value generator for one row: typical values at a scale
+// from 1e-25 to 1e25 (products that underflow to denormals or overflow),
+// typical values with awkward ones sprinkled in, or awkward values only.
+func rowGen(rng *rand.Rand) func() bf16.BF16 {
+	std := math.Pow(10, float64(rng.IntN(51)-25))
+	if rng.IntN(2) == 0 {
+		std = 1
+	}
+	switch rng.IntN(4) {
+	case 0, 1:
+		return scaledGen(rng, std)
+	case 2:
+		return sprinkled(rng, scaledGen(rng, std), 8)
+	default:
+		return awkward(rng)
+	}
+}
+
+func fill(v []bf16.BF16, gen func() bf16.BF16) []bf16.BF16 {
+	for i := range v {
+		v[i] = gen()
+	}
+	return v
+}
+
+// guarded returns a slice of length n whose backing array holds guard
+// sentinel values past n, for checkGuard to verify after a kernel ran.
+func guarded(n int) []bf16.BF16 {
+	v := make([]bf16.BF16, n+40)
+	for i := range v {
+		v[i] = 0x1234
+	}
+	return v[:n]
+}
+
+func checkGuard(t *testing.T, what string, v []bf16.BF16) {
+	t.Helper()
+	for i, g := range v[len(v):cap(v)] {
+		if g != 0x1234 {
+			t.Fatalf("%s: wrote past the end (element %d of %d = %#04x)", what, len(v)+i, len(v), uint16(g))
+		}
+	}
+}
+
+func firstDiff(a, b []bf16.BF16) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// tieClass classifies the low 16 bits of a float32 about to be rounded to
+// bf16: 0 exact tie, -1 and +1 one below and above a tie, 2 otherwise.
+func tieClass(f float32) int {
+	switch math.Float32bits(f) & 0xFFFF {
+	case 0x8000:
+		return 0
+	case 0x7FFF:
+		return -1
+	case 0x8001:
+		return 1
+	}
+	return 2
+}
+
+// rmsScale is RMSNorm's s for x and eps, as rmsNormGo computes it.
+func rmsScale(x []bf16.BF16, eps float32) float32 {
+	return float32(1 / math.Sqrt(float64(Dot(x, x)/float32(len(x))+eps)))
+}
+
+// tieEps searches an eps for which RMSNorm of a row of ±1 has an s
+// (= x·s, exactly) whose low 16 bits are low and whose bf16 lsb is lsb:
+// the rounding of x·s then meets that exact case (a tie, or one off a
+// tie, with an even or odd lower neighbour).
+func tieEps(rng *rand.Rand, low, lsb uint32) float32 {
+	one := []bf16.BF16{bf16.One}
+	for {
+		eps := float32(rng.Float64())
+		u := math.Float32bits(rmsScale(one, eps))
+		if u&0xFFFF == low && (u>>16)&1 == lsb {
+			return eps
+		}
+	}
+}
+
+func TestRMSNorm512EqualsPureGo(t *testing.T) {
+	needElem512(t)
+	rng := rand.New(rand.NewPCG(61, 62))
+	var tieEpss []float32
+	for _, low := range []uint32{0x7FFF, 0x8000, 0x8001} {
+		for lsb := range uint32(2) {
+			tieEpss = append(tieEpss, tieEps(rng, low, lsb))
+		}
+	}
+	var ties [3]int // rounding of x·s: one below a tie, a tie, one above
+	toInf, nans := 0, 0
+	for trial := range 6000 {
+		n := 1 + trial%300
+		if trial%7 == 0 {
+			n = 1 + rng.IntN(40)
+		}
+		x := fill(make([]bf16.BF16, n), rowGen(rng))
+		w := fill(make([]bf16.BF16, n), sprinkled(rng, scaledGen(rng, 1), 6))
+		eps := float32(1e-6)
+		switch rng.IntN(4) {
+		case 0:
+			eps = math.Float32frombits(rng.Uint32() & 0x3FFFFFFF) // any non-negative, up to 2
+		case 1:
+			// Rows of ±1 whose x·s meets a tie or a neighbour of one.
+			eps = tieEpss[rng.IntN(len(tieEpss))]
+			for i := range x {
+				x[i] = bf16.One | bf16.BF16(rng.Uint32()&0x8000)
+			}
+		}
+		want := make([]bf16.BF16, n)
+		rmsNormGo(want, x, w, eps)
+		got := guarded(n)
+		rmsNorm512(&got[0], &x[0], &w[0], n, eps) // every length, below rmsNormMin too
+		checkGuard(t, "rmsNorm512", got)
+		if i := firstDiff(got, want); i >= 0 {
+			t.Fatalf("trial %d n=%d eps=%#x: dst[%d] = %#04x, pure Go %#04x (x=%#04x w=%#04x)",
+				trial, n, math.Float32bits(eps), i, uint16(got[i]), uint16(want[i]), uint16(x[i]), uint16(w[i]))
+		}
+		// In place (dst is x).
+		xx := append([]bf16.BF16(nil), x...)
+		RMSNorm(xx, xx, w, eps)
+		if i := firstDiff(xx, want); i >= 0 {
+			t.Fatalf("trial %d n=%d in place: dst[%d] = %#04x, pure Go %#04x", trial, n, i, uint16(xx[i]), uint16(want[i]))
+		}
+		s := rmsScale(x, eps)
+		for i := range x {
+			if c := tieClass(x[i].Float32() * s); c < 2 {
+				ties[c+1]++
+			}
+			if want[i]&0x7FFF == 0x7F80 && x[i]&0x7FFF < 0x7F80 && w[i]&0x7FFF < 0x7F80 && s < float32(math.Inf(1)) {
+				toInf++
+			}
+			if want[i].IsNaN() {
+				nans++
+			}
+		}
+	}
+	if ties[0] == 0 || ties[1] == 0 || ties[2] == 0 || toInf == 0 || nans == 0 {
+		t.Fatalf("coverage: ties (below, at, above) %v, rounded up to Inf %d, NaN %d", ties, toInf, nans)
+	}
+	t.Logf("ties (below, at, above) %v, rounded up to Inf %d, NaN %d", ties, toInf, nans)
+}
+
+// BenchmarkElem compares the elementwise kernels' pure-Go twins ("go") with
+// their AVX-512 paths ("avx512") at the row lengths of the simulator.
+func BenchmarkElem(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 4, 8, 16, 32, 64, 128, 256} {
+		x := fill(make([]bf16.BF16, n), scaledGen(rng, 1))
+		y := fill(make([]bf16.BF16, n), scaledGen(rng, 1))
+		dst := make([]bf16.BF16, n)
+		kernels := []struct {
+			name     string
+			pure, as func()
+		}{
+			{"RMSNorm", func() { rmsNormGo(dst, x, y, 1e-6) }, func() { rmsNormFast(dst, x, y, 1e-6) }},
+		}
+		for _, k := range kernels {
+			b.Run(k.name+"/n="+itoa(n)+"/go", func(b *testing.B) {
+				for b.Loop() {
+					k.pure()
+				}
+			})
+			b.Run(k.name+"/n="+itoa(n)+"/avx512", func(b *testing.B) {
+				if !useAVX512 || !hasVLBMI2 {
+					b.Skip("no AVX-512")
+				}
+				for b.Loop() {
+					k.as()
+				}
+			})
+		}
+	}
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }
