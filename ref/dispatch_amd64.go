@@ -376,23 +376,28 @@ func minMaxFast(v []bf16.BF16) (lo1, hi uint16, done int) {
 // 32-byte loads and stores) and BMI2 (their tail masks).
 var hasVLBMI2 = cpu.X86.HasBMI2 && cpu.X86.HasAVX512VL
 
-// rmsNorm512 is RMSNorm over n > 0 elements (see elem512_amd64.s).
+// sumSquares512 returns Dot(x, x) for n > 0 elements, bit for bit, and
+// rmsScale512 is RMSNorm's loop dst = R(w·R(x·s)) (elem512_amd64.s).
 //
 //go:noescape
-func rmsNorm512(dst, x, w *bf16.BF16, n int, eps float32)
+func sumSquares512(x *bf16.BF16, n int) float32
 
-// rmsNormFast is RMSNorm through rmsNorm512 (len(dst) and len(weight)
-// equal to len(x)); it reports false, doing nothing, without AVX-512 or
-// below rmsNormMin elements, where the pure-Go loop is as fast.
+//go:noescape
+func rmsScale512(dst, x, w *bf16.BF16, n int, s float32)
+
+// rmsNormFast is RMSNorm through sumSquares512 and rmsScale512 (len(dst)
+// and len(weight) equal to len(x)); it reports false, doing nothing,
+// without AVX-512 or below rmsNormMin elements.
 func rmsNormFast(dst, x, weight []bf16.BF16, eps float32) bool {
 	n := len(x)
 	if !useAVX512 || !hasVLBMI2 || n < rmsNormMin {
 		return false
 	}
-	rmsNorm512(&dst[:n][0], &x[0], &weight[:n][0], n, eps)
+	s := rmsInvScale(sumSquares512(&x[0], n), n, eps)
+	rmsScale512(&dst[:n][0], &x[0], &weight[:n][0], n, s)
 	return true
 }
 
-// rmsNormMin is the shortest row rmsNorm512 takes: below it the pure-Go
+// rmsNormMin is the shortest row rmsNormFast takes: below it the pure-Go
 // loop costs about as much as the call (measured: BenchmarkElem).
 const rmsNormMin = 8

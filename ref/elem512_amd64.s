@@ -64,32 +64,24 @@
 	VPMOVDW z, y; \
 	VMOVDQU16 y, K1, mem
 
-// func rmsNorm512(dst, x, w *bf16.BF16, n int, eps float32)
-// RMSNorm for n > 0: the canonical Dot(x, x) (lane l of Z0 sums x[j]² for
-// j ≡ l mod 16, j increasing; the tail step adds under K1 only, so lanes
-// past the end are left as they are), reduced in reduceLanes' tree order;
-// then s = float32(1/sqrt(float64(sum/float32(n) + eps))) with the scalar
-// instructions Go emits for that expression; then dst = R(w·R(x·s)).
-TEXT ·rmsNorm512(SB), NOSPLIT, $0-36
-	MOVQ dst+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ w+16(FP), DX
-	MOVQ n+24(FP), CX
-	CONSTS
+// func sumSquares512(x *bf16.BF16, n int) float32
+// Dot(x, x) for n > 0 in the canonical order: lane l of Z0 sums x[j]² for
+// j ≡ l (mod 16), j increasing, a multiply then an add (the tail step adds
+// under K1 only); then reduceLanes' tree: l + (l+8), (l+4), (l+2), (l+1).
+TEXT ·sumSquares512(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
 	VPXORD Z0, Z0, Z0
-	MOVQ SI, R8
-	MOVQ CX, R9
 
-rmsSq:
-	MASK16(R9)
-	LOADW((R8), Y1, Z1)
+sqLoop:
+	MASK16(CX)
+	LOADW((SI), Y1, Z1)
 	VMULPS Z1, Z1, Z1
 	VADDPS Z1, Z0, K1, Z0
-	ADDQ $32, R8
-	SUBQ $16, R9
-	JGT  rmsSq
+	ADDQ $32, SI
+	SUBQ $16, CX
+	JGT  sqLoop
 
-	// reduceLanes: l + (l+8), then (l+4), (l+2), (l+1).
 	VEXTRACTF64X4 $1, Z0, Y1
 	VADDPS Y1, Y0, Y0
 	VEXTRACTF128 $1, Y0, X1
@@ -98,19 +90,21 @@ rmsSq:
 	VADDPS X1, X0, X0
 	VPERMILPS $0x01, X0, X1
 	VADDSS X1, X0, X0
-	// s = float32(1 / sqrt(float64(sum/float32(n) + eps)))
-	VCVTSI2SSQ CX, X1, X1
-	VDIVSS X1, X0, X0
-	VADDSS eps+32(FP), X0, X0
-	VCVTSS2SD X0, X0, X0
-	VSQRTSD X0, X0, X0
-	MOVQ $0x3FF0000000000000, AX
-	VMOVQ AX, X1
-	VDIVSD X0, X1, X1
-	VCVTSD2SS X1, X1, X1
-	VBROADCASTSS X1, Z5
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET
 
-rmsScale:
+// func rmsScale512(dst, x, w *bf16.BF16, n int, s float32)
+// RMSNorm's loop for n > 0: dst = R(w·R(x·s)).
+TEXT ·rmsScale512(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ n+24(FP), CX
+	CONSTS
+	VBROADCASTSS s+32(FP), Z5
+
+rmsLoop:
 	MASK16(CX)
 	LOADW((SI), Y1, Z1)
 	LOADW((DX), Y2, Z2)
@@ -123,6 +117,6 @@ rmsScale:
 	ADDQ $32, DX
 	ADDQ $32, DI
 	SUBQ $16, CX
-	JGT  rmsScale
+	JGT  rmsLoop
 	VZEROUPPER
 	RET

@@ -134,8 +134,28 @@ func tieClass(f float32) int {
 }
 
 // rmsScale is RMSNorm's s for x and eps, as rmsNormGo computes it.
-func rmsScale(x []bf16.BF16, eps float32) float32 {
-	return float32(1 / math.Sqrt(float64(Dot(x, x)/float32(len(x))+eps)))
+func rmsScale(x []bf16.BF16, eps float32) float32 { return rmsInvScale(Dot(x, x), len(x), eps) }
+
+// sumSquares512 is Dot(x, x) bit for bit (NaN as a class: the lanes add
+// NaNs in another order than Go's scalar code, so payloads may differ), on
+// every length 1..300 and on rows whose sums are inexact (many lanes,
+// mixed magnitudes) or whose squares underflow (where a fused
+// multiply-add would keep bits the separate multiply drops).
+func TestSumSquares512EqualsDot(t *testing.T) {
+	needElem512(t)
+	rng := rand.New(rand.NewPCG(63, 64))
+	for trial := range 6000 {
+		n := 1 + trial%300
+		gen := rowGen(rng)
+		if trial%3 == 0 {
+			gen = scaledGen(rng, math.Pow(2, float64(rng.IntN(20)-70))) // squares near and below the denormal range
+		}
+		x := fill(make([]bf16.BF16, n), gen)
+		got, want := sumSquares512(&x[0], n), Dot(x, x)
+		if !sameFloat(got, want) {
+			t.Fatalf("trial %d n=%d: %v (%#x), Dot %v (%#x)", trial, n, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
 }
 
 // tieEps searches an eps for which RMSNorm of a row of ±1 has an s
@@ -172,9 +192,13 @@ func TestRMSNorm512EqualsPureGo(t *testing.T) {
 		x := fill(make([]bf16.BF16, n), rowGen(rng))
 		w := fill(make([]bf16.BF16, n), sprinkled(rng, scaledGen(rng, 1), 6))
 		eps := float32(1e-6)
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
 		case 0:
 			eps = math.Float32frombits(rng.Uint32() & 0x3FFFFFFF) // any non-negative, up to 2
+		case 2:
+			// Zero or denormal: the sum of squares of a row of tiny values
+			// (products that underflow) is not swamped by eps.
+			eps = math.Float32frombits(rng.Uint32() & 0xF)
 		case 1:
 			// Rows of ±1 whose x·s meets a tie or a neighbour of one.
 			eps = tieEpss[rng.IntN(len(tieEpss))]
@@ -185,8 +209,9 @@ func TestRMSNorm512EqualsPureGo(t *testing.T) {
 		want := make([]bf16.BF16, n)
 		rmsNormGo(want, x, w, eps)
 		got := guarded(n)
-		rmsNorm512(&got[0], &x[0], &w[0], n, eps) // every length, below rmsNormMin too
-		checkGuard(t, "rmsNorm512", got)
+		// Every length, below rmsNormMin too.
+		rmsScale512(&got[0], &x[0], &w[0], n, rmsInvScale(sumSquares512(&x[0], n), n, eps))
+		checkGuard(t, "rmsScale512", got)
 		if i := firstDiff(got, want); i >= 0 {
 			t.Fatalf("trial %d n=%d eps=%#x: dst[%d] = %#04x, pure Go %#04x (x=%#04x w=%#04x)",
 				trial, n, math.Float32bits(eps), i, uint16(got[i]), uint16(want[i]), uint16(x[i]), uint16(w[i]))
@@ -217,7 +242,8 @@ func TestRMSNorm512EqualsPureGo(t *testing.T) {
 }
 
 // BenchmarkElem compares the elementwise kernels' pure-Go twins ("go") with
-// their AVX-512 paths ("avx512") at the row lengths of the simulator.
+// the exported kernels ("avx512": the AVX-512 path, or the pure-Go loop
+// below its threshold) at the row lengths of the simulator.
 func BenchmarkElem(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{1, 4, 8, 16, 32, 64, 128, 256} {
@@ -228,7 +254,7 @@ func BenchmarkElem(b *testing.B) {
 			name     string
 			pure, as func()
 		}{
-			{"RMSNorm", func() { rmsNormGo(dst, x, y, 1e-6) }, func() { rmsNormFast(dst, x, y, 1e-6) }},
+			{"RMSNorm", func() { rmsNormGo(dst, x, y, 1e-6) }, func() { RMSNorm(dst, x, y, 1e-6) }},
 		}
 		for _, k := range kernels {
 			b.Run(k.name+"/n="+itoa(n)+"/go", func(b *testing.B) {

@@ -174,12 +174,18 @@ func rmsNormGo(dst, x, weight []bf16.BF16, eps float32) {
 	n := len(x)
 	dst = dst[:n]
 	weight = weight[:n]
-	v := Dot(x, x) / float32(n)
-	s := float32(1 / math.Sqrt(float64(v+eps)))
+	s := rmsInvScale(Dot(x, x), n, eps)
 	for i, xi := range x {
 		y := r(xi.Float32() * s)
 		dst[i] = bf16.FromFloat32(weight[i].Float32() * y)
 	}
+}
+
+// rmsInvScale is RMSNorm's s for a sum of squares sumSq = Dot(x, x) over
+// n elements: with var = sumSq/n, float32(1/sqrt(var+eps)).
+func rmsInvScale(sumSq float32, n int, eps float32) float32 {
+	v := sumSq / float32(n)
+	return float32(1 / math.Sqrt(float64(v+eps)))
 }
 
 // RopeTable fills cos and sin (len headDim each) for position pos as HF's
