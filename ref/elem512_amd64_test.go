@@ -241,6 +241,175 @@ func TestRMSNorm512EqualsPureGo(t *testing.T) {
 	t.Logf("ties (below, at, above) %v, rounded up to Inf %d, NaN %d", ties, toInf, nans)
 }
 
+// partner returns, for a value a, a value whose sum with a is awkward to
+// round: a scaled by 2^-k (k from 0 to 26, random sign and mantissa: exact
+// ties, sticky bits, cancellation), exactly -a, or an awkward value.
+func partner(rng *rand.Rand) func(a bf16.BF16) bf16.BF16 {
+	aw := awkward(rng)
+	return func(a bf16.BF16) bf16.BF16 {
+		switch rng.IntN(4) {
+		case 0:
+			return a ^ 0x8000
+		case 1:
+			return aw()
+		}
+		e := int(a>>7&0xFF) - rng.IntN(27)
+		if e < 0 {
+			e = 0
+		}
+		return bf16.BF16(rng.Uint32()&0x807F) | bf16.BF16(e)<<7
+	}
+}
+
+// elemCoverage counts the cases the elementwise tests must have met.
+type elemCoverage struct{ ties, toInf, nans, denormals, negZeros int }
+
+// note records the float32 f about to be rounded to out.
+func (c *elemCoverage) note(f float32, out bf16.BF16) {
+	if tieClass(f) == 0 {
+		c.ties++
+	}
+	u := math.Float32bits(f) & 0x7FFFFFFF
+	switch {
+	case out&0x7FFF == 0x7F80 && u < 0x7F800000:
+		c.toInf++
+	case out == bf16.QuietNaN:
+		c.nans++
+	case out&0x7FFF != 0 && out&0x7F80 == 0:
+		c.denormals++
+	case out == 0x8000:
+		c.negZeros++
+	}
+}
+
+func (c *elemCoverage) check(t *testing.T) {
+	t.Helper()
+	if c.ties == 0 || c.toInf == 0 || c.nans == 0 || c.denormals == 0 || c.negZeros == 0 {
+		t.Fatalf("coverage: %+v", *c)
+	}
+	t.Logf("coverage: %+v", *c)
+}
+
+func TestAdd512EqualsPureGo(t *testing.T) {
+	needElem512(t)
+	rng := rand.New(rand.NewPCG(65, 66))
+	var cov elemCoverage
+	for trial := range 6000 {
+		n := 1 + trial%300
+		a := fill(make([]bf16.BF16, n), rowGen(rng))
+		b := make([]bf16.BF16, n)
+		if trial%2 == 0 {
+			fill(b, rowGen(rng))
+		} else {
+			p := partner(rng)
+			for i := range b {
+				b[i] = p(a[i])
+			}
+		}
+		want := make([]bf16.BF16, n)
+		addGo(want, a, b)
+		got := guarded(n)
+		add512(&got[0], &a[0], &b[0], n) // every length, below elemMin too
+		checkGuard(t, "add512", got)
+		if i := firstDiff(got, want); i >= 0 {
+			t.Fatalf("trial %d n=%d: dst[%d] = %#04x, pure Go %#04x (a=%#04x b=%#04x)",
+				trial, n, i, uint16(got[i]), uint16(want[i]), uint16(a[i]), uint16(b[i]))
+		}
+		// dst aliasing a, then b.
+		aa, bb := append([]bf16.BF16(nil), a...), append([]bf16.BF16(nil), b...)
+		add512(&aa[0], &aa[0], &b[0], n)
+		add512(&bb[0], &a[0], &bb[0], n)
+		if firstDiff(aa, want) >= 0 || firstDiff(bb, want) >= 0 {
+			t.Fatalf("trial %d n=%d: in place differs", trial, n)
+		}
+		for i := range a {
+			cov.note(a[i].Float32()+b[i].Float32(), want[i])
+		}
+	}
+	cov.check(t)
+}
+
+func TestSiluMul512EqualsPureGo(t *testing.T) {
+	needElem512(t)
+	rng := rand.New(rand.NewPCG(67, 68))
+	tab := siluTable()
+	var cov elemCoverage
+	for trial := range 6000 {
+		n := 1 + trial%300
+		gate := make([]bf16.BF16, n)
+		if trial%2 == 0 {
+			fill(gate, func() bf16.BF16 { return bf16.BF16(rng.Uint32()) }) // every pattern: the whole table
+		} else {
+			fill(gate, rowGen(rng))
+		}
+		up := fill(make([]bf16.BF16, n), rowGen(rng))
+		want := make([]bf16.BF16, n)
+		siluMulGo(want, gate, up, tab)
+		got := guarded(n)
+		siluMul512(&got[0], &gate[0], &up[0], n, tab)
+		checkGuard(t, "siluMul512", got)
+		if i := firstDiff(got, want); i >= 0 {
+			t.Fatalf("trial %d n=%d: dst[%d] = %#04x, pure Go %#04x (gate=%#04x up=%#04x)",
+				trial, n, i, uint16(got[i]), uint16(want[i]), uint16(gate[i]), uint16(up[i]))
+		}
+		gg, uu := append([]bf16.BF16(nil), gate...), append([]bf16.BF16(nil), up...)
+		siluMul512(&gg[0], &gg[0], &up[0], n, tab)
+		siluMul512(&uu[0], &gate[0], &uu[0], n, tab)
+		if firstDiff(gg, want) >= 0 || firstDiff(uu, want) >= 0 {
+			t.Fatalf("trial %d n=%d: in place differs", trial, n)
+		}
+		for i := range gate {
+			cov.note(tab[gate[i]]*up[i].Float32(), want[i])
+		}
+	}
+	cov.check(t)
+}
+
+// Rope on heads of 2..300 elements (odd ones leave their last element
+// alone), with real tables (RopeTable at random positions) and with
+// awkward cos/sin values.
+func TestRope512EqualsPureGo(t *testing.T) {
+	needElem512(t)
+	rng := rand.New(rand.NewPCG(69, 70))
+	var cov elemCoverage
+	for trial := range 6000 {
+		n := 2 + trial%299
+		x := fill(make([]bf16.BF16, n), rowGen(rng))
+		cos, sin := make([]bf16.BF16, n), make([]bf16.BF16, n)
+		if trial%2 == 0 {
+			RopeTable(1e6, n&^1, rng.IntN(100000), cos, sin)
+			if n%2 == 1 {
+				cos[n-1], sin[n-1] = 0x3C00, 0x3C00
+			}
+		} else {
+			fill(cos, sprinkled(rng, scaledGen(rng, 1), 4))
+			fill(sin, sprinkled(rng, scaledGen(rng, 1), 4))
+		}
+		want := guarded(n)
+		ropeGo(want, x, cos, sin)
+		got := guarded(n)
+		rope512(&got[0], &x[0], &cos[0], &sin[0], n/2) // every length, below ropeMin too
+		checkGuard(t, "rope512", got)
+		if i := firstDiff(got, want); i >= 0 {
+			t.Fatalf("trial %d n=%d: dst[%d] = %#04x, pure Go %#04x", trial, n, i, uint16(got[i]), uint16(want[i]))
+		}
+		xx := append([]bf16.BF16(nil), x...)
+		ropeGo(xx, xx, cos, sin)
+		xa := append([]bf16.BF16(nil), x...)
+		rope512(&xa[0], &xa[0], &cos[0], &sin[0], n/2)
+		if i := firstDiff(xa, xx); i >= 0 {
+			t.Fatalf("trial %d n=%d in place: dst[%d] = %#04x, pure Go %#04x", trial, n, i, uint16(xa[i]), uint16(xx[i]))
+		}
+		half := n / 2
+		for i := range half {
+			x0, x1 := x[i].Float32(), x[i+half].Float32()
+			cov.note(r(x0*cos[i].Float32())+r(-x1*sin[i].Float32()), want[i])
+			cov.note(r(x1*cos[i+half].Float32())+r(x0*sin[i+half].Float32()), want[i+half])
+		}
+	}
+	cov.check(t)
+}
+
 // BenchmarkElem compares the elementwise kernels' pure-Go twins ("go") with
 // the exported kernels ("avx512": the AVX-512 path, or the pure-Go loop
 // below its threshold) at the row lengths of the simulator.
@@ -249,12 +418,16 @@ func BenchmarkElem(b *testing.B) {
 	for _, n := range []int{1, 4, 8, 16, 32, 64, 128, 256} {
 		x := fill(make([]bf16.BF16, n), scaledGen(rng, 1))
 		y := fill(make([]bf16.BF16, n), scaledGen(rng, 1))
+		z := fill(make([]bf16.BF16, n), scaledGen(rng, 1))
 		dst := make([]bf16.BF16, n)
 		kernels := []struct {
 			name     string
 			pure, as func()
 		}{
 			{"RMSNorm", func() { rmsNormGo(dst, x, y, 1e-6) }, func() { RMSNorm(dst, x, y, 1e-6) }},
+			{"Rope", func() { ropeGo(dst, x, y, z) }, func() { Rope(dst, x, y, z) }},
+			{"Add", func() { addGo(dst, x, y) }, func() { Add(dst, x, y) }},
+			{"SiluMul", func() { siluMulGo(dst, x, y, siluTable()) }, func() { SiluMul(dst, x, y) }},
 		}
 		for _, k := range kernels {
 			b.Run(k.name+"/n="+itoa(n)+"/go", func(b *testing.B) {
