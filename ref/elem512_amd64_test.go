@@ -410,6 +410,37 @@ func TestRope512EqualsPureGo(t *testing.T) {
 	cov.check(t)
 }
 
+// The exported kernels give the same bits with the AVX-512 paths on and
+// off, at every length on both sides of the thresholds (the dispatch: the
+// slicing, the thresholds, which kernel gets which argument).
+func TestElemDispatchEqualsPureGo(t *testing.T) {
+	needElem512(t)
+	defer func(v bool) { useAVX512 = v }(useAVX512)
+	rng := rand.New(rand.NewPCG(71, 72))
+	for trial := range 1500 {
+		n := 1 + trial%150
+		a := fill(make([]bf16.BF16, n), sprinkled(rng, scaledGen(rng, 1), 10))
+		b := fill(make([]bf16.BF16, n), sprinkled(rng, scaledGen(rng, 1), 10))
+		c := fill(make([]bf16.BF16, n), sprinkled(rng, scaledGen(rng, 1), 10))
+		var outs [2][4][]bf16.BF16
+		for k, fast := range []bool{false, true} {
+			useAVX512 = fast
+			for j := range outs[k] {
+				outs[k][j] = make([]bf16.BF16, n)
+			}
+			RMSNorm(outs[k][0], a, b, 1e-6)
+			Rope(outs[k][1], a, b, c)
+			Add(outs[k][2], a, b)
+			SiluMul(outs[k][3], a, b)
+		}
+		for j, name := range []string{"RMSNorm", "Rope", "Add", "SiluMul"} {
+			if i := firstDiff(outs[1][j], outs[0][j]); i >= 0 {
+				t.Fatalf("%s n=%d: [%d] = %#04x with AVX-512, %#04x without", name, n, i, uint16(outs[1][j][i]), uint16(outs[0][j][i]))
+			}
+		}
+	}
+}
+
 // BenchmarkElem compares the elementwise kernels' pure-Go twins ("go") with
 // the exported kernels ("avx512": the AVX-512 path, or the pure-Go loop
 // below its threshold) at the row lengths of the simulator.
