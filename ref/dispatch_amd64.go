@@ -371,3 +371,88 @@ func minMaxFast(v []bf16.BF16) (lo1, hi uint16, done int) {
 	}
 	return lo1, hi, done
 }
+
+// The elementwise kernels (elem512_amd64.s) also need AVX512VL (masked
+// 32-byte loads and stores) and BMI2 (their tail masks).
+var hasVLBMI2 = cpu.X86.HasBMI2 && cpu.X86.HasAVX512VL
+
+// sumSquares512 returns Dot(x, x) for n > 0 elements, bit for bit, and
+// rmsScale512 is RMSNorm's loop dst = R(w·R(x·s)) (elem512_amd64.s).
+//
+//go:noescape
+func sumSquares512(x *bf16.BF16, n int) float32
+
+//go:noescape
+func rmsScale512(dst, x, w *bf16.BF16, n int, s float32)
+
+// rmsNormFast is RMSNorm through sumSquares512 and rmsScale512 (len(dst)
+// and len(weight) equal to len(x)); it reports false, doing nothing,
+// without AVX-512 or below rmsNormMin elements.
+func rmsNormFast(dst, x, weight []bf16.BF16, eps float32) bool {
+	n := len(x)
+	if !useAVX512 || !hasVLBMI2 || n < rmsNormMin {
+		return false
+	}
+	s := rmsInvScale(sumSquares512(&x[0], n), n, eps)
+	rmsScale512(&dst[:n][0], &x[0], &weight[:n][0], n, s)
+	return true
+}
+
+// rmsNormMin is the shortest row rmsNormFast takes: below it the pure-Go
+// loop costs about as much as the call (measured: BenchmarkElem).
+const rmsNormMin = 8
+
+// add512, siluMul512 and rope512 are Add, SiluMul (t = siluTable()) and
+// Rope (half = len(x)/2) over n > 0 elements (elem512_amd64.s).
+//
+//go:noescape
+func add512(dst, a, b *bf16.BF16, n int)
+
+//go:noescape
+func siluMul512(dst, gate, up *bf16.BF16, n int, t *[1 << 16]float32)
+
+//go:noescape
+func rope512(dst, x, cos, sin *bf16.BF16, half int)
+
+// The shortest rows the elementwise fast paths take (measured:
+// BenchmarkElem): Add's, SiluMul's (its gather's latency makes it no
+// faster than pure Go at 8 elements), and Rope's half head.
+const (
+	elemMin    = 8
+	siluMulMin = 12
+	ropeMin    = 4
+)
+
+// addFast is Add through add512 (len(a) and len(b) equal to len(dst)); it
+// reports false, doing nothing, without AVX-512 or below elemMin.
+func addFast(dst, a, b []bf16.BF16) bool {
+	n := len(dst)
+	if !useAVX512 || !hasVLBMI2 || n < elemMin {
+		return false
+	}
+	add512(&dst[0], &a[:n][0], &b[:n][0], n)
+	return true
+}
+
+// siluMulFast is SiluMul through siluMul512, as addFast (below siluMulMin).
+func siluMulFast(dst, gate, up []bf16.BF16, t *[1 << 16]float32) bool {
+	n := len(dst)
+	if !useAVX512 || !hasVLBMI2 || n < siluMulMin {
+		return false
+	}
+	siluMul512(&dst[0], &gate[:n][0], &up[:n][0], n, t)
+	return true
+}
+
+// ropeFast is Rope through rope512 (dst, cos and sin at least as long as
+// x); it reports false, doing nothing, without AVX-512 or for heads
+// shorter than 2·ropeMin.
+func ropeFast(dst, x, cos, sin []bf16.BF16) bool {
+	n := len(x)
+	half := n / 2
+	if !useAVX512 || !hasVLBMI2 || half < ropeMin {
+		return false
+	}
+	rope512(&dst[:n][0], &x[0], &cos[:n][0], &sin[:n][0], half)
+	return true
+}

@@ -31,3 +31,12 @@ func attendOutFast(dst []bf16.BF16, p []float32, v []bf16.BF16, n, hd int) bool 
 
 // dotRowsFast is Attend's assembly score path; there is none here.
 func dotRowsFast(out []float32, k []bf16.BF16, xf []float32, hd, n int) int { return 0 }
+
+// rmsNormFast is RMSNorm's assembly path; there is none here.
+func rmsNormFast(dst, x, weight []bf16.BF16, eps float32) bool { return false }
+
+// addFast, siluMulFast and ropeFast are the elementwise assembly paths;
+// there are none here.
+func addFast(dst, a, b []bf16.BF16) bool                              { return false }
+func siluMulFast(dst, gate, up []bf16.BF16, t *[1 << 16]float32) bool { return false }
+func ropeFast(dst, x, cos, sin []bf16.BF16) bool                      { return false }

@@ -56,8 +56,15 @@
 // infinities and NaNs (exact.go states the bounds). Tests compare every
 // kernel with the pure-Go loop on random bit patterns (denormals,
 // infinities, NaNs, overflowing products), check the guard over every pair
-// of exponents, and show that fusing without it changes bits. Build with
-// -tags purego to use pure Go only; results are identical.
+// of exponents, and show that fusing without it changes bits.
+// The elementwise kernels (RMSNorm with its sum of squares, Rope, Add,
+// SiluMul) have AVX-512 paths too (elem512_amd64.s, from a few elements
+// on): 16 lanes per step, the tail under a mask, the float32 operations of
+// the pure-Go loop lane by lane (never fused), and the rounding to bf16
+// done on the integer bits exactly as bf16.FromFloat32 (not the AVX-512
+// BF16 conversion, which flushes denormals). Each is tested bit for bit
+// against its pure-Go twin (rmsNormGo, ropeGo, addGo, siluMulGo). Build
+// with -tags purego to use pure Go only; results are identical.
 //
 // # The decoder
 //

@@ -162,12 +162,30 @@ func RMSNorm(dst, x, weight []bf16.BF16, eps float32) {
 	n := len(x)
 	dst = dst[:n]
 	weight = weight[:n]
-	v := Dot(x, x) / float32(n)
-	s := float32(1 / math.Sqrt(float64(v+eps)))
+	if rmsNormFast(dst, x, weight, eps) {
+		return
+	}
+	rmsNormGo(dst, x, weight, eps)
+}
+
+// rmsNormGo is RMSNorm in pure Go (len(dst) and len(weight) equal to
+// len(x)): the definition every assembly path must equal bit for bit.
+func rmsNormGo(dst, x, weight []bf16.BF16, eps float32) {
+	n := len(x)
+	dst = dst[:n]
+	weight = weight[:n]
+	s := rmsInvScale(Dot(x, x), n, eps)
 	for i, xi := range x {
 		y := r(xi.Float32() * s)
 		dst[i] = bf16.FromFloat32(weight[i].Float32() * y)
 	}
+}
+
+// rmsInvScale is RMSNorm's s for a sum of squares sumSq = Dot(x, x) over
+// n elements: with var = sumSq/n, float32(1/sqrt(var+eps)).
+func rmsInvScale(sumSq float32, n int, eps float32) float32 {
+	v := sumSq / float32(n)
+	return float32(1 / math.Sqrt(float64(v+eps)))
 }
 
 // RopeTable fills cos and sin (len headDim each) for position pos as HF's
@@ -197,6 +215,19 @@ func RopeTable(theta float64, headDim, pos int, cos, sin []bf16.BF16) {
 // dst may alias x.
 func Rope(dst, x, cos, sin []bf16.BF16) {
 	n := len(x)
+	dst = dst[:n]
+	cos = cos[:n]
+	sin = sin[:n]
+	if ropeFast(dst, x, cos, sin) {
+		return
+	}
+	ropeGo(dst, x, cos, sin)
+}
+
+// ropeGo is Rope in pure Go (dst, cos and sin as long as x): the
+// definition every assembly path must equal bit for bit.
+func ropeGo(dst, x, cos, sin []bf16.BF16) {
+	n := len(x)
 	half := n / 2
 	dst = dst[:n]
 	cos = cos[:n]
@@ -212,6 +243,16 @@ func Rope(dst, x, cos, sin []bf16.BF16) {
 
 // Add computes dst = R(a + b) elementwise. dst may alias a or b.
 func Add(dst, a, b []bf16.BF16) {
+	n := len(dst)
+	a, b = a[:n], b[:n]
+	if addFast(dst, a, b) {
+		return
+	}
+	addGo(dst, a, b)
+}
+
+// addGo is Add in pure Go: the definition of every assembly path.
+func addGo(dst, a, b []bf16.BF16) {
 	n := len(dst)
 	a, b = a[:n], b[:n]
 	for i := range dst {
@@ -236,6 +277,17 @@ func SiluMul(dst, gate, up []bf16.BF16) {
 	n := len(dst)
 	gate, up = gate[:n], up[:n]
 	t := siluTable()
+	if siluMulFast(dst, gate, up, t) {
+		return
+	}
+	siluMulGo(dst, gate, up, t)
+}
+
+// siluMulGo is SiluMul in pure Go with the table t = siluTable(): the
+// definition of every assembly path.
+func siluMulGo(dst, gate, up []bf16.BF16, t *[1 << 16]float32) {
+	n := len(dst)
+	gate, up = gate[:n], up[:n]
 	for i := range dst {
 		dst[i] = bf16.FromFloat32(t[gate[i]] * up[i].Float32())
 	}
