@@ -20,22 +20,38 @@ import (
 // bytes share one id (canonWeight).
 
 var linMemo = struct {
+	sync.Mutex // guards canon and nextID
+	seed       maphash.Seed
+	canon      map[uint64][]*canonW
+	nextID     uint64
+}{seed: maphash.MakeSeed(), canon: map[uint64][]*canonW{}}
+
+// The rows are kept in memoShards shards by key, each with its own lock:
+// a campaign's workers look rows up at every linear launch, and one lock
+// (even a read lock, whose count every reader writes) would pass its cache
+// line between their cores at every row.
+const memoShards = 16
+
+var memoShard [memoShards]struct {
+	rowMemo
+	_ [64]byte // keeps two shards' locks off one cache line
+}
+
+// rowMemo is one shard. index maps a row key to its first entry; entries
+// with the same key chain through next. Nothing here holds a pointer the
+// collector must follow row by row.
+type rowMemo struct {
 	sync.RWMutex
-	seed maphash.Seed
-	// index maps a row key to its first entry; entries with the same key
-	// chain through next. Nothing here holds a pointer but canon, so the
-	// collector does not walk the rows.
 	index map[uint64]int32
 	ents  []memoEnt
 	// pages hold each entry's input row, bias (if any) and output row;
 	// used pages are full but the last (pages[used-1]); a reset keeps them.
-	pages  [][]bf16.BF16
-	used   int
-	canon  map[uint64][]*canonW
-	nextID uint64
-}{seed: maphash.MakeSeed(), index: map[uint64]int32{}, canon: map[uint64][]*canonW{}}
+	pages [][]bf16.BF16
+	used  int
+}
 
-// linMemoBytes bounds the rows kept; past it the memo starts again empty.
+// linMemoBytes bounds the rows kept (all shards); past its share a shard
+// starts again empty.
 const linMemoBytes = 96 << 20
 
 type canonW struct {
@@ -44,7 +60,7 @@ type canonW struct {
 }
 
 // memoPage is the size of a page of remembered values.
-const memoPage = 1 << 20
+const memoPage = 1 << 16
 
 // memoEnt is one remembered row: pages[page][at:] holds the k values of
 // the input row, then nb bias values (0: no bias), then the n output
@@ -102,16 +118,17 @@ func rowKey(wid uint64, bias, x []bf16.BF16) uint64 {
 
 // memoGet copies the remembered output row for (wid, bias, x) into dst.
 func memoGet(key, wid uint64, bias, x, dst []bf16.BF16) bool {
-	linMemo.RLock()
-	defer linMemo.RUnlock()
-	i, ok := linMemo.index[key]
+	m := &memoShard[key%memoShards].rowMemo
+	m.RLock()
+	defer m.RUnlock()
+	i, ok := m.index[key]
 	for ok && i >= 0 {
-		e := &linMemo.ents[i]
+		e := &m.ents[i]
 		i = e.next
 		if e.wid != wid || int(e.k) != len(x) || int(e.nb) != len(bias) || int(e.n) != len(dst) {
 			continue
 		}
-		a := linMemo.pages[e.page][e.at:]
+		a := m.pages[e.page][e.at:]
 		if bf16.Equal(a[:e.k], x) && bf16.Equal(a[e.k:e.k+e.nb], bias) {
 			copy(dst, a[e.k+e.nb:e.k+e.nb+e.n])
 			return true
@@ -126,11 +143,11 @@ func memoPut(key, wid uint64, bias, x, out []bf16.BF16) {
 	if size > memoPage {
 		return
 	}
-	linMemo.Lock()
-	defer linMemo.Unlock()
-	m := &linMemo
+	m := &memoShard[key%memoShards].rowMemo
+	m.Lock()
+	defer m.Unlock()
 	if m.used == 0 || len(m.pages[m.used-1])+size > memoPage {
-		if 2*memoPage*(m.used+1) > linMemoBytes {
+		if 2*memoPage*(m.used+1)*memoShards > linMemoBytes {
 			clear(m.index)
 			m.ents = m.ents[:0]
 			m.used = 0
@@ -140,6 +157,9 @@ func memoPut(key, wid uint64, bias, x, out []bf16.BF16) {
 		}
 		m.pages[m.used] = m.pages[m.used][:0]
 		m.used++
+	}
+	if m.index == nil {
+		m.index = map[uint64]int32{}
 	}
 	p := m.used - 1
 	next, ok := m.index[key]

@@ -61,18 +61,18 @@ func TestLinMemoExactEntries(t *testing.T) {
 			t.Fatalf("%s: the memo answered", miss.name)
 		}
 	}
-	// Past linMemoBytes the memo starts again: the first rows are gone,
-	// the last is kept.
+	// Past its share of linMemoBytes a shard starts again: the first rows
+	// are gone, the last is kept. Page-sized rows under keys of key's shard
+	// fill it a page at a time.
 	big := row(memoPage)
-	for i := 0; 2*i*len(big) <= 2*linMemoBytes; i++ {
-		memoPut(uint64(i), w1, nil, big[:1], big[1:])
+	fill := 0
+	for ; 2*fill*len(big)*memoShards <= 2*linMemoBytes; fill++ {
+		memoPut(key+uint64(fill+1)*memoShards, w1, nil, big[:1], big[1:])
 	}
-	dst := make([]bf16.BF16, 16)
-	if memoGet(key, w1, nil, x1, dst) {
+	if memoGet(key, w1, nil, x1, make([]bf16.BF16, 16)) {
 		t.Fatal("a row survived the memo's reset")
 	}
-	last := uint64(2 * linMemoBytes / (2 * len(big)))
-	if !memoGet(last, w1, nil, big[:1], make([]bf16.BF16, len(big)-1)) {
+	if !memoGet(key+uint64(fill)*memoShards, w1, nil, big[:1], make([]bf16.BF16, len(big)-1)) {
 		t.Fatal("the last row put is not in the memo")
 	}
 }
