@@ -129,6 +129,21 @@ func MatVec(dst, w, x []bf16.BF16) {
 	}
 }
 
+// MatRows computes dsts[b][o] = R(Dot(w[o*cols:(o+1)*cols], x_b)) for every
+// row o < len(w)/cols and input b, where xs[b] holds input b widened to
+// float32 (cols values): MatVec bit for bit, each weight row read once for
+// the whole batch.
+func MatRows(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols int) {
+	if len(xs) == 0 || cols == 0 {
+		return
+	}
+	rows := len(w) / cols
+	for b := range xs {
+		_, _ = xs[b][:cols], dsts[b][:rows]
+	}
+	matRowsF(dsts, w, xs, cols, 0, rows, false)
+}
+
 // matRowsF computes rows lo..hi-1 of w·x for each (x, dst) pair, with every
 // x already widened: dsts[b][o] = R(dotF(row o, xs[b])). The weight row is
 // reused across the batch while it is in cache. Bit-identical to MatVec.

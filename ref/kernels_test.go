@@ -138,6 +138,43 @@ func TestMatVecRowsEqualDot(t *testing.T) {
 	}
 }
 
+// MatRows is MatVec bit for bit for every input of a batch, at the batch
+// sizes and widths of the simulator's linears and at awkward ones, with
+// specials (NaN, infinities, denormals, zeros of both signs) in weights
+// and inputs.
+func TestMatRowsEqualsMatVec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, sh := range []struct{ rows, cols int }{{256, 128}, {128, 256}, {512, 128}, {37, 48}, {9, 17}, {5, 1}} {
+		for batch := 1; batch <= 10; batch++ {
+			w := randVec(rng, sh.rows*sh.cols, 0.05)
+			xs := make([][]bf16.BF16, batch)
+			xf := make([][]float32, batch)
+			dsts := make([][]bf16.BF16, batch)
+			for b := range xs {
+				xs[b] = randVec(rng, sh.cols, 1)
+				if b%3 == 1 {
+					for range 3 {
+						xs[b][rng.IntN(sh.cols)] = specials[rng.IntN(len(specials))]
+						w[rng.IntN(len(w))] = specials[rng.IntN(len(specials))]
+					}
+				}
+				xf[b] = widen(xs[b])
+				dsts[b] = make([]bf16.BF16, sh.rows)
+			}
+			MatRows(dsts, w, xf, sh.cols)
+			want := make([]bf16.BF16, sh.rows)
+			for b := range xs {
+				MatVec(want, w, xs[b])
+				for o := range want {
+					if dsts[b][o] != want[o] {
+						t.Fatalf("%dx%d batch %d input %d row %d: MatRows %#04x, MatVec %#04x", sh.rows, sh.cols, batch, b, o, dsts[b][o], want[o])
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestRMSNorm(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const eps = float32(1e-6)

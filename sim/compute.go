@@ -409,14 +409,20 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 		a := gi.prow(int(m)) * gi.wp
 		widen(xf[i*k:(i+1)*k], src[a:a+k])
 	}
-	for o := 0; o < n; o++ {
-		wo := wt[o*k : (o+1)*k : (o+1)*k]
+	if bv == nil {
+		dsts, xs := s.rowsOut(len(todo)), s.rowsIn(len(todo))
 		for i, m := range todo {
-			v := ref.DotWidened(wo, xf[i*k:(i+1)*k])
-			if bv != nil {
-				v += bv[o].Float32()
+			dsts[i] = dst[gout.prow(int(m))*gout.wp:][:n]
+			xs[i] = xf[i*k : (i+1)*k]
+		}
+		ref.MatRows(dsts, wt[:n*k], xs, k)
+	} else {
+		for o := 0; o < n; o++ {
+			wo := wt[o*k : (o+1)*k : (o+1)*k]
+			for i, m := range todo {
+				v := ref.DotWidened(wo, xf[i*k:(i+1)*k]) + bv[o].Float32()
+				dst[gout.prow(int(m))*gout.wp+o] = bf16.FromFloat32(v)
 			}
-			dst[gout.prow(int(m))*gout.wp+o] = bf16.FromFloat32(v)
 		}
 	}
 	if wid != 0 {

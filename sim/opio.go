@@ -98,6 +98,9 @@ type scratch struct {
 	// paged_update_cache's pending write-backs (update_cache.go flush)
 	ucPend  []ucWrite
 	ucBytes []byte
+	// a linear's output rows and widened input rows (ref.MatRows)
+	outRows [][]bf16.BF16
+	inRows  [][]float32
 }
 
 // bytesN returns byte scratch buffer i with n bytes (contents unspecified).
@@ -133,6 +136,21 @@ func (s *scratch) floats(n int) []float32 {
 		s.f32 = make([]float32, n)
 	}
 	return s.f32[:n]
+}
+
+// rowsOut and rowsIn are slices of n row slices (contents unspecified).
+func (s *scratch) rowsOut(n int) [][]bf16.BF16 {
+	if cap(s.outRows) < n {
+		s.outRows = make([][]bf16.BF16, n)
+	}
+	return s.outRows[:n]
+}
+
+func (s *scratch) rowsIn(n int) [][]float32 {
+	if cap(s.inRows) < n {
+		s.inRows = make([][]float32, n)
+	}
+	return s.inRows[:n]
 }
 
 // u32x is a second uint32 buffer (sdpa's block ids; u32 holds cur_pos).
