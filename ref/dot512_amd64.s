@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "fold512_amd64.h"
 
 // AVX-512 kernels of the canonical order. One ZMM register holds the 16
 // lanes of one (row, input) pair: lane l receives a[j]·x[j] for j ≡ l
@@ -295,14 +296,7 @@ TEXT ·reduce512(SB), NOSPLIT, $0-24
 
 loopr:
 	VMOVUPS (SI), Z0
-	VEXTRACTF64X4 $1, Z0, Y1
-	VADDPS Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VPERMILPS $0x0E, X0, X1
-	VADDPS X1, X0, X0
-	VPERMILPS $0x01, X0, X1
-	VADDSS X1, X0, X0
+	FOLD16(Z0, Y0, X0, Y1, X1)
 	VMOVSS X0, (DI)
 	ADDQ $64, SI
 	ADDQ $4, DI
@@ -504,16 +498,7 @@ done28:
 
 // REDUCE(z, y, xr, off): out[off/4] = the canonical tree reduction of the
 // 16 lanes of z (y, xr its YMM and XMM views), as reduce512; R15 = out.
-#define REDUCE(z, y, xr, off) \
-	VEXTRACTF64X4 $1, z, Y4; \
-	VADDPS Y4, y, y; \
-	VEXTRACTF128 $1, y, X4; \
-	VADDPS X4, xr, xr; \
-	VPERMILPS $0x0E, xr, X4; \
-	VADDPS X4, xr, xr; \
-	VPERMILPS $0x01, xr, X4; \
-	VADDSS X4, xr, xr; \
-	VMOVSS xr, off(R15)
+#define REDUCE(z, y, xr, off) FOLD16(z, y, xr, Y4, X4); VMOVSS xr, off(R15)
 
 // func rowsN1x512(a *bf16.BF16, x *float32, n, rows int, out *float32, pf, fma int)
 // out[r] = the canonical dot product of row r (a + 2·n·r bytes) with x,

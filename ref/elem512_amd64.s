@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "fold512_amd64.h"
 
 // AVX-512 elementwise kernels: the bf16 loops of RMSNorm, Rope, Add and
 // SiluMul, 16 elements per step, each lane doing exactly the float32
@@ -82,14 +83,7 @@ sqLoop:
 	SUBQ $16, CX
 	JGT  sqLoop
 
-	VEXTRACTF64X4 $1, Z0, Y1
-	VADDPS Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VPERMILPS $0x0E, X0, X1
-	VADDPS X1, X0, X0
-	VPERMILPS $0x01, X0, X1
-	VADDSS X1, X0, X0
+	FOLD16(Z0, Y0, X0, Y1, X1)
 	VMOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
