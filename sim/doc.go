@@ -113,14 +113,19 @@
 //
 // Performance: eager launches run on the live buffers without allocating
 // (program-cache keys are built in a reused buffer from per-tensor spec
-// strings), and linear's dot products call ref.DotWidened (ref's canonical
-// order over a once-widened input row), so results stay bit-equal to ref.
-// Linear keeps each DRAM weight it decoded while no byte of the weight's
-// bank range is written (every DRAM write is watched), and remembers output
-// rows process-wide, keyed exactly by the weight's contents, the bias and
-// the input row's bits, so a row seen before (the same prompt in another
-// schedule, a schedule run again while shrinking) is not computed again;
-// both give the bytes the banks hold, as before (wcache.go, linmemo.go).
+// strings), and linear's dot products run through ref.MatRows (ref's
+// canonical order over once-widened input rows, each weight row read once
+// for all rows; a bias goes through ref.DotWidened), so results stay
+// bit-equal to ref. Linear keeps each DRAM weight it decoded while no byte
+// of the weight's bank range is written (every DRAM write is watched), and
+// remembers output rows process-wide (in 16 shards, each with its own lock,
+// so a campaign's workers do not queue on one), keyed exactly by the
+// weight's contents, the bias and the input row's bits, so a row seen
+// before (the same prompt in another schedule, a schedule run again while
+// shrinking) is not computed again; both give the bytes the banks hold, as
+// before (wcache.go, linmemo.go). Device.Recycle hands a finished device's
+// 64 KiB memory chunks to later devices; the recycled device panics on any
+// use.
 // BenchmarkTinyDecodeStep / BenchmarkTinyRefStep compare a tiny-model step
 // with ref's; BenchmarkPagedKVDecode measures the paged ops.
 //
