@@ -225,9 +225,19 @@ func TestRowMajorPadUntouched(t *testing.T) {
 // pages written since: the changed ranges cover every element a write
 // touched and no page nobody wrote.
 func TestPeekInto(t *testing.T) {
-	for _, layout := range []tt.Layout{tt.Tile, tt.RowMajor} {
+	for _, c := range []struct {
+		layout tt.Layout
+		shape  []int
+		page   int // the page written below (one without padding)
+	}{
+		{tt.Tile, []int{4, 64, 64}, 3},
+		{tt.Tile, []int{2, 2, 64, 32}, 3}, // one tile wide, as the KV caches
+		{tt.Tile, []int{3, 40, 48}, 0},    // padding rows and columns
+		{tt.RowMajor, []int{4, 64, 64}, 3},
+	} {
+		layout := c.layout
 		d := newDev(t, Options{Arch: Wormhole})
-		x := mustAlloc(t, d, tt.Spec{Shape: []int{4, 64, 64}, DType: tt.BF16, Layout: layout, Memory: tt.DRAMInterleaved})
+		x := mustAlloc(t, d, tt.Spec{Shape: c.shape, DType: tt.BF16, Layout: layout, Memory: tt.DRAMInterleaved})
 		n := x.Spec.Volume()
 		fill := func(seed int) []bf16.BF16 {
 			v := make([]bf16.BF16, n)
@@ -262,11 +272,11 @@ func TestPeekInto(t *testing.T) {
 		if since, err = d.PeekInto(x, dst, since, note); err != nil || len(got) != 0 {
 			t.Fatalf("%v: unchanged tensor: %d ranges, %v", layout, len(got), err)
 		}
-		// Two bytes of page 3 change in memory (as any kernel's write
-		// would): only page 3's stripe is re-read, and the bytes match
+		// Two bytes of a page change in memory (as any kernel's write
+		// would): only that stripe is re-read, and the bytes match
 		// Peek's.
 		b := d.bufs[x.ID]
-		m, a := d.memAt(d.pageLoc(b, 3))
+		m, a := d.memAt(d.pageLoc(b, c.page))
 		m.write(a+10, []byte{0x12, 0x34})
 		got = nil
 		if _, err = d.PeekInto(x, dst, since, note); err != nil {
