@@ -52,7 +52,7 @@ type rowMemo struct {
 
 // linMemoBytes bounds the rows kept (all shards); past its share a shard
 // starts again empty.
-const linMemoBytes = 96 << 20
+const linMemoBytes = 32 << 20
 
 type canonW struct {
 	wt []bf16.BF16
