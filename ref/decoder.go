@@ -134,7 +134,7 @@ type matJob struct {
 // weights at memory speed and loses in the breaks of its runs what it
 // gains in balance if the chunks are small: at the qwen3-0.6b shape on two
 // threads, four chunks a part decoded about 2% faster than one over eleven
-// alternating pairs (seven won, two lost).
+// alternating pairs (seven won, three lost).
 const (
 	chunksPerPart   = 8
 	chunksPerPartB1 = 4
