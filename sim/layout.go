@@ -10,31 +10,24 @@ func TileElem(r, c int) int {
 	return ((r/tt.FaceSize)*2+c/tt.FaceSize)*tt.FaceSize*tt.FaceSize + (r%tt.FaceSize)*tt.FaceSize + c%tt.FaceSize
 }
 
-// tileDims returns the logical and padded 2-D geometry of a TILE spec:
-// outer rows per padded block (Hp), logical H and W, padded Wp.
-func tileDims(s tt.Spec) (h, w, hp, wp int) {
-	g := geomOf(s)
-	return g.h, g.w, g.hp, g.wp
-}
-
 // forEachTileSeg calls f for every contiguous run of logical elements of tile
 // page t: n elements starting at logical element index li land at element
 // index ti of the page.
 func forEachTileSeg(s tt.Spec, t int, f func(ti, li, n int)) {
-	h, w, hp, wp := tileDims(s)
-	wt := wp / tt.TileSize
+	g := geomOf(s)
+	wt := g.wp / tt.TileSize
 	tr, tc := t/wt, t%wt
-	// Padded row tr*32+r is row hh of outer slice o; hp is a multiple of 32,
-	// so a tile's rows lie in one slice: o is fixed, hh counts up.
-	o, hh0 := tr*tt.TileSize/hp, tr*tt.TileSize%hp
-	for r := 0; r < tt.TileSize && hh0+r < h; r++ {
+	// hp is a multiple of 32, so a tile's rows lie in one outer slice o,
+	// from its row hh0 on.
+	o, hh0 := tr*tt.TileSize/g.hp, tr*tt.TileSize%g.hp
+	for r := range g.tileRowsUsed(tr) {
 		for half := 0; half < 2; half++ {
 			c0 := tc*tt.TileSize + half*tt.FaceSize
-			n := min(w-c0, tt.FaceSize)
+			n := min(g.w-c0, tt.FaceSize)
 			if n <= 0 {
 				continue
 			}
-			f(TileElem(r, half*tt.FaceSize), (o*h+hh0+r)*w+c0, n)
+			f(TileElem(r, half*tt.FaceSize), (o*g.h+hh0+r)*g.w+c0, n)
 		}
 	}
 }
