@@ -120,11 +120,7 @@ func Equal(a, b []BF16) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	if len(a) == 0 {
-		return true
-	}
-	return string(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 2*len(a))) ==
-		string(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), 2*len(b)))
+	return string(View(a)) == string(View(b))
 }
 
 // Bytes returns the little-endian bytes of s (a copy).

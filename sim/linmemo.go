@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
-	"unsafe"
 
 	"github.com/offcard/offcard/bf16"
 )
@@ -72,13 +71,6 @@ type memoEnt struct {
 	next     int32 // the next entry with the same key; -1: none
 }
 
-func bf16Bytes16(v []bf16.BF16) []byte {
-	if len(v) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 2*len(v))
-}
-
 // canonWeight returns the id of a decoded weight's contents (n*k values
 // as [n][k] rows), the same for equal contents on any device.
 func canonWeight(wt []bf16.BF16, n, k int) uint64 {
@@ -87,10 +79,10 @@ func canonWeight(wt []bf16.BF16, n, k int) uint64 {
 	defer linMemo.Unlock()
 	h.SetSeed(linMemo.seed)
 	h.Write([]byte{byte(n), byte(n >> 8), byte(n >> 16), byte(k), byte(k >> 8), byte(k >> 16)})
-	h.Write(bf16Bytes16(wt))
+	h.Write(bf16.View(wt))
 	key := h.Sum64()
 	for _, c := range linMemo.canon[key] {
-		if slices.Equal(c.wt, wt) {
+		if bf16.Equal(c.wt, wt) {
 			return c.id
 		}
 	}
@@ -111,8 +103,8 @@ func rowKey(wid uint64, bias, x []bf16.BF16) uint64 {
 		b[8] = 1
 	}
 	h.Write(b[:])
-	h.Write(bf16Bytes16(bias))
-	h.Write(bf16Bytes16(x))
+	h.Write(bf16.View(bias))
+	h.Write(bf16.View(x))
 	return h.Sum64()
 }
 
