@@ -403,7 +403,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 		}
 		todo = append(todo, uint32(m))
 	}
-	// Widen the input rows once; ref.DotWidened is ref.Dot(weight row, x_m).
+	// Widen the input rows once: ref.MatRows and ref.DotWidened take them so.
 	xf := s.floats(len(todo) * k)
 	for i, m := range todo {
 		a := gi.prow(int(m)) * gi.wp
