@@ -41,7 +41,8 @@ func Load(dir string) (*Weights, error) { return LoadWith(dir, LoadOptions{}) }
 //
 // Every tensor must carry its Hugging Face name, the shape the config
 // implies, and dtype BF16, F32 or F16. BF16 tensors are used in place from
-// the read-only memory map (copied only when misaligned); F32 and F16 ones
+// the file's read-only image (safetensors.Open: on Linux the file read
+// into huge pages, elsewhere a memory map; copied only when misaligned); F32 and F16 ones
 // are rounded to bf16 (nearest, ties to even) into the heap, with a notice.
 // A missing, unexpected, mis-shaped or mistyped tensor is an error naming
 // it. With tie_word_embeddings, LMHead is Embed, and an lm_head.weight in

@@ -4,8 +4,8 @@ import "github.com/offcard/offcard/bf16"
 
 // Weights holds a Qwen3 checkpoint as bf16 matrices in Hugging Face's layout:
 // a linear layer's weight is row-major [out, in], so output o is the dot
-// product of the input with row o. Slices may alias a read-only memory map:
-// never write to them.
+// product of the input with row o. Slices may alias a file's read-only
+// image (safetensors.Open): never write to them.
 type Weights struct {
 	Config Config
 	Embed  []bf16.BF16 // [vocab, hidden]
@@ -32,7 +32,7 @@ type Layer struct {
 	Down      []bf16.BF16 // [hidden, intermediate]
 }
 
-// Close releases the memory maps behind w, if any. w must not be used after.
+// Close releases the files' images behind w, if any. w must not be used after.
 func (w *Weights) Close() error {
 	if w == nil || w.closer == nil {
 		return nil

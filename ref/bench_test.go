@@ -136,13 +136,13 @@ func matrixBytes(w *qwen3.Weights) int {
 	return 2 * n
 }
 
-// BenchmarkDecodeMapped is the oracle as the CLI runs it: the qwen3-0.6b
+// BenchmarkDecodeLoaded is the oracle as the CLI runs it: the qwen3-0.6b
 // shape (synthetic weights, seed 1) exported to a checkpoint directory and
-// loaded back through the read-only memory map, at batch 1 and 8 on 1 and
-// 2 threads. OFFCARD_BENCH_MODEL names an exported directory to reuse
+// loaded back through qwen3.Load (on Linux the file read into huge pages),
+// at batch 1 and 8 on 1 and 2 threads. OFFCARD_BENCH_MODEL names an exported directory to reuse
 // (offcard export --synth qwen3-0.6b --seed 1 --out DIR); otherwise one is
 // written to a temporary directory first.
-func BenchmarkDecodeMapped(b *testing.B) {
+func BenchmarkDecodeLoaded(b *testing.B) {
 	dir := os.Getenv("OFFCARD_BENCH_MODEL")
 	if dir == "" {
 		dir = filepath.Join(b.TempDir(), "qwen3-0.6b")

@@ -38,7 +38,7 @@
 // AVX-512 one ZMM register holds the 16 lanes of a (row, input) pair; the
 // kernels take four rows against one input, or two rows against four or
 // eight inputs, so a batch of up to eight sequences widens each block of
-// weights once (the weights stay in the memory-mapped file; they are not
+// weights once (the weights stay in the loaded file's image; they are not
 // repacked). The lanes are reduced in the canonical tree in assembly too.
 // A single sequence's product runs whole row ranges in one assembly call
 // (blocks of four rows, reduced in registers). Every kernel prefetches the

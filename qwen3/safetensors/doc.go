@@ -24,8 +24,14 @@
 //   - the last end + 8 + N equals len(input) exactly: no trailing bytes.
 //
 // After a successful Parse every Tensor.Data is an in-bounds sub-slice of
-// the input (no copy), so a File built over a memory map is zero-copy. Data
-// must be treated as read-only. Alignment is not required: a reader that
+// the input (no copy). Data must be treated as read-only.
+//
+// Open holds the file's bytes read-only: on Linux it reads them into
+// anonymous memory advised for transparent huge pages (a decoder streams
+// every weight at every step, and 4 KiB pages cost it a TLB miss per
+// page), unless the file is larger than half the memory available, which
+// it maps instead; elsewhere it maps the file (or reads it, where Go has
+// no mmap). Alignment is not required: a reader that
 // reinterprets Data as wider elements must check it (the reference writer,
 // and Write, align every tensor to its element size).
 //

@@ -59,7 +59,7 @@ func (f *File) Metadata() map[string]string { return maps.Clone(f.metadata) }
 // at file offset 8+N.
 func (f *File) HeaderSize() int { return f.headerLen }
 
-// Close releases the memory map behind f, if Open made one. The Data slices
+// Close releases the memory behind f, if Open made it. The Data slices
 // of f's tensors must not be used after.
 func (f *File) Close() error {
 	if f == nil || f.release == nil {

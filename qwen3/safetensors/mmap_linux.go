@@ -1,0 +1,89 @@
+//go:build linux
+
+package safetensors
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"syscall"
+	"unsafe"
+)
+
+// On Linux, Open reads the file into anonymous memory advised for
+// transparent huge pages (MADV_HUGEPAGE) and then made read-only, rather
+// than mapping the file. A decoder streams every weight at every step;
+// through the file mapping's 4 KiB page-cache pages it pays a TLB miss
+// every 4 KiB, through 2 MiB pages almost none (ref's batch-1 decode of
+// qwen3-0.6b on two threads ran 5 to 50% faster so, in alternating runs).
+//
+// A file larger than half the memory the kernel reports available
+// (MemAvailable) is mapped as before, so a checkpoint larger than memory
+// still opens and pages in from the file; so is one where the anonymous
+// memory cannot be had.
+
+// hugePage is the size (and alignment) of a transparent huge page on the
+// architectures Go supports on Linux with them (amd64, arm64 with 4 KiB
+// base pages).
+const hugePage = 2 << 20
+
+// memAvailable is the kernel's estimate of the bytes available for a new
+// workload without swapping (MemAvailable in /proc/meminfo), 0 when
+// unknown. A variable so tests can take the mapping path.
+var memAvailable = func() int {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("MemAvailable:"))
+		if !ok {
+			continue
+		}
+		kb, ok := bytes.CutSuffix(bytes.TrimSpace(rest), []byte(" kB"))
+		if n, err := strconv.Atoi(string(kb)); ok && err == nil && n >= 0 {
+			return n << 10
+		}
+		return 0
+	}
+	return 0
+}
+
+func mapFile(path string) ([]byte, func() error, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fd.Close() // a mapping outlives the descriptor
+	size, err := statSize(fd, path)
+	if err != nil || size == 0 {
+		return nil, nil, err // size 0: Parse reports HeaderTooSmall
+	}
+	if size > memAvailable()/2 {
+		return mmapFile(fd, path, size)
+	}
+	region, err := syscall.Mmap(-1, 0, size+hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return mmapFile(fd, path, size)
+	}
+	release := func() error { return syscall.Munmap(region) }
+	// The data starts on a huge-page boundary; the kernel backs aligned
+	// 2 MiB spans of an advised region with huge pages.
+	off := (hugePage - int(uintptr(unsafe.Pointer(&region[0]))%hugePage)) % hugePage
+	data := region[off : off+size : off+size]
+	_ = syscall.Madvise(data, syscall.MADV_HUGEPAGE) // advice: without it, 4 KiB pages
+	if _, err := io.ReadFull(fd, data); err != nil {
+		_ = release()
+		return nil, nil, fmt.Errorf("%s: read: %w", path, err)
+	}
+	if err := syscall.Mprotect(region, syscall.PROT_READ); err != nil {
+		_ = release()
+		return nil, nil, fmt.Errorf("%s: mprotect: %w", path, err)
+	}
+	return data, release, nil
+}

@@ -1,0 +1,142 @@
+//go:build linux
+
+package safetensors
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestOpenLinux opens one file both ways Linux has (read into huge-page
+// memory; mapped, when memory is short): each gives the file's bytes,
+// read-only, on a huge-page boundary or not as it should, and the read
+// copy is eligible for transparent huge pages where the kernel has them.
+func TestOpenLinux(t *testing.T) {
+	// A tensor over a few huge pages, so the file is not all header.
+	data := make([]byte, 3*hugePage+6)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, []Tensor{{Name: "w", DType: "BF16", Shape: []int{len(data) / 2}, Data: data}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.safetensors")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		avail int // memAvailable's answer
+		read  bool
+	}{
+		{"read", 1 << 40, true},
+		{"mapped: memory short", 2*buf.Len() - 1, false},
+		{"mapped: memory unknown", 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			saved := memAvailable
+			memAvailable = func() int { return c.avail }
+			defer func() { memAvailable = saved }()
+			f, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			w, _ := f.Tensor("w")
+			if !bytes.Equal(w.Data, data) {
+				t.Fatal("tensor bytes differ from the file's")
+			}
+			start := uintptr(unsafe.Pointer(unsafe.SliceData(w.Data))) - uintptr(8+f.HeaderSize())
+			if c.read && start%hugePage != 0 {
+				t.Errorf("the read copy starts at %#x, not on a huge page", start)
+			}
+			if got, want := smapsPath(t, start), map[bool]string{true: "", false: path}[c.read]; got != want {
+				t.Errorf("the data is in a mapping of %q, want %q", got, want)
+			}
+			if !faults(func() { w.Data[0]++ }) {
+				t.Error("the tensor's memory is writable")
+			}
+			if c.read && thpEnabled(t) {
+				if got := smapsField(t, start, "THPeligible:"); got != "1" {
+					t.Errorf("THPeligible %q for the read copy, want 1", got)
+				}
+			}
+		})
+	}
+}
+
+// faults reports whether f faulted (a write to read-only memory).
+func faults(f func()) (faulted bool) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() { faulted = recover() != nil }()
+	f()
+	return false
+}
+
+// thpEnabled reports whether the kernel gives transparent huge pages to
+// advised memory ([always] or [madvise]).
+func thpEnabled(t *testing.T) bool {
+	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil {
+		t.Logf("no transparent huge pages: %v", err)
+		return false
+	}
+	on := !strings.Contains(string(b), "[never]")
+	if !on {
+		t.Logf("transparent huge pages off: %s", b)
+	}
+	return on
+}
+
+// smapsPath is the path of the file mapped at addr ("" for anonymous
+// memory), from /proc/self/maps.
+func smapsPath(t *testing.T, addr uintptr) string {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x", &lo, &hi); n == 2 && lo <= addr && addr < hi {
+			if f := strings.Fields(line); len(f) >= 6 {
+				return f[5]
+			}
+			return ""
+		}
+	}
+	t.Fatalf("no mapping holds %#x", addr)
+	return ""
+}
+
+// smapsField is the value of field in /proc/self/smaps for the mapping
+// that holds addr.
+func smapsField(t *testing.T, addr uintptr, field string) string {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(line, "%x-%x", &lo, &hi); n == 2 && !strings.HasSuffix(strings.Fields(line)[0], ":") {
+			in = lo <= addr && addr < hi
+			continue
+		}
+		if in && strings.HasPrefix(line, field) {
+			return strings.TrimSpace(strings.TrimPrefix(line, field))
+		}
+	}
+	t.Fatalf("no %s for %#x in /proc/self/smaps", field, addr)
+	return ""
+}
