@@ -19,8 +19,8 @@ import (
 // read-only, on a huge-page boundary or not as it should, and the read
 // copy is eligible for transparent huge pages where the kernel has them.
 func TestOpenLinux(t *testing.T) {
-	// A tensor over a few huge pages, so the file is not all header.
-	data := make([]byte, 3*hugePage+6)
+	// A tensor over many huge pages, so the file is not all header.
+	data := make([]byte, 9*hugePage+6) // three pieces of readAll, and a bit
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
