@@ -279,10 +279,21 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 		_ = x[:cols] // the kernels read cols values of every input
 	}
 	stride := 2 * cols
-	o := lo
-	if useN1 && len(xs) == 1 && n16 == cols {
-		o = matRowsN1(dsts[0], w, xs[0], cols, lo, hi, fma)
+	if useN1 && len(xs) < 4 && n16 == cols {
+		// Below four inputs the blocked kernels share too little: each
+		// input streams the rows through the single-input kernel.
+		for b, x := range xs {
+			o := matRowsN1(dsts[b], w, x, cols, lo, hi, fma)
+			for ; o < hi; o++ {
+				row := w[o*cols : (o+1)*cols]
+				var acc [Lanes]float32
+				dotLanes512(&row[0], &x[0], n16, &acc)
+				dsts[b][o] = bf16.FromFloat32(finishLanes(&acc, row, x, n16))
+			}
+		}
+		return true
 	}
+	o := lo
 	b8 := 0 // the groups of eight done in column blocks for the blocks of four rows
 	if len(xs) >= 8 && cols >= colBlockMin {
 		b8 = len(xs) &^ 7
