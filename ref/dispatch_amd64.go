@@ -185,6 +185,11 @@ func matRowsN1(dst []bf16.BF16, w []bf16.BF16, x []float32, cols, lo, hi, fma in
 	return lo + n
 }
 
+// n1SmallBytes bounds the matrix part that two or three inputs take
+// through the single-input kernel in turn (matRowsFast): it stays in the
+// core's L2.
+const n1SmallBytes = 256 << 10
+
 // reduce512 sets out[i] = reduceLanes(lanes i) for the n lane arrays at acc.
 //
 //go:noescape
@@ -279,9 +284,13 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 		_ = x[:cols] // the kernels read cols values of every input
 	}
 	stride := 2 * cols
-	if useN1 && len(xs) < 4 && n16 == cols {
-		// Below four inputs the blocked kernels share too little: each
-		// input streams the rows through the single-input kernel.
+	if useN1 && len(xs) < 4 && n16 == cols && (hi-lo)*stride <= n1SmallBytes {
+		// A small matrix (the simulator's) with fewer than four inputs:
+		// the blocked kernels share too little, and the rows stay in
+		// cache from one input to the next, so each input takes them all
+		// through the single-input kernel. (Streamed from memory, as in
+		// a decode of qwen3-0.6b at batch 3, the blocks of four rows
+		// below are faster: they read each row once.)
 		for b, x := range xs {
 			o := matRowsN1(dsts[b], w, x, cols, lo, hi, fma)
 			for ; o < hi; o++ {

@@ -144,7 +144,8 @@ func TestMatVecRowsEqualDot(t *testing.T) {
 // and inputs.
 func TestMatRowsEqualsMatVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, sh := range []struct{ rows, cols int }{{256, 128}, {128, 256}, {512, 128}, {37, 48}, {9, 17}, {5, 1}} {
+	// 1030x128 is over n1SmallBytes: two or three inputs take the blocks of four rows.
+	for _, sh := range []struct{ rows, cols int }{{256, 128}, {128, 256}, {512, 128}, {1030, 128}, {37, 48}, {9, 17}, {5, 1}} {
 		for batch := 1; batch <= 10; batch++ {
 			w := randVec(rng, sh.rows*sh.cols, 0.05)
 			xs := make([][]bf16.BF16, batch)
