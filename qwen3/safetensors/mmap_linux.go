@@ -3,10 +3,10 @@
 package safetensors
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -36,25 +36,31 @@ import (
 const hugePage = 2 << 20
 
 // memAvailable is the kernel's estimate of the bytes available for a new
-// workload without swapping (MemAvailable in /proc/meminfo), 0 when
-// unknown. A variable so tests can take the mapping path.
+// workload without swapping, 0 when unknown. A variable so tests can take
+// the mapping path.
 var memAvailable = func() int {
-	f, err := os.Open("/proc/meminfo")
+	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("MemAvailable:"))
+	return parseMemAvailable(b)
+}
+
+// parseMemAvailable is the MemAvailable line of /proc/meminfo's text
+// ("MemAvailable:   24179916 kB") in bytes; 0 when there is no such line
+// or it does not read so.
+func parseMemAvailable(meminfo []byte) int {
+	for line := range bytes.Lines(meminfo) {
+		rest, ok := bytes.CutPrefix(line, []byte("MemAvailable:"))
 		if !ok {
 			continue
 		}
 		kb, ok := bytes.CutSuffix(bytes.TrimSpace(rest), []byte(" kB"))
-		if n, err := strconv.Atoi(string(kb)); ok && err == nil && n >= 0 {
-			return n << 10
+		n, err := strconv.Atoi(string(bytes.TrimSpace(kb)))
+		if !ok || err != nil || n < 0 || n > math.MaxInt>>10 {
+			return 0
 		}
-		return 0
+		return n << 10
 	}
 	return 0
 }

@@ -140,3 +140,44 @@ func smapsField(t *testing.T, addr uintptr, field string) string {
 	t.Fatalf("no %s for %#x in /proc/self/smaps", field, addr)
 	return ""
 }
+
+func TestParseMemAvailable(t *testing.T) {
+	const head = "MemTotal:       24683620 kB\nMemFree:        20684496 kB\n"
+	for _, c := range []struct {
+		text string
+		want int
+	}{
+		{head + "MemAvailable:   24179916 kB\nBuffers:           26132 kB\n", 24179916 << 10},
+		{"MemAvailable: 1 kB", 1 << 10},
+		{head, 0},
+		{"MemAvailable:   12 MB\n", 0},
+		{"MemAvailable:   -3 kB\n", 0},
+		{"MemAvailable:   kB\n", 0},
+		{"MemAvailable:   99999999999999999999 kB\n", 0},
+		{"MemAvailable:   9007199254740993 kB\n", 0}, // past MaxInt bytes
+		{"XMemAvailable:   5 kB\n", 0},
+	} {
+		if got := parseMemAvailable([]byte(c.text)); got != c.want {
+			t.Errorf("%q: %d, want %d", c.text, got, c.want)
+		}
+	}
+	if memAvailable() <= 0 {
+		t.Error("this machine's /proc/meminfo gives no MemAvailable")
+	}
+}
+
+// FuzzParseMemAvailable: parseMemAvailable never panics, gives a
+// non-negative whole number of KiB, and more than 0 only from a
+// MemAvailable line. Seeds live in testdata/fuzz/FuzzParseMemAvailable.
+func FuzzParseMemAvailable(f *testing.F) {
+	f.Add([]byte("MemTotal:       24683620 kB\nMemAvailable:   24179916 kB\n"))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		n := parseMemAvailable(text)
+		if n < 0 || n%1024 != 0 {
+			t.Fatalf("%d bytes", n)
+		}
+		if n > 0 && !bytes.Contains(text, []byte("MemAvailable:")) {
+			t.Fatalf("%d bytes without a MemAvailable line", n)
+		}
+	})
+}
