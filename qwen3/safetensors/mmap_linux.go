@@ -65,38 +65,32 @@ func parseMemAvailable(meminfo []byte) int {
 	return 0
 }
 
-func mapFile(path string) ([]byte, func() error, error) {
-	fd, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer fd.Close() // a mapping outlives the descriptor
-	size, err := statSize(fd, path)
-	if err != nil || size == 0 {
-		return nil, nil, err // size 0: Parse reports HeaderTooSmall
-	}
+// readResident reads the open file fd (size bytes) into anonymous memory
+// advised for huge pages and made read-only; ok is false, with nothing
+// done, when the file is to be mapped instead.
+func readResident(fd *os.File, path string, size int) (data []byte, release func() error, ok bool, err error) {
 	if size > memAvailable()/2 {
-		return mmapFile(fd, path, size)
+		return nil, nil, false, nil
 	}
 	region, err := syscall.Mmap(-1, 0, size+hugePage, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
-		return mmapFile(fd, path, size)
+		return nil, nil, false, nil
 	}
-	release := func() error { return syscall.Munmap(region) }
+	release = func() error { return syscall.Munmap(region) }
 	// The data starts on a huge-page boundary; the kernel backs aligned
 	// 2 MiB spans of an advised region with huge pages.
 	off := (hugePage - int(uintptr(unsafe.Pointer(&region[0]))%hugePage)) % hugePage
-	data := region[off : off+size : off+size]
+	data = region[off : off+size : off+size]
 	_ = syscall.Madvise(data, syscall.MADV_HUGEPAGE) // advice: without it, 4 KiB pages
 	if err := readAll(fd, data); err != nil {
 		_ = release()
-		return nil, nil, fmt.Errorf("%s: read: %w", path, err)
+		return nil, nil, false, fmt.Errorf("%s: read: %w", path, err)
 	}
 	if err := syscall.Mprotect(region, syscall.PROT_READ); err != nil {
 		_ = release()
-		return nil, nil, fmt.Errorf("%s: mprotect: %w", path, err)
+		return nil, nil, false, fmt.Errorf("%s: mprotect: %w", path, err)
 	}
-	return data, release, nil
+	return data, release, true, nil
 }
 
 // readAll fills data from the start of fd, in huge-page-aligned pieces

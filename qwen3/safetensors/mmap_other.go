@@ -2,18 +2,15 @@
 
 package safetensors
 
-import "os"
+import "io"
 
 func mapFile(path string) ([]byte, func() error, error) {
-	fd, err := os.Open(path)
+	fd, _, err := openFile(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer fd.Close()
-	if _, err := statSize(fd, path); err != nil {
-		return nil, nil, err
-	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(fd)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -24,6 +24,21 @@ func Open(path string) (*File, error) {
 	return f, nil
 }
 
+// openFile opens path, a regular file, and returns it with its size. On
+// error nothing is left open.
+func openFile(path string) (*os.File, int, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := statSize(fd, path)
+	if err != nil {
+		fd.Close()
+		return nil, 0, err
+	}
+	return fd, size, nil
+}
+
 func statSize(fd *os.File, path string) (int, error) {
 	st, err := fd.Stat()
 	if err != nil {
