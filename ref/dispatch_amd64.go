@@ -185,6 +185,13 @@ func matRowsN1(dst []bf16.BF16, w []bf16.BF16, x []float32, cols, lo, hi, fma in
 	return lo + n
 }
 
+// perInputN1 reports whether matRowsFast takes each of n inputs in turn
+// through the single-input kernel over rows lo..hi-1 of cols columns (see
+// there): always for one input, for two or three over a small part.
+func perInputN1(n, cols, lo, hi int) bool {
+	return n == 1 || n < 4 && (hi-lo)*2*cols <= n1SmallBytes
+}
+
 // n1SmallBytes bounds the matrix part that two or three inputs take
 // through the single-input kernel in turn (matRowsFast): it stays in the
 // core's L2.
@@ -284,13 +291,14 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 		_ = x[:cols] // the kernels read cols values of every input
 	}
 	stride := 2 * cols
-	if useN1 && len(xs) < 4 && n16 == cols && (hi-lo)*stride <= n1SmallBytes {
-		// A small matrix (the simulator's) with fewer than four inputs:
-		// the blocked kernels share too little, and the rows stay in
-		// cache from one input to the next, so each input takes them all
-		// through the single-input kernel. (Streamed from memory, as in
-		// a decode of qwen3-0.6b at batch 3, the blocks of four rows
-		// below are faster: they read each row once.)
+	if useN1 && n16 == cols && perInputN1(len(xs), cols, lo, hi) {
+		// One input streams the rows through the single-input kernel.
+		// So do two or three inputs, in turn, over a small matrix part
+		// (the simulator's): the blocked kernels share too little there,
+		// and the rows stay in cache from one input to the next.
+		// (Streamed from memory, as in a decode of qwen3-0.6b at batch 3,
+		// the blocks of four rows below are faster: they read each row
+		// once.)
 		for b, x := range xs {
 			o := matRowsN1(dsts[b], w, x, cols, lo, hi, fma)
 			for ; o < hi; o++ {
