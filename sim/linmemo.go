@@ -72,8 +72,10 @@ type memoEnt struct {
 }
 
 // canonWeight returns the id of a decoded weight's contents (n*k values
-// as [n][k] rows), the same for equal contents on any device.
-func canonWeight(wt []bf16.BF16, n, k int) uint64 {
+// as [n][k] rows), the same for equal contents on any device, and the one
+// process-wide copy of those contents (read only), which every device's
+// launches then read: wt itself is not retained.
+func canonWeight(wt []bf16.BF16, n, k int) (uint64, []bf16.BF16) {
 	var h maphash.Hash
 	linMemo.Lock()
 	defer linMemo.Unlock()
@@ -83,13 +85,13 @@ func canonWeight(wt []bf16.BF16, n, k int) uint64 {
 	key := h.Sum64()
 	for _, c := range linMemo.canon[key] {
 		if bf16.Equal(c.wt, wt) {
-			return c.id
+			return c.id, c.wt
 		}
 	}
 	linMemo.nextID++
 	c := &canonW{wt: slices.Clone(wt), id: linMemo.nextID}
 	linMemo.canon[key] = append(linMemo.canon[key], c)
-	return c.id
+	return c.id, c.wt
 }
 
 func rowKey(wid uint64, bias, x []bf16.BF16) uint64 {

@@ -24,7 +24,7 @@ type wcKey struct {
 }
 
 type wcEntry struct {
-	wt     []bf16.BF16 // [n][k], read only
+	wt     []bf16.BF16 // [n][k], read only: canonWeight's copy
 	id     uint64      // canonWeight(wt)
 	lo, hi uint64      // bank-local byte range [addr, addr+perBank)
 }
@@ -86,12 +86,7 @@ func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.
 		}
 	}
 	gw := geomOf(w.spec)
-	var wt []bf16.BF16
-	if keep {
-		wt = make([]bf16.BF16, n*k)
-	} else {
-		wt = s.buf(1, n*k)
-	}
+	wt := s.buf(1, n*k) // a kept weight is read from its canonical copy
 	if flag && gw.w == gw.wp && gw.h == gw.hp {
 		if err := x.readPadded(s, w, wt); err != nil {
 			return nil, 0, err
@@ -111,7 +106,8 @@ func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.
 		}
 	}
 	if keep {
-		e := &wcEntry{wt: wt, id: canonWeight(wt, n, k), lo: w.addr, hi: w.addr + w.perBank}
+		id, canon := canonWeight(wt, n, k)
+		e := &wcEntry{wt: canon, id: id, lo: w.addr, hi: w.addr + w.perBank}
 		d.wc.m[key] = e
 		d.wc.lo, d.wc.hi = min(d.wc.lo, e.lo), max(d.wc.hi, e.hi)
 		return wt, e.id, nil
