@@ -7,10 +7,11 @@ import (
 
 // A linear's weight is read, untilized and (for a [k, n] weight)
 // transposed at every launch, though an engine writes its weights once.
-// The device keeps each DRAM-interleaved weight it decoded as [n][k] rows,
-// valid while no byte of the weight's bank range has been written since:
-// every write to DRAM (host copy, op output, KV update, a replay writing
-// through a stale address) that touches the range drops the entry. So a
+// The device keeps each DRAM-interleaved weight it decoded as [n][k] rows
+// (canonWeight's process-wide copy of those values), valid while no byte
+// of the weight's bank range has been written since: every write to DRAM
+// (host copy, op output, KV update, a replay writing through a stale
+// address) that touches the range drops the entry. So a
 // launch reads exactly the bytes the banks hold, as before; it only
 // skips decoding them again. The entry is keyed by address, spec and
 // transposition, not by tensor: a tensor allocated where a freed weight
@@ -110,7 +111,7 @@ func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.
 		e := &wcEntry{wt: canon, id: id, lo: w.addr, hi: w.addr + w.perBank}
 		d.wc.m[key] = e
 		d.wc.lo, d.wc.hi = min(d.wc.lo, e.lo), max(d.wc.hi, e.hi)
-		return wt, e.id, nil
+		return e.wt, e.id, nil
 	}
 	return wt, 0, nil
 }
