@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/offcard/offcard/internal/hugeheap"
 	"github.com/offcard/offcard/proptest"
 	"github.com/offcard/offcard/tthw"
 )
@@ -77,6 +78,10 @@ type timedReport struct {
 
 // checkFactory builds the SUT of --device sim; tests replace it.
 var checkFactory proptest.Factory = proptest.SimFactory
+
+// heapReserve is the heap address space check advises for huge pages
+// (hugeheap): twice the default campaign's peak heap on two cores.
+const heapReserve = 512 << 20
 
 func runCheck(e *env, args []string) error {
 	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--shard K/N] [--json [--times]] [--junit OUT.xml] [--save DIR] [--dump FILE.jsonl]")
@@ -178,6 +183,11 @@ func runCheck(e *env, args []string) error {
 				fmt.Fprint(e.stderr, "\r\033[K")
 			}
 		}
+	}
+	// A campaign reads its simulated devices, caches and memos all over
+	// the heap: on huge pages where the kernel gives them on request.
+	if _, err := hugeheap.Advise(heapReserve); err != nil {
+		fmt.Fprintf(e.stderr, "offcard check: heap not advised for huge pages: %v\n", err)
 	}
 	t0 := time.Now()
 	rs := proptest.Campaign(opt)
