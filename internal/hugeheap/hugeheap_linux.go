@@ -58,3 +58,24 @@ func mapping(addr uintptr) (lo, hi uintptr, err error) {
 	}
 	return 0, 0, fmt.Errorf("hugeheap: no mapping in /proc/self/maps holds %#x", addr)
 }
+
+// Eligible reports whether the kernel may back the mapping that holds
+// addr with transparent huge pages (THPeligible in /proc/self/smaps).
+func Eligible(addr uintptr) (bool, error) {
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return false, fmt.Errorf("hugeheap: %w", err)
+	}
+	in := false
+	for line := range bytes.Lines(smaps) {
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(string(line), "%x-%x ", &lo, &hi); n == 2 { // a mapping's first line
+			in = lo <= addr && addr < hi
+			continue
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("THPeligible:")); ok && in {
+			return string(bytes.TrimSpace(v)) == "1", nil
+		}
+	}
+	return false, fmt.Errorf("hugeheap: no THPeligible for %#x in /proc/self/smaps", addr)
+}

@@ -3,8 +3,6 @@
 package hugeheap
 
 import (
-	"bufio"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,41 +51,19 @@ func TestAdvise(t *testing.T) {
 	// huge pages wherever the kernel gives them at all.
 	b := make([]byte, 4<<20)
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	got := smapsField(t, addr, "THPeligible:")
+	got, err := Eligible(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if strings.Contains(string(real), "[never]") {
-		t.Logf("transparent huge pages are off here (%s); THPeligible %s", strings.TrimSpace(string(real)), got)
+		t.Logf("transparent huge pages are off here (%s); eligible %v", strings.TrimSpace(string(real)), got)
 		return
 	}
-	if got != "1" {
-		t.Errorf("THPeligible %q for a heap object made after Advise, want 1", got)
+	if !got {
+		t.Error("a heap object made after Advise is not eligible for huge pages")
 	}
 	modeFile = filepath.Join(dir, "missing")
 	if got, err := Advise(1 << 20); got || err != nil {
 		t.Errorf("no mode file: advised %v, %v", got, err)
 	}
-}
-
-// smapsField is the value of field in /proc/self/smaps for the mapping
-// that holds addr.
-func smapsField(t *testing.T, addr uintptr, field string) string {
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	in := false
-	for sc.Scan() {
-		line := sc.Text()
-		var lo, hi uintptr
-		if n, _ := fmt.Sscanf(line, "%x-%x", &lo, &hi); n == 2 && !strings.HasSuffix(strings.Fields(line)[0], ":") {
-			in = lo <= addr && addr < hi
-			continue
-		}
-		if in && strings.HasPrefix(line, field) {
-			return strings.TrimSpace(strings.TrimPrefix(line, field))
-		}
-	}
-	t.Fatalf("no %s for %#x in /proc/self/smaps", field, addr)
-	return ""
 }

@@ -3,7 +3,6 @@
 package safetensors
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/offcard/offcard/internal/hugeheap"
 )
 
 // TestOpenLinux opens one file both ways Linux has (read into huge-page
@@ -65,8 +66,8 @@ func TestOpenLinux(t *testing.T) {
 				t.Error("the tensor's memory is writable")
 			}
 			if c.read && thpEnabled(t) {
-				if got := smapsField(t, start, "THPeligible:"); got != "1" {
-					t.Errorf("THPeligible %q for the read copy, want 1", got)
+				if ok, err := hugeheap.Eligible(start); err != nil || !ok {
+					t.Errorf("the read copy is not eligible for huge pages (%v)", err)
 				}
 			}
 		})
@@ -113,31 +114,6 @@ func smapsPath(t *testing.T, addr uintptr) string {
 		}
 	}
 	t.Fatalf("no mapping holds %#x", addr)
-	return ""
-}
-
-// smapsField is the value of field in /proc/self/smaps for the mapping
-// that holds addr.
-func smapsField(t *testing.T, addr uintptr, field string) string {
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	in := false
-	for sc.Scan() {
-		line := sc.Text()
-		var lo, hi uintptr
-		if n, _ := fmt.Sscanf(line, "%x-%x", &lo, &hi); n == 2 && !strings.HasSuffix(strings.Fields(line)[0], ":") {
-			in = lo <= addr && addr < hi
-			continue
-		}
-		if in && strings.HasPrefix(line, field) {
-			return strings.TrimSpace(strings.TrimPrefix(line, field))
-		}
-	}
-	t.Fatalf("no %s for %#x in /proc/self/smaps", field, addr)
 	return ""
 }
 
