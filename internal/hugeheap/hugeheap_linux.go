@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"syscall"
 	"unsafe"
 )
@@ -51,12 +52,36 @@ func mapping(addr uintptr) (lo, hi uintptr, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("hugeheap: %w", err)
 	}
-	for line := range bytes.Lines(maps) {
-		if n, _ := fmt.Sscanf(string(line), "%x-%x", &lo, &hi); n == 2 && lo <= addr && addr < hi {
-			return lo, hi, nil
-		}
+	if lo, hi, ok := mappingIn(maps, addr); ok {
+		return lo, hi, nil
 	}
 	return 0, 0, fmt.Errorf("hugeheap: no mapping in /proc/self/maps holds %#x", addr)
+}
+
+// mappingIn is the range of the mapping that holds addr in the text of
+// /proc/PID/maps (or smaps), whose mappings start lines "lo-hi ...".
+func mappingIn(maps []byte, addr uintptr) (lo, hi uintptr, ok bool) {
+	for line := range bytes.Lines(maps) {
+		if lo, hi, ok := rangeOf(line); ok && lo <= addr && addr < hi {
+			return lo, hi, true
+		}
+	}
+	return 0, 0, false
+}
+
+// rangeOf reads the "lo-hi " that starts a mapping's line (hexadecimal).
+func rangeOf(line []byte) (lo, hi uintptr, ok bool) {
+	r, _, found := bytes.Cut(line, []byte(" "))
+	a, b, dash := bytes.Cut(r, []byte("-"))
+	if !found || !dash {
+		return 0, 0, false
+	}
+	l, err1 := strconv.ParseUint(string(a), 16, 64)
+	h, err2 := strconv.ParseUint(string(b), 16, 64)
+	if err1 != nil || err2 != nil || l > h {
+		return 0, 0, false
+	}
+	return uintptr(l), uintptr(h), true
 }
 
 // Eligible reports whether the kernel may back the mapping that holds
@@ -66,16 +91,25 @@ func Eligible(addr uintptr) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("hugeheap: %w", err)
 	}
+	v, ok := eligibleIn(smaps, addr)
+	if !ok {
+		return false, fmt.Errorf("hugeheap: no THPeligible for %#x in /proc/self/smaps", addr)
+	}
+	return v, nil
+}
+
+// eligibleIn is the THPeligible field of the mapping that holds addr in
+// the text of /proc/PID/smaps; ok is false when there is none.
+func eligibleIn(smaps []byte, addr uintptr) (eligible, ok bool) {
 	in := false
 	for line := range bytes.Lines(smaps) {
-		var lo, hi uintptr
-		if n, _ := fmt.Sscanf(string(line), "%x-%x ", &lo, &hi); n == 2 { // a mapping's first line
+		if lo, hi, isRange := rangeOf(line); isRange {
 			in = lo <= addr && addr < hi
 			continue
 		}
-		if v, ok := bytes.CutPrefix(line, []byte("THPeligible:")); ok && in {
-			return string(bytes.TrimSpace(v)) == "1", nil
+		if v, field := bytes.CutPrefix(line, []byte("THPeligible:")); field && in {
+			return string(bytes.TrimSpace(v)) == "1", true
 		}
 	}
-	return false, fmt.Errorf("hugeheap: no THPeligible for %#x in /proc/self/smaps", addr)
+	return false, false
 }

@@ -67,3 +67,52 @@ func TestAdvise(t *testing.T) {
 		t.Errorf("no mode file: advised %v, %v", got, err)
 	}
 }
+
+func TestProcParsers(t *testing.T) {
+	const smaps = `7f5168000000-7f5168021000 rw-p 00000000 00:00 0
+Size:                132 kB
+THPeligible:    0
+2904ec000000-2904f7c00000 rw-p 00000000 00:00 0
+AnonHugePages:    4096 kB
+THPeligible:    1
+55eeae044000-55eeae046000 r--p 00000000 fe:00 247278                     /usr/bin/head
+Size:                  8 kB
+`
+	for _, c := range []struct {
+		addr           uintptr
+		lo, hi         uintptr
+		inMap          bool
+		eligible, elOK bool
+	}{
+		{0x7f5168000000, 0x7f5168000000, 0x7f5168021000, true, false, true},
+		{0x2904f7bfffff, 0x2904ec000000, 0x2904f7c00000, true, true, true},
+		{0x2904f7c00000, 0, 0, false, false, false}, // hi is outside
+		{0x55eeae045000, 0x55eeae044000, 0x55eeae046000, true, false, false},
+		{0x1000, 0, 0, false, false, false},
+	} {
+		lo, hi, ok := mappingIn([]byte(smaps), c.addr)
+		if lo != c.lo || hi != c.hi || ok != c.inMap {
+			t.Errorf("%#x: mapping %#x-%#x %v, want %#x-%#x %v", c.addr, lo, hi, ok, c.lo, c.hi, c.inMap)
+		}
+		if el, ok := eligibleIn([]byte(smaps), c.addr); el != c.eligible || ok != c.elOK {
+			t.Errorf("%#x: eligible %v %v, want %v %v", c.addr, el, ok, c.eligible, c.elOK)
+		}
+	}
+}
+
+// FuzzProcParsers: mappingIn and eligibleIn never panic, a mapping found
+// holds the address, and eligibility is found only inside a mapping.
+// Seeds live in testdata/fuzz/FuzzProcParsers.
+func FuzzProcParsers(f *testing.F) {
+	f.Add([]byte("2904ec000000-2904f7c00000 rw-p 00000000 00:00 0\nTHPeligible:    1\n"), uint64(0x2904ec000010))
+	f.Fuzz(func(t *testing.T, text []byte, addr uint64) {
+		a := uintptr(addr)
+		lo, hi, ok := mappingIn(text, a)
+		if ok && !(lo <= a && a < hi) {
+			t.Fatalf("mapping %#x-%#x does not hold %#x", lo, hi, a)
+		}
+		if _, found := eligibleIn(text, a); found && !ok {
+			t.Fatalf("THPeligible found for %#x outside any mapping", a)
+		}
+	})
+}
