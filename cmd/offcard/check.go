@@ -185,10 +185,10 @@ func runCheck(e *env, args []string) error {
 		}
 	}
 	// A campaign reads its simulated devices, caches and memos all over
-	// the heap: on huge pages where the kernel gives them on request.
-	if _, err := hugeheap.Advise(heapReserve); err != nil {
-		fmt.Fprintf(e.stderr, "offcard check: heap not advised for huge pages: %v\n", err)
-	}
+	// the heap: on huge pages where the kernel gives them on request. The
+	// advice only changes speed; where it cannot be given (no
+	// /proc/self/maps, say), the campaign runs as it is.
+	_, _ = hugeheap.Advise(heapReserve)
 	t0 := time.Now()
 	rs := proptest.Campaign(opt)
 	elapsed := time.Since(t0)
