@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offcard/offcard/internal/hugeheap"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/tt"
 )
@@ -362,11 +361,7 @@ func TestSetupFailureIsReported(t *testing.T) {
 // the default campaign (what offcard check runs: 200 cases of seed 1). An
 // op is the whole campaign; the process-wide memos are warm from the
 // second op on (-benchtime 1x measures a cold process, as the CLI runs).
-// Like offcard check it first advises the heap for huge pages (hugeheap).
 func BenchmarkCampaign(b *testing.B) {
-	if _, err := hugeheap.Advise(512 << 20); err != nil { // as offcard check does
-		b.Fatal(err)
-	}
 	const cases = 200
 	steps := 0
 	for i := 0; i < b.N; i++ {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/offcard/offcard/internal/hugeheap"
 	"github.com/offcard/offcard/proptest"
 	"github.com/offcard/offcard/tthw"
 )
@@ -78,10 +77,6 @@ type timedReport struct {
 
 // checkFactory builds the SUT of --device sim; tests replace it.
 var checkFactory proptest.Factory = proptest.SimFactory
-
-// heapReserve is the heap address space check advises for huge pages
-// (hugeheap): twice the default campaign's peak heap on two cores.
-const heapReserve = 512 << 20
 
 func runCheck(e *env, args []string) error {
 	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--shard K/N] [--json [--times]] [--junit OUT.xml] [--save DIR] [--dump FILE.jsonl]")
@@ -184,11 +179,6 @@ func runCheck(e *env, args []string) error {
 			}
 		}
 	}
-	// A campaign reads its simulated devices, caches and memos all over
-	// the heap: on huge pages where the kernel gives them on request. The
-	// advice only changes speed; where it cannot be given (no
-	// /proc/self/maps, say), the campaign runs as it is.
-	_, _ = hugeheap.Advise(heapReserve)
 	t0 := time.Now()
 	rs := proptest.Campaign(opt)
 	elapsed := time.Since(t0)
