@@ -10,25 +10,65 @@ func TileElem(r, c int) int {
 	return ((r/tt.FaceSize)*2+c/tt.FaceSize)*tt.FaceSize*tt.FaceSize + (r%tt.FaceSize)*tt.FaceSize + c%tt.FaceSize
 }
 
-// forEachTileSeg calls f for every contiguous run of logical elements of tile
-// page t: n elements starting at logical element index li land at element
-// index ti of the page.
-func forEachTileSeg(s tt.Spec, t int, f func(ti, li, n int)) {
+// tileRuns are the logical elements of one tile page: row r (r < rows)
+// holds the n0 elements from first+r*stride on at page element
+// TileElem(r, 0) and, when n1 > 0, the n1 elements after them at
+// TileElem(r, FaceSize). A page's rows lie in one outer slice, since the
+// padded height is a multiple of 32.
+type tileRuns struct{ rows, first, stride, n0, n1 int }
+
+// tileRunsOf describes tile page t of a tensor of spec s.
+func tileRunsOf(s tt.Spec, t int) tileRuns {
 	g := geomOf(s)
 	wt := g.wp / tt.TileSize
 	tr, tc := t/wt, t%wt
-	// hp is a multiple of 32, so a tile's rows lie in one outer slice o,
-	// from its row hh0 on.
 	o, hh0 := tr*tt.TileSize/g.hp, tr*tt.TileSize%g.hp
-	for r := range g.tileRowsUsed(tr) {
-		for half := 0; half < 2; half++ {
-			c0 := tc*tt.TileSize + half*tt.FaceSize
-			n := min(g.w-c0, tt.FaceSize)
-			if n <= 0 {
-				continue
-			}
-			f(TileElem(r, half*tt.FaceSize), (o*g.h+hh0+r)*g.w+c0, n)
+	c0 := tc * tt.TileSize
+	return tileRuns{rows: g.tileRowsUsed(tr), first: (o*g.h+hh0)*g.w + c0, stride: g.w,
+		n0: min(g.w-c0, tt.FaceSize), n1: max(0, min(g.w-c0-tt.FaceSize, tt.FaceSize))}
+}
+
+// tilize copies the page's logical elements (e bytes each) from data,
+// the tensor's logical bytes, into page; padding elements are left as
+// they are.
+func (t tileRuns) tilize(page, data []byte, e int) {
+	for r := 0; r < t.rows; r++ {
+		li, ti := t.first+r*t.stride, TileElem(r, 0)
+		copy(page[ti*e:], data[li*e:(li+t.n0)*e])
+		if t.n1 > 0 {
+			li, ti = li+tt.FaceSize, ti+tt.FaceSize*tt.FaceSize
+			copy(page[ti*e:], data[li*e:(li+t.n1)*e])
 		}
+	}
+}
+
+// untilize copies the page's logical elements into dst, the tensor's
+// logical bytes.
+func (t tileRuns) untilize(dst, page []byte, e int) {
+	for r := 0; r < t.rows; r++ {
+		li, ti := t.first+r*t.stride, TileElem(r, 0)
+		copy(dst[li*e:(li+t.n0)*e], page[ti*e:])
+		if t.n1 > 0 {
+			li, ti = li+tt.FaceSize, ti+tt.FaceSize*tt.FaceSize
+			copy(dst[li*e:(li+t.n1)*e], page[ti*e:])
+		}
+	}
+}
+
+// spans calls f with the page's logical elements as runs [lo, hi) in
+// increasing order, adjacent rows told as one run.
+func (t tileRuns) spans(f func(lo, hi int)) {
+	if t.rows == 0 {
+		return
+	}
+	n := t.n0 + t.n1
+	if n == t.stride {
+		f(t.first, t.first+t.rows*n)
+		return
+	}
+	for r := 0; r < t.rows; r++ {
+		lo := t.first + r*t.stride
+		f(lo, lo+n)
 	}
 }
 
@@ -44,9 +84,7 @@ func (d *Device) writePages(b *buffer, data []byte) {
 	for p := 0; p < b.numPages; p++ {
 		if b.spec.Layout == tt.Tile {
 			clear(page)
-			forEachTileSeg(b.spec, p, func(ti, li, n int) {
-				copy(page[ti*e:(ti+n)*e], data[li*e:(li+n)*e])
-			})
+			tileRunsOf(b.spec, p).tilize(page, data, e)
 		} else {
 			copy(page[:b.pageSize], data[uint64(p)*b.pageSize:])
 		}
@@ -94,20 +132,10 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 			}
 		}
 		if b.spec.Layout == tt.Tile {
-			// The page's runs in logical order, adjacent ones told as one.
-			lo, hi := 0, 0
-			forEachTileSeg(b.spec, p, func(ti, li, n int) {
-				copy(dst[li*e:(li+n)*e], page[ti*e:(ti+n)*e])
-				if li != hi {
-					if changed != nil && lo < hi {
-						changed(lo, hi)
-					}
-					lo = li
-				}
-				hi = li + n
-			})
-			if changed != nil && lo < hi {
-				changed(lo, hi)
+			tr := tileRunsOf(b.spec, p)
+			tr.untilize(dst, page, e)
+			if changed != nil {
+				tr.spans(changed)
 			}
 		} else {
 			lo := int(uint64(p) * b.pageSize)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/offcard/offcard/bf16"
@@ -294,6 +295,68 @@ func TestPeekInto(t *testing.T) {
 		// written stripe are re-read too, nothing else.
 		if want := max(int(b.pageSize), stripeSize) / 2; covered != want {
 			t.Fatalf("%v: one written page re-read %d elements, want %d", layout, covered, want)
+		}
+	}
+}
+
+// tileRuns against the definition, element by element: logical element
+// (o, h, w) of a TILE tensor is in page (o*hp/32 + h/32)*wp/32 + w/32 at
+// TileElem(h%32, w%32). Shapes with padding rows and columns, narrow and
+// wide rows, several outer slices.
+func TestTileRuns(t *testing.T) {
+	for _, shape := range [][]int{{1, 1}, {5, 7}, {40, 20}, {2, 33, 65}, {3, 2, 64, 32}, {1, 1, 31, 100}} {
+		s := tt.Spec{Shape: shape, DType: tt.BF16, Layout: tt.Tile}
+		g := geomOf(s)
+		pages := g.outer * g.hp / 32 * g.wp / 32
+		want := make([][]int, pages) // page element -> logical index + 1 (0: padding)
+		for p := range want {
+			want[p] = make([]int, 1024)
+		}
+		for i := 0; i < s.Volume(); i++ {
+			o, h, w := i/(g.h*g.w), i/g.w%g.h, i%g.w
+			p := (o*g.hp/32+h/32)*(g.wp/32) + w/32
+			want[p][TileElem(h%32, w%32)] = i + 1
+		}
+		data := make([]byte, 2*s.Volume())
+		for i := 0; i < s.Volume(); i++ {
+			data[2*i], data[2*i+1] = byte(i+1), byte((i+1)>>8)
+		}
+		back := make([]byte, len(data))
+		for p := 0; p < pages; p++ {
+			tr := tileRunsOf(s, p)
+			page := make([]byte, 2048)
+			tr.tilize(page, data, 2)
+			var logical []int
+			for j := 0; j < 1024; j++ {
+				if got := int(page[2*j]) | int(page[2*j+1])<<8; got != want[p][j]&0xFFFF {
+					t.Fatalf("%v page %d element %d: tilized %d, want %d", shape, p, j, got, want[p][j])
+				}
+				if want[p][j] > 0 {
+					logical = append(logical, want[p][j]-1)
+				}
+			}
+			tr.untilize(back, page, 2)
+			slices.Sort(logical)
+			var spans []int
+			last := -1
+			tr.spans(func(lo, hi int) {
+				if lo >= hi || lo <= last {
+					t.Fatalf("%v page %d: span [%d,%d) after %d", shape, p, lo, hi, last)
+				}
+				if lo == last+1 && last >= 0 {
+					t.Fatalf("%v page %d: adjacent spans not told as one at %d", shape, p, lo)
+				}
+				for i := lo; i < hi; i++ {
+					spans = append(spans, i)
+				}
+				last = hi - 1
+			})
+			if !slices.Equal(spans, logical) {
+				t.Fatalf("%v page %d: spans cover %v, want %v", shape, p, spans, logical)
+			}
+		}
+		if !bytes.Equal(back, data) {
+			t.Fatalf("%v: untilize of every page does not give the data back", shape)
 		}
 	}
 }
