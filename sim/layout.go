@@ -55,6 +55,38 @@ func (t tileRuns) untilize(dst, page []byte, e int) {
 	}
 }
 
+// untilizeUnits copies into dst the page's logical elements that lie in the
+// face rows (16 elements, 16*e bytes, numbered by their place in the page)
+// whose bits mask sets, and calls changed (when set) with them as runs in
+// increasing order, adjacent ones told as one.
+func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed func(lo, hi int)) {
+	const fs = tt.FaceSize
+	lo, hi := 0, 0
+	for r := 0; r < t.rows; r++ {
+		for half, n := range [2]int{t.n0, t.n1} {
+			j := (r/fs*2+half)*fs + r%fs
+			if n <= 0 || mask&(1<<j) == 0 {
+				continue
+			}
+			li, ti := t.first+r*t.stride+half*fs, j*fs
+			copy(dst[li*e:(li+n)*e], page[ti*e:])
+			if changed == nil {
+				continue
+			}
+			if li != hi {
+				if lo < hi {
+					changed(lo, hi)
+				}
+				lo = li
+			}
+			hi = li + n
+		}
+	}
+	if changed != nil && lo < hi {
+		changed(lo, hi)
+	}
+}
+
 // spans calls f with the page's logical elements as runs [lo, hi) in
 // increasing order, adjacent rows told as one run.
 func (t tileRuns) spans(f func(lo, hi int)) {
@@ -102,8 +134,9 @@ func (d *Device) readPages(b *buffer, op string) []byte {
 }
 
 // readPagesInto untilizes the buffer's pages into dst, its logical bytes:
-// every page when since is 0, else only the pages written while the clock
-// read since or later; changed, when set, hears of every run of elements
+// every page when since is 0, else only the pages (TILE: the face rows of
+// the pages) that share a stripe written while the clock read since or
+// later; changed, when set, hears of every run of elements
 // written [lo, hi). A read by op (not "", i.e. not a Peek) reports the first
 // never-written byte of a page as a strict Finding.
 func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, changed func(lo, hi int)) {
@@ -133,6 +166,15 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 		}
 		if b.spec.Layout == tt.Tile {
 			tr := tileRunsOf(b.spec, p)
+			// A page of 1024 elements is 64 face rows: after since, only
+			// the face rows whose stripes changed are read.
+			if mask := ^uint64(0); since > 0 {
+				mask = m.changedUnits(a, b.pageSize, uint64(tt.FaceSize*e), since)
+				if mask != ^uint64(0) {
+					tr.untilizeUnits(dst, page, e, mask, changed)
+					continue
+				}
+			}
 			tr.untilize(dst, page, e)
 			if changed != nil {
 				tr.spans(changed)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"sync"
 )
@@ -18,7 +19,8 @@ type mem struct {
 	strict bool
 	watch  *wcache // DRAM channels: told of every write (decoded-weight cache)
 	// stamps hold, per stripe of stripeSize bytes of a created chunk, the
-	// value of *clock at the stripe's last write (0: never written);
+	// value of *clock at the stripe's last write (0: never written; a
+	// rewrite that leaves a stripe's bytes as they were does not count);
 	// PeekInto reads back only stripes written since a given clock.
 	stamps [][][]uint64
 	clock  *uint64
@@ -67,7 +69,10 @@ const (
 	dirShift   = 8
 	dirMask    = 1<<dirShift - 1
 
-	stripeShift = 10
+	// A stripe is 8 face rows of a bf16 tile (16 elements, 32 bytes each):
+	// a decode step's KV write changes one row of a cache tile, two face
+	// rows, so PeekInto re-reads two stripes of it, not the whole tile.
+	stripeShift = 8
 	stripeSize  = 1 << stripeShift
 )
 
@@ -179,6 +184,26 @@ func (m *mem) write(a uint64, src []byte) {
 	}
 }
 
+// rewrite writes src to a as write does, except that a stripe whose bytes
+// src leaves as they were is not copied, stamped or watched (its bytes,
+// and so anything decoded from them, did not change); in strict mode all
+// of [a, a+len(src)) is marked written, as a write marks it.
+func (m *mem) rewrite(a uint64, src []byte) {
+	for len(src) > 0 {
+		n := min(uint64(len(src)), stripeSize-a&(stripeSize-1)) // inside one stripe, so one chunk
+		c, off := a>>chunkShift, a&chunkMask
+		if bytes.Equal(m.chunkOrPoison(c)[off:off+n], src[:n]) {
+			if m.strict {
+				m.mark(c, off, n)
+			}
+		} else {
+			m.write(a, src[:n])
+		}
+		src = src[n:]
+		a += n
+	}
+}
+
 // writtenSince reports whether any byte of [a, a+n) was written while the
 // clock read since or later.
 func (m *mem) writtenSince(a, n, since uint64) bool {
@@ -196,6 +221,28 @@ func (m *mem) writtenSince(a, n, since uint64) bool {
 		}
 	}
 	return false
+}
+
+// changedUnits is a mask of the units of unit bytes of [a, a+n) (at most
+// 64 of them): bit j is set when bytes [a+j*unit, a+(j+1)*unit) share a
+// stripe written while the clock read since or later.
+func (m *mem) changedUnits(a, n, unit, since uint64) uint64 {
+	if m.released {
+		panic(errReleased)
+	}
+	var mask uint64
+	for s, e := a>>stripeShift, (a+n-1)>>stripeShift; s <= e; s++ {
+		c := s >> (chunkShift - stripeShift)
+		dir := m.stamps[c>>dirShift]
+		if dir == nil || dir[c&dirMask] == nil || dir[c&dirMask][s&(chunkSize/stripeSize-1)] < since {
+			continue
+		}
+		lo, hi := max(s<<stripeShift, a)-a, min((s+1)<<stripeShift, a+n)-a
+		for j := lo / unit; j*unit < hi; j++ {
+			mask |= 1 << j
+		}
+	}
+	return mask
 }
 
 func (m *mem) mark(c, off, n uint64) {

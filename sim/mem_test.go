@@ -291,10 +291,31 @@ func TestPeekInto(t *testing.T) {
 		for _, r := range got {
 			covered += r[1] - r[0]
 		}
-		// Writes are tracked per stripeSize bytes: the pages sharing the
-		// written stripe are re-read too, nothing else.
-		if want := max(int(b.pageSize), stripeSize) / 2; covered != want {
-			t.Fatalf("%v: one written page re-read %d elements, want %d", layout, covered, want)
+		// Writes are tracked per stripeSize bytes: what shares the
+		// written stripe is re-read too, nothing else: the face rows of
+		// TILE pages, whole ROW_MAJOR pages.
+		s0 := (a + 10) &^ (stripeSize - 1)
+		meets := func(m2 *mem, lo, n uint64) bool { return m2 == m && lo < s0+stripeSize && s0 < lo+n }
+		want := 0
+		for q := 0; q < b.numPages; q++ {
+			m2, a2 := d.memAt(d.pageLoc(b, q))
+			if layout != tt.Tile {
+				if meets(m2, a2, b.pageSize) {
+					want += int(b.pageSize) / 2
+				}
+				continue
+			}
+			tr := tileRunsOf(b.spec, q)
+			for r := 0; r < tr.rows; r++ {
+				for half, n := range [2]int{tr.n0, tr.n1} {
+					if n > 0 && meets(m2, a2+uint64(2*TileElem(r, 16*half)), 32) {
+						want += n
+					}
+				}
+			}
+		}
+		if covered != want || want == 0 {
+			t.Fatalf("%v: one written stripe re-read %d elements, want %d", layout, covered, want)
 		}
 	}
 }
@@ -358,5 +379,40 @@ func TestTileRuns(t *testing.T) {
 		if !bytes.Equal(back, data) {
 			t.Fatalf("%v: untilize of every page does not give the data back", shape)
 		}
+	}
+}
+
+// rewrite: a stripe left as it was keeps its stamp (and is marked written
+// in strict mode); a changed one is written and stamped; the memory ends
+// as after a write.
+func TestRewrite(t *testing.T) {
+	var clock uint64 = 1
+	m := newMem(1<<20, true)
+	m.clock = &clock
+	old := make([]byte, 4*stripeSize)
+	for i := range old {
+		old[i] = byte(i * 7)
+	}
+	m.write(0, old[:2*stripeSize]) // stripes 0 and 1 written, 2 and 3 fresh
+	clock = 5
+	src := bytes.Clone(old)
+	src[stripeSize+3] ^= 1                                           // stripe 1 changes
+	copy(src[3*stripeSize:], poisonChunk[3*stripeSize:4*stripeSize]) // stripe 3 as fresh memory holds it
+	m.rewrite(0, src)
+	got := make([]byte, len(src))
+	m.read(0, got)
+	if !bytes.Equal(got, src) {
+		t.Fatal("memory after rewrite differs from what was written")
+	}
+	for s, want := range []bool{false, true, true, false} {
+		if ch := m.writtenSince(uint64(s)*stripeSize, stripeSize, 5); ch != want {
+			t.Errorf("stripe %d: stamped since the rewrite %v, want %v", s, ch, want)
+		}
+	}
+	if at, bad := m.unwritten(0, uint64(len(src))); bad {
+		t.Errorf("byte %d not marked written", at)
+	}
+	if mask := m.changedUnits(stripeSize-64, 4*32, 32, 5); mask != 0b1100 {
+		t.Errorf("changedUnits %b, want 1100 (the two units in stripe 1)", mask)
 	}
 }

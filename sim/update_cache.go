@@ -43,6 +43,21 @@ func (d *Device) dramIO(op string, core, bank int, addr uint64, buf []byte, writ
 	return nil
 }
 
+// dramRewrite writes a read-modify-written tile back as dramIO does,
+// through mem.rewrite: the rows the kernel left as they were keep their
+// stamps, so PeekInto re-reads only the changed row. Memory ends the same
+// as after a write (the rows left as they were hold those bytes already)
+// and strict marks the whole tile written, as the card's write-back of
+// the whole tile does.
+func (d *Device) dramRewrite(op string, core, bank int, addr uint64, buf []byte) error {
+	m, off := d.dramAt(bank, addr)
+	if !m.in(off, uint64(len(buf))) {
+		return &Fault{Op: op, Core: core, Space: "DRAM bank " + strconv.Itoa(bank), Addr: addr, Len: len(buf)}
+	}
+	m.rewrite(off, buf)
+	return nil
+}
+
 func (d *Device) l1IO(op string, core int, addr uint64, buf []byte, write bool) error {
 	m := d.l1[core]
 	if !m.in(addr, uint64(len(buf))) {
@@ -626,7 +641,7 @@ func (l *ucLaunch) flush(d *Device, part int, pend []ucWrite, data []byte, tileB
 					owner[k] = u
 				}
 			}
-			if err := d.dramIO(p.op, w.core, w.bank, w.addr, data[w.off:w.off+tileB], true); err != nil {
+			if err := d.dramRewrite(p.op, w.core, w.bank, w.addr, data[w.off:w.off+tileB]); err != nil {
 				return err
 			}
 		}
