@@ -255,8 +255,31 @@ type Recycler interface {
 	Recycle()
 }
 
-// Recycle implements Recycler (sim.Device.Recycle).
-func (s *SimSUT) Recycle() { s.Dev.Recycle() }
+// Recycle implements Recycler (sim.Device.Recycle); PeekKV's buffers go
+// to later SUTs too.
+func (s *SimSUT) Recycle() {
+	s.Dev.Recycle()
+	for _, l := range s.peeks {
+		for _, pc := range l {
+			if pc.b != nil {
+				peekBufs.Put(&pc.b)
+			}
+		}
+	}
+	s.peeks = nil
+}
+
+// peekBufs holds the host buffers of recycled SUTs' KV peeks, so that a
+// case does not fault in fresh memory for its first whole-cache read.
+var peekBufs sync.Pool // of *[]byte
+
+// peekBuf is a buffer of n bytes of unspecified contents.
+func peekBuf(n int) []byte {
+	if p, ok := peekBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]byte, n)
+}
 
 // DeviceTap implements DeviceTapper.
 func (s *SimSUT) DeviceTap() *Tap { return s.Tap }
@@ -271,7 +294,8 @@ func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err erro
 	for i, t := range []tt.Tensor{kt, vt} {
 		pc := &s.peeks[layer][i]
 		if pc.t.ID != t.ID || pc.t.Addr != t.Addr || pc.v == nil {
-			b := make([]byte, 2*t.Spec.Volume())
+			// Unspecified contents: a first read (since 0) writes every element.
+			b := peekBuf(2 * t.Spec.Volume())
 			v := bf16.FromBytes(b)
 			*pc = peekCache{t: t, b: b, v: v, alias: len(v) > 0 && &bf16.FromBytes(b[:2])[0] == &v[0]}
 		}
