@@ -82,9 +82,11 @@ func (d *Device) operands(op string, ts ...*tt.Tensor) ([]*buffer, error) {
 // snapshots copies the operands for a launch.
 func snapshots(bs []*buffer) []*buffer {
 	out := make([]*buffer, len(bs))
+	copies := make([]buffer, len(bs)) // one allocation for all
 	for i, b := range bs {
 		if b != nil {
-			out[i] = snapshot(b)
+			copies[i] = *b
+			out[i] = &copies[i]
 		}
 	}
 	return out

@@ -181,7 +181,9 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 		if err := d.checkAllocating(op); err != nil {
 			return nil, err
 		}
-		for _, spec := range a.OutputSpecs() {
+		specs := a.OutputSpecs()
+		outs = make([]tt.Tensor, 0, len(specs))
+		for _, spec := range specs {
 			t, err := d.Allocate(spec)
 			if err != nil {
 				d.freeAll(outs)
