@@ -807,40 +807,33 @@ func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
 	return nil
 }
 
-// eltwiseRun is the run of elements eltwisePage tests for zeros: one row
-// of a tile face; eltwiseBlock, a whole face, is tested first.
-const (
-	eltwiseRun   = tt.FaceSize
-	eltwiseBlock = tt.FaceSize * tt.FaceSize
-)
+// eltwiseBlock is the run of elements eltwisePage tests for zeros before
+// SiluMul: one tile face.
+const eltwiseBlock = tt.FaceSize * tt.FaceSize
 
 var zeroBlock = make([]byte, 2*eltwiseBlock)
 
 // eltwisePage is ref.Add (silu false) or ref.SiluMul over one page of
-// inputs pa and pb (little-endian bf16 bytes) into vo, bit for bit. A run
-// where both inputs hold +0 (bits 0x0000) gives +0 without the kernel:
-// R(0+0) = +0 and R(R(silu(0))·0) = +0. The padding rows of a decode
-// activation's tiles are such runs, often most of the page.
+// inputs pa and pb (little-endian bf16 bytes) into vo, bit for bit. Add
+// runs over the whole page: its vector kernel costs less than looking for
+// zeros. SiluMul gathers from a table, so a face where both inputs hold
+// +0 (bits 0x0000) is cleared without the kernel: R(R(silu(0))·0) = +0.
+// The padding rows of a decode activation's tiles are such faces.
 func eltwisePage(vo []bf16.BF16, pa, pb []byte, silu bool) {
 	n := len(vo)
 	pa, pb = pa[:2*n], pb[:2*n]
-	for i := 0; i < n; {
-		if e := i + eltwiseBlock; e <= n && bytes.Equal(pa[2*i:2*e], zeroBlock) && bytes.Equal(pb[2*i:2*e], zeroBlock) {
+	if !silu {
+		ref.Add(vo, bf16.FromBytes(pa), bf16.FromBytes(pb))
+		return
+	}
+	for i := 0; i < n; i += eltwiseBlock {
+		e := min(i+eltwiseBlock, n)
+		a, b := pa[2*i:2*e], pb[2*i:2*e]
+		if bytes.Equal(a, zeroBlock[:len(a)]) && bytes.Equal(b, zeroBlock[:len(b)]) {
 			clear(vo[i:e])
-			i = e
 			continue
 		}
-		e := min(i+eltwiseRun, n)
-		a, b, o := pa[2*i:2*e], pb[2*i:2*e], vo[i:e]
-		switch {
-		case bytes.Equal(a, zeroBlock[:len(a)]) && bytes.Equal(b, zeroBlock[:len(b)]):
-			clear(o)
-		case silu:
-			ref.SiluMul(o, bf16.FromBytes(a), bf16.FromBytes(b))
-		default:
-			ref.Add(o, bf16.FromBytes(a), bf16.FromBytes(b))
-		}
-		i = e
+		ref.SiluMul(vo[i:e], bf16.FromBytes(a), bf16.FromBytes(b))
 	}
 }
 

@@ -390,16 +390,17 @@ func cPaddingZero(t *testing.T, d *Device, what string, x tt.Tensor) {
 	}
 }
 
-// TestEltwisePageZeroRuns: the zero-run shortcut of eltwisePage gives the
-// kernel's bits on pages mixing runs of +0, -0, one nonzero side and
-// random values, with lengths off the run size.
+// TestEltwisePageZeroRuns: eltwisePage (Add over the whole page, SiluMul
+// with its zero-face shortcut) gives the kernels' bits on pages mixing
+// runs of +0, -0, one nonzero side and random values, with lengths off the
+// face size.
 func TestEltwisePageZeroRuns(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for trial := 0; trial < 200; trial++ {
 		n := 1 + r.IntN(3*eltwiseBlock)
 		a, b := cRand(r, n, true), cRand(r, n, true)
 		for i := 0; i < n; {
-			run := eltwiseRun
+			run := tt.FaceSize
 			if r.IntN(3) == 0 {
 				run = eltwiseBlock - i%eltwiseBlock // to the end of a face
 			}
