@@ -329,9 +329,9 @@ func nextUp(x float32) float32 {
 
 // benchDecode runs b.N decode steps of one sequence (prompt 8, captured,
 // dynamic width; a fresh sequence every 200 steps) on a SUT.
-func benchDecode(b *testing.B, f Factory, device string, batch int) {
+func benchDecode(b *testing.B, f Factory, device string, batch int, mode qwen3.EngineMode) {
 	sc := Scenario{Model: "tiny", ModelSeed: 1, Device: device, Arch: "wormhole", BlockSize: 32, NumBlocks: 64,
-		Capacity: batch, Mode: qwen3.ModeCaptured, Strict: true}
+		Capacity: batch, Mode: mode, Strict: true}
 	sut, err := f(sc)
 	if err != nil {
 		b.Fatal(err)
@@ -392,12 +392,15 @@ func benchDecode(b *testing.B, f Factory, device string, batch int) {
 	}
 }
 
-// BenchmarkDecodeStep: one decode step in-process (qwen3.Engine on sim)
-// vs through the protocol (offcard's engine in a child process, full
-// logits and every observation on the wire), batch 1 and 4.
+// BenchmarkDecodeStep: one decode step in-process (qwen3.Engine on sim;
+// captured, a trace replay, and eager, every op launched as a token-by-
+// token prefill runs them) vs through the protocol (offcard's engine in a
+// child process, full logits and every observation on the wire), batch 1
+// and 4.
 func BenchmarkDecodeStep(b *testing.B) {
 	for _, batch := range []int{1, 4} {
-		b.Run(fmt.Sprintf("in-process/batch%d", batch), func(b *testing.B) { benchDecode(b, SimFactory, "sim", batch) })
+		b.Run(fmt.Sprintf("in-process/batch%d", batch), func(b *testing.B) { benchDecode(b, SimFactory, "sim", batch, qwen3.ModeCaptured) })
+		b.Run(fmt.Sprintf("in-process-eager/batch%d", batch), func(b *testing.B) { benchDecode(b, SimFactory, "sim", batch, qwen3.ModeEager) })
 		b.Run(fmt.Sprintf("wire/batch%d", batch), func(b *testing.B) {
 			exe, err := os.Executable()
 			if err != nil {
@@ -409,7 +412,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer f.Close()
-			benchDecode(b, f.Factory, EngineDevice, batch)
+			benchDecode(b, f.Factory, EngineDevice, batch, qwen3.ModeCaptured)
 		})
 	}
 }
