@@ -484,3 +484,50 @@ func ropeFast(dst, x, cos, sin []bf16.BF16) bool {
 	rope512(&dst[:n][0], &x[0], &cos[:n][0], &sin[:n][0], half)
 	return true
 }
+
+// Attend's softmax loops (softmax512_amd64.s): scaleMax512 over n > 0
+// scores, expSum512 from t while whole groups of 16 are left, divRound512
+// over n > 0 probabilities.
+//
+//go:noescape
+func scaleMax512(p *float32, n int, scale float32) float32
+
+//go:noescape
+func expSum512(p *float32, t, n int, m float32, acc *[Lanes]float32) int
+
+//go:noescape
+func divRound512(p *float32, n int, s float32)
+
+// useExp512 reports whether expSum512 gives math.Exp's bits: it follows the
+// path math's amd64 code takes on a CPU with AVX and FMA (fused
+// multiply-adds), which every CPU with AVX-512 has.
+var useExp512 = cpu.X86.HasAVX && cpu.X86.HasFMA
+
+// scoresFast does Attend's score loop on p (scaled and rounded in place)
+// and returns their maximum, or reports false (doing nothing).
+func scoresFast(p []float32, scale float32) (float32, bool) {
+	if !useAVX512 || len(p) == 0 {
+		return 0, false
+	}
+	return scaleMax512(&p[0], len(p), scale), true
+}
+
+// expSumFast does Attend's exponential loop from t (a multiple of 16) over
+// whole groups of 16 whose differences from m are all <= 0, and returns
+// where it stopped (t without AVX-512).
+func expSumFast(p []float32, t int, m float32, acc *[Lanes]float32) int {
+	if !useAVX512 || !useExp512 || len(p)-t < Lanes {
+		return t
+	}
+	return expSum512(&p[0], t, len(p), m, acc)
+}
+
+// normFast does Attend's normalising loop on p, or reports false (doing
+// nothing).
+func normFast(p []float32, sum float32) bool {
+	if !useAVX512 || len(p) == 0 {
+		return false
+	}
+	divRound512(&p[0], len(p), sum)
+	return true
+}

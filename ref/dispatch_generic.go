@@ -40,3 +40,9 @@ func rmsNormFast(dst, x, weight []bf16.BF16, eps float32) bool { return false }
 func addFast(dst, a, b []bf16.BF16) bool                              { return false }
 func siluMulFast(dst, gate, up []bf16.BF16, t *[1 << 16]float32) bool { return false }
 func ropeFast(dst, x, cos, sin []bf16.BF16) bool                      { return false }
+
+// scoresFast, expSumFast and normFast are Attend's softmax loops in
+// assembly; there are none here.
+func scoresFast(p []float32, scale float32) (float32, bool)             { return 0, false }
+func expSumFast(p []float32, t int, m float32, acc *[Lanes]float32) int { return t }
+func normFast(p []float32, sum float32) bool                            { return false }

@@ -357,23 +357,34 @@ func Attend(dst, q, k, v []bf16.BF16, n int, scale float32, scratch []float32) {
 	for t := dotRowsFast(p, k, qf, hd, n); t < n; t++ {
 		p[t] = dotRow(k[t*hd:(t+1)*hd], qf)
 	}
-	m := float32(math.Inf(-1))
-	for t := 0; t < n; t++ {
-		s := r(r(p[t]) * scale)
-		p[t] = s
-		if s > m {
-			m = s
+	// The softmax, each loop in assembly where there is a path: the fast
+	// exponential loop leaves groups of 16 holding a NaN (and the tail) to
+	// the loop here, which continues the same lanes.
+	m, ok := scoresFast(p, scale)
+	if !ok {
+		m = float32(math.Inf(-1))
+		for t := 0; t < n; t++ {
+			s := r(r(p[t]) * scale)
+			p[t] = s
+			if s > m {
+				m = s
+			}
 		}
 	}
 	var acc [Lanes]float32
-	for t := 0; t < n; t++ {
-		e := float32(math.Exp(float64(p[t] - m)))
-		p[t] = e
-		acc[t%Lanes] += e
+	for t := 0; t < n; {
+		t = expSumFast(p, t, m, &acc)
+		for e := min(t+Lanes, n); t < e; t++ {
+			x := float32(math.Exp(float64(p[t] - m)))
+			p[t] = x
+			acc[t%Lanes] += x
+		}
 	}
 	sum := reduceLanes(&acc)
-	for t := 0; t < n; t++ {
-		p[t] = r(p[t] / sum)
+	if !normFast(p, sum) {
+		for t := 0; t < n; t++ {
+			p[t] = r(p[t] / sum)
+		}
 	}
 	if !attendOutFast(dst, p, v, n, hd) {
 		attendOut(dst, p, v, n, hd)
