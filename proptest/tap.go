@@ -1,7 +1,9 @@
 package proptest
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/offcard/offcard/tt"
@@ -93,17 +95,19 @@ func (t *Tap) Memory() TapMemory {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	m := TapMemory{InTrace: map[tt.TensorID]bool{}, Traces: len(t.traces), PageTable: t.pageTable}
+	var later []tapAlloc
 	for _, a := range t.live {
 		if a.order <= t.baseline {
 			m.Persistent++
 			continue
 		}
-		m.Later = append(m.Later, a.t)
+		later = append(later, a)
 	}
-	order := func(x tt.Tensor) int { return t.live[x.ID].order }
-	for i := 1; i < len(m.Later); i++ {
-		for j := i; j > 0 && order(m.Later[j]) < order(m.Later[j-1]); j-- {
-			m.Later[j], m.Later[j-1] = m.Later[j-1], m.Later[j]
+	slices.SortFunc(later, func(a, b tapAlloc) int { return cmp.Compare(a.order, b.order) }) // orders are unique
+	if len(later) > 0 {
+		m.Later = make([]tt.Tensor, len(later))
+		for i, a := range later {
+			m.Later[i] = a.t
 		}
 	}
 	for _, ts := range t.traces {
