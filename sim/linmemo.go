@@ -36,12 +36,13 @@ var memoShard [memoShards]struct {
 	_ [64]byte // keeps two shards' locks off one cache line
 }
 
-// rowMemo is one shard. index maps a row key to its first entry; entries
-// with the same key chain through next. Nothing here holds a pointer the
-// collector must follow row by row.
+// rowMemo is one shard. slots, an open-addressed table (linear probing,
+// at most half full), maps a row key to its newest entry; entries with the
+// same key chain through next. Nothing here holds a pointer the collector
+// must follow row by row.
 type rowMemo struct {
 	sync.RWMutex
-	index map[uint64]int32
+	slots []memoSlot // nil until the first put
 	ents  []memoEnt
 	// pages hold each entry's input row, bias (if any) and output row;
 	// used pages are full but the last (pages[used-1]); a reset keeps them.
@@ -110,12 +111,41 @@ func rowKey(wid uint64, bias, x []bf16.BF16) uint64 {
 	return h.Sum64()
 }
 
+// memoSlot is one slot of a shard's table: ent1 is 1 + the newest entry
+// of key (0: the slot is empty).
+type memoSlot struct {
+	key  uint64
+	ent1 int32
+}
+
+// memoSlots is a shard's table size; a shard starts again empty before it
+// holds more than memoSlots/2 entries, so a probe always ends.
+const memoSlots = 1 << 13
+
+// slot returns the slot of key in the table, or the empty slot where it
+// would go (found false). The shard index took key's low bits, so the
+// table takes the next ones.
+func (m *rowMemo) slot(key uint64) (i int, found bool) {
+	for i = int(key/memoShards) & (memoSlots - 1); ; i = (i + 1) & (memoSlots - 1) {
+		switch s := &m.slots[i]; {
+		case s.ent1 == 0:
+			return i, false
+		case s.key == key:
+			return i, true
+		}
+	}
+}
+
 // memoGet copies the remembered output row for (wid, bias, x) into dst.
 func memoGet(key, wid uint64, bias, x, dst []bf16.BF16) bool {
 	m := &memoShard[key%memoShards].rowMemo
 	m.RLock()
 	defer m.RUnlock()
-	i, ok := m.index[key]
+	if m.slots == nil {
+		return false
+	}
+	si, ok := m.slot(key)
+	i := m.slots[si].ent1 - 1
 	for ok && i >= 0 {
 		e := &m.ents[i]
 		i = e.next
@@ -140,11 +170,12 @@ func memoPut(key, wid uint64, bias, x, out []bf16.BF16) {
 	m := &memoShard[key%memoShards].rowMemo
 	m.Lock()
 	defer m.Unlock()
+	if len(m.ents) >= memoSlots/2 {
+		m.reset()
+	}
 	if m.used == 0 || len(m.pages[m.used-1])+size > memoPage {
 		if 2*memoPage*(m.used+1)*memoShards > linMemoBytes {
-			clear(m.index)
-			m.ents = m.ents[:0]
-			m.used = 0
+			m.reset()
 		}
 		if m.used == len(m.pages) {
 			m.pages = append(m.pages, make([]bf16.BF16, 0, memoPage))
@@ -152,15 +183,23 @@ func memoPut(key, wid uint64, bias, x, out []bf16.BF16) {
 		m.pages[m.used] = m.pages[m.used][:0]
 		m.used++
 	}
-	if m.index == nil {
-		m.index = map[uint64]int32{}
+	if m.slots == nil {
+		m.slots = make([]memoSlot, memoSlots)
 	}
 	p := m.used - 1
-	next, ok := m.index[key]
+	si, ok := m.slot(key)
+	next := m.slots[si].ent1 - 1 // -1: none
 	if !ok {
-		next = -1
+		m.slots[si].key = key
 	}
-	m.index[key] = int32(len(m.ents))
+	m.slots[si].ent1 = int32(len(m.ents)) + 1
 	m.ents = append(m.ents, memoEnt{wid: wid, page: int32(p), at: int32(len(m.pages[p])), k: int32(len(x)), nb: int32(len(bias)), n: int32(len(out)), next: next})
 	m.pages[p] = append(append(append(m.pages[p], x...), bias...), out...)
+}
+
+// reset empties the shard, keeping its memory.
+func (m *rowMemo) reset() {
+	clear(m.slots)
+	m.ents = m.ents[:0]
+	m.used = 0
 }

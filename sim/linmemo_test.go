@@ -75,4 +75,26 @@ func TestLinMemoExactEntries(t *testing.T) {
 	if !memoGet(key+uint64(fill)*memoShards, w1, nil, big[:1], make([]bf16.BF16, len(big)-1)) {
 		t.Fatal("the last row put is not in the memo")
 	}
+	// Keys that start at one table slot (they differ above the table's
+	// bits) probe past each other; past memoSlots/2 entries the shard
+	// starts again too.
+	same := func(j int) uint64 { return key + uint64(j)*memoShards*memoSlots }
+	for j := 0; j < 100; j++ {
+		memoPut(same(j), w1, nil, x1[:1], x2[j%48:j%48+1])
+	}
+	for j := 0; j < 100; j++ {
+		dst := make([]bf16.BF16, 1)
+		if !memoGet(same(j), w1, nil, x1[:1], dst) || dst[0] != x2[j%48] {
+			t.Fatalf("colliding key %d: got %v, want %v", j, dst, x2[j%48])
+		}
+	}
+	for j := 100; j <= memoSlots/2; j++ {
+		memoPut(same(j), w1, nil, x1[:1], x2[:1])
+	}
+	if memoGet(same(0), w1, nil, x1[:1], make([]bf16.BF16, 1)) {
+		t.Fatal("a row survived the reset past memoSlots/2 entries")
+	}
+	if !memoGet(same(memoSlots/2), w1, nil, x1[:1], make([]bf16.BF16, 1)) {
+		t.Fatal("the last row put is not in the memo")
+	}
 }
