@@ -63,8 +63,15 @@
 // the pure-Go loop lane by lane (never fused), and the rounding to bf16
 // done on the integer bits exactly as bf16.FromFloat32 (not the AVX-512
 // BF16 conversion, which flushes denormals). Each is tested bit for bit
-// against its pure-Go twin (rmsNormGo, ropeGo, addGo, siluMulGo). Build
-// with -tags purego to use pure Go only; results are identical.
+// against its pure-Go twin (rmsNormGo, ropeGo, addGo, siluMulGo).
+// Attend's softmax loops (the scaled, rounded scores and their maximum,
+// the exponentials with their lane sums, the normalising division) have
+// AVX-512 paths as well (softmax512_amd64.s). The exponential follows the
+// operations of math.Exp's amd64 code (src/math/exp_amd64.s, its FMA path)
+// in float64 lanes; it equals float32(math.Exp(float64(d))) for every
+// float32 d from -110 to 0, and gives +0 below. A group of 16 holding a NaN
+// is left to the Go loop. Build with -tags purego to use pure Go only;
+// results are identical.
 //
 // # The decoder
 //
