@@ -42,23 +42,11 @@ func (t tileRuns) tilize(page, data []byte, e int) {
 	}
 }
 
-// untilize copies the page's logical elements into dst, the tensor's
-// logical bytes.
-func (t tileRuns) untilize(dst, page []byte, e int) {
-	for r := 0; r < t.rows; r++ {
-		li, ti := t.first+r*t.stride, TileElem(r, 0)
-		copy(dst[li*e:(li+t.n0)*e], page[ti*e:])
-		if t.n1 > 0 {
-			li, ti = li+tt.FaceSize, ti+tt.FaceSize*tt.FaceSize
-			copy(dst[li*e:(li+t.n1)*e], page[ti*e:])
-		}
-	}
-}
-
-// untilizeUnits copies into dst the page's logical elements that lie in the
-// face rows (16 elements, 16*e bytes, numbered by their place in the page)
-// whose bits mask sets, and calls changed (when set) with them as runs in
-// increasing order, adjacent ones told as one.
+// untilizeUnits copies into dst, the tensor's logical bytes, the page's
+// logical elements that lie in the face rows (16 elements, 16*e bytes,
+// numbered by their place in the page) whose bits mask sets (all of them:
+// ^0), and calls changed (when set) with them as runs in increasing order,
+// adjacent ones told as one.
 func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed func(lo, hi int)) {
 	const fs = tt.FaceSize
 	lo, hi := 0, 0
@@ -84,23 +72,6 @@ func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed fu
 	}
 	if changed != nil && lo < hi {
 		changed(lo, hi)
-	}
-}
-
-// spans calls f with the page's logical elements as runs [lo, hi) in
-// increasing order, adjacent rows told as one run.
-func (t tileRuns) spans(f func(lo, hi int)) {
-	if t.rows == 0 {
-		return
-	}
-	n := t.n0 + t.n1
-	if n == t.stride {
-		f(t.first, t.first+t.rows*n)
-		return
-	}
-	for r := 0; r < t.rows; r++ {
-		lo := t.first + r*t.stride
-		f(lo, lo+n)
 	}
 }
 
@@ -146,8 +117,18 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 	for p := 0; p < b.numPages; p++ {
 		loc := d.pageLoc(b, p)
 		m, a := d.memAt(loc)
-		if since > 0 && !m.writtenSince(a, b.pageSize, since) {
-			continue
+		// After since, only what shares a changed stripe is read: of a TILE
+		// page (1024 elements, 64 face rows of 16) those face rows, of a
+		// ROW_MAJOR page the whole page.
+		unit := b.pageSize
+		if b.spec.Layout == tt.Tile {
+			unit = uint64(tt.FaceSize * e)
+		}
+		mask := ^uint64(0)
+		if since > 0 {
+			if mask = m.changedUnits(a, b.pageSize, unit, since); mask == 0 {
+				continue
+			}
 		}
 		page, ok := m.view(a, b.pageSize) // read only
 		if !ok {
@@ -165,20 +146,7 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 			}
 		}
 		if b.spec.Layout == tt.Tile {
-			tr := tileRunsOf(b.spec, p)
-			// A page of 1024 elements is 64 face rows: after since, only
-			// the face rows whose stripes changed are read.
-			if mask := ^uint64(0); since > 0 {
-				mask = m.changedUnits(a, b.pageSize, uint64(tt.FaceSize*e), since)
-				if mask != ^uint64(0) {
-					tr.untilizeUnits(dst, page, e, mask, changed)
-					continue
-				}
-			}
-			tr.untilize(dst, page, e)
-			if changed != nil {
-				tr.spans(changed)
-			}
+			tileRunsOf(b.spec, p).untilizeUnits(dst, page, e, mask, changed)
 		} else {
 			lo := int(uint64(p) * b.pageSize)
 			n := copy(dst[lo:], page)

@@ -205,27 +205,12 @@ func (m *mem) rewrite(a uint64, src []byte) {
 	}
 }
 
-// writtenSince reports whether any byte of [a, a+n) was written while the
-// clock read since or later.
-func (m *mem) writtenSince(a, n, since uint64) bool {
-	if m.released {
-		panic(errReleased)
-	}
-	for s, e := a>>stripeShift, (a+n-1)>>stripeShift; s <= e; s++ {
-		c := s >> (chunkShift - stripeShift)
-		dir := m.stamps[c>>dirShift]
-		if dir == nil || dir[c&dirMask] == nil {
-			continue
-		}
-		if dir[c&dirMask][s&(chunkSize/stripeSize-1)] >= since {
-			return true
-		}
-	}
-	return false
-}
+// writtenSince reports whether any byte of [a, a+n) shares a stripe
+// written while the clock read since or later.
+func (m *mem) writtenSince(a, n, since uint64) bool { return m.changedUnits(a, n, n, since) != 0 }
 
 // changedUnits is a mask of the units of unit bytes of [a, a+n) (at most
-// 64 of them): bit j is set when bytes [a+j*unit, a+(j+1)*unit) share a
+// 64 of them; the last may be short): bit j is set when bytes [a+j*unit, a+(j+1)*unit) share a
 // stripe written while the clock read since or later.
 func (m *mem) changedUnits(a, n, unit, since uint64) uint64 {
 	if m.released {

@@ -356,11 +356,10 @@ func TestTileRuns(t *testing.T) {
 					logical = append(logical, want[p][j]-1)
 				}
 			}
-			tr.untilize(back, page, 2)
 			slices.Sort(logical)
 			var spans []int
 			last := -1
-			tr.spans(func(lo, hi int) {
+			tr.untilizeUnits(back, page, 2, ^uint64(0), func(lo, hi int) {
 				if lo >= hi || lo <= last {
 					t.Fatalf("%v page %d: span [%d,%d) after %d", shape, p, lo, hi, last)
 				}
