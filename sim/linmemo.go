@@ -122,16 +122,13 @@ type memoSlot struct {
 // holds more than memoSlots/2 entries, so a probe always ends.
 const memoSlots = 1 << 13
 
-// slot returns the slot of key in the table, or the empty slot where it
-// would go (found false). The shard index took key's low bits, so the
-// table takes the next ones.
-func (m *rowMemo) slot(key uint64) (i int, found bool) {
-	for i = int(key/memoShards) & (memoSlots - 1); ; i = (i + 1) & (memoSlots - 1) {
-		switch s := &m.slots[i]; {
-		case s.ent1 == 0:
-			return i, false
-		case s.key == key:
-			return i, true
+// slot returns the slot of key in the table, or the empty slot (ent1 0)
+// where it would go. The shard index took key's low bits, so the table
+// takes the next ones.
+func (m *rowMemo) slot(key uint64) int {
+	for i := int(key/memoShards) & (memoSlots - 1); ; i = (i + 1) & (memoSlots - 1) {
+		if s := &m.slots[i]; s.ent1 == 0 || s.key == key {
+			return i
 		}
 	}
 }
@@ -144,9 +141,7 @@ func memoGet(key, wid uint64, bias, x, dst []bf16.BF16) bool {
 	if m.slots == nil {
 		return false
 	}
-	si, ok := m.slot(key)
-	i := m.slots[si].ent1 - 1
-	for ok && i >= 0 {
+	for i := m.slots[m.slot(key)].ent1 - 1; i >= 0; { // an empty slot: -1
 		e := &m.ents[i]
 		i = e.next
 		if e.wid != wid || int(e.k) != len(x) || int(e.nb) != len(bias) || int(e.n) != len(dst) {
@@ -187,12 +182,9 @@ func memoPut(key, wid uint64, bias, x, out []bf16.BF16) {
 		m.slots = make([]memoSlot, memoSlots)
 	}
 	p := m.used - 1
-	si, ok := m.slot(key)
+	si := m.slot(key)
 	next := m.slots[si].ent1 - 1 // -1: none
-	if !ok {
-		m.slots[si].key = key
-	}
-	m.slots[si].ent1 = int32(len(m.ents)) + 1
+	m.slots[si] = memoSlot{key: key, ent1: int32(len(m.ents)) + 1}
 	m.ents = append(m.ents, memoEnt{wid: wid, page: int32(p), at: int32(len(m.pages[p])), k: int32(len(x)), nb: int32(len(bias)), n: int32(len(out)), next: next})
 	m.pages[p] = append(append(append(m.pages[p], x...), bias...), out...)
 }
