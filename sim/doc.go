@@ -110,10 +110,11 @@
 // and reports nothing); PeekInto does so incrementally: every memory keeps
 // a write stamp per 256-byte stripe, so a later PeekInto re-reads only the
 // pages (of a TILE tensor: the tile face rows) in stripes written since the
-// previous one, whatever op or transfer wrote them. paged_update_cache's
-// write-back of a whole tile stamps only the stripes whose bytes it
-// changed (the memory ends the same, and strict marks the whole tile
-// written), so a decode step's peek re-reads a row, not a tile.
+// previous one, whatever op or transfer wrote them. The cache kernels'
+// writes of whole tiles (paged_update_cache, paged_fill_cache) stamp only
+// the stripes whose bytes they changed (the memory ends the same, and
+// strict marks the whole tile written), so a decode step's peek re-reads
+// a row, not a tile.
 //
 // Performance: eager launches run on the live buffers without allocating
 // (program-cache keys are built in a reused buffer from per-tensor spec

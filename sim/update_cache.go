@@ -29,32 +29,23 @@ func (f *Fault) Error() string {
 		f.Op, f.Core, f.Len, f.Space, f.Addr)
 }
 
-// dramIO reads (write=false) or writes one interleaved page slot.
+// dramIO reads (write=false) or writes one interleaved page slot. The
+// kernels that write DRAM here write whole cache tiles (paged_update_cache
+// the tiles it read and modified, paged_fill_cache the prompt's), so a
+// write goes through mem.rewrite: the stripes a write leaves as they were
+// keep their stamps, and PeekInto re-reads only the changed rows. Memory
+// ends the same as after a plain write, and strict marks the whole slot
+// written, as the card's write of the whole tile does.
 func (d *Device) dramIO(op string, core, bank int, addr uint64, buf []byte, write bool) error {
 	m, off := d.dramAt(bank, addr)
 	if !m.in(off, uint64(len(buf))) {
 		return &Fault{Op: op, Core: core, Space: "DRAM bank " + strconv.Itoa(bank), Addr: addr, Len: len(buf)}
 	}
 	if write {
-		m.write(off, buf)
+		m.rewrite(off, buf)
 	} else {
 		m.read(off, buf)
 	}
-	return nil
-}
-
-// dramRewrite writes a read-modify-written tile back as dramIO does,
-// through mem.rewrite: the rows the kernel left as they were keep their
-// stamps, so PeekInto re-reads only the changed row. Memory ends the same
-// as after a write (the rows left as they were hold those bytes already)
-// and strict marks the whole tile written, as the card's write-back of
-// the whole tile does.
-func (d *Device) dramRewrite(op string, core, bank int, addr uint64, buf []byte) error {
-	m, off := d.dramAt(bank, addr)
-	if !m.in(off, uint64(len(buf))) {
-		return &Fault{Op: op, Core: core, Space: "DRAM bank " + strconv.Itoa(bank), Addr: addr, Len: len(buf)}
-	}
-	m.rewrite(off, buf)
 	return nil
 }
 
@@ -641,7 +632,7 @@ func (l *ucLaunch) flush(d *Device, part int, pend []ucWrite, data []byte, tileB
 					owner[k] = u
 				}
 			}
-			if err := d.dramRewrite(p.op, w.core, w.bank, w.addr, data[w.off:w.off+tileB]); err != nil {
+			if err := d.dramIO(p.op, w.core, w.bank, w.addr, data[w.off:w.off+tileB], true); err != nil {
 				return err
 			}
 		}
