@@ -291,6 +291,7 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 		_ = x[:cols] // the kernels read cols values of every input
 	}
 	stride := 2 * cols
+	o := lo
 	if useN1 && n16 == cols && perInputN1(len(xs), cols, lo, hi) {
 		// One input streams the rows through the single-input kernel.
 		// So do two or three inputs, in turn, over a small matrix part
@@ -298,19 +299,12 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 		// and the rows stay in cache from one input to the next.
 		// (Streamed from memory, as in a decode of qwen3-0.6b at batch 3,
 		// the blocks of four rows below are faster: they read each row
-		// once.)
+		// once.) The kernel leaves the last (hi-lo)%4 rows of every input
+		// to the loop of single rows at the end.
 		for b, x := range xs {
-			o := matRowsN1(dsts[b], w, x, cols, lo, hi, fma)
-			for ; o < hi; o++ {
-				row := w[o*cols : (o+1)*cols]
-				var acc [Lanes]float32
-				dotLanes512(&row[0], &x[0], n16, &acc)
-				dsts[b][o] = bf16.FromFloat32(finishLanes(&acc, row, x, n16))
-			}
+			o = matRowsN1(dsts[b], w, x, cols, lo, hi, fma)
 		}
-		return true
 	}
-	o := lo
 	b8 := 0 // the groups of eight done in column blocks for the blocks of four rows
 	if len(xs) >= 8 && cols >= colBlockMin {
 		b8 = len(xs) &^ 7
@@ -498,11 +492,6 @@ func expSum512(p *float32, t, n int, m float32, acc *[Lanes]float32) int
 //go:noescape
 func divRound512(p *float32, n int, s float32)
 
-// useExp512 reports whether expSum512 gives math.Exp's bits: it follows the
-// path math's amd64 code takes on a CPU with AVX and FMA (fused
-// multiply-adds), which every CPU with AVX-512 has.
-var useExp512 = cpu.X86.HasAVX && cpu.X86.HasFMA
-
 // scoresFast does Attend's score loop on p (scaled and rounded in place)
 // and returns their maximum, or reports false (doing nothing).
 func scoresFast(p []float32, scale float32) (float32, bool) {
@@ -516,7 +505,7 @@ func scoresFast(p []float32, scale float32) (float32, bool) {
 // whole groups of 16 whose differences from m are all <= 0, and returns
 // where it stopped (t without AVX-512).
 func expSumFast(p []float32, t int, m float32, acc *[Lanes]float32) int {
-	if !useAVX512 || !useExp512 || len(p)-t < Lanes {
+	if !useAVX512 || len(p)-t < Lanes {
 		return t
 	}
 	return expSum512(&p[0], t, len(p), m, acc)

@@ -69,6 +69,8 @@ GLOBL expc<>(SB), RODATA|NOPTR, $112
 // applies): k = round(x·log2e); x = x - k·ln2u - k·ln2l (fused);
 // x = x/16; Horner's rule over the coefficients (fused); x = x·poly;
 // then x = x·(x+2) three times and x = x·(x+2) + 1 (fused); times 2^k.
+// (Without FMA math.Exp takes unfused steps; rounded to float32 both give
+// the same values on this range, so no CPU check is needed.)
 // ky, kz (k's YMM and ZMM views) and p are scratch. Needs Z9-Z22 from
 // EXPCONSTS.
 #define EXPPD(x, ky, kz, p) \
