@@ -9,9 +9,10 @@
 // on the 2-core machine offcard is measured on, `offcard check` ran about
 // 8% faster with its heap advised (10% with the system set to "always").
 //
-// Advise grows the heap's address space by an allocation that is never
-// touched (so it costs no memory), advises the heap mapping that holds it
-// MADV_HUGEPAGE, and frees it: the runtime then places the heap's later
+// Advise grows the heap's address space by allocations that are never
+// touched (so they cost no memory; they are 4 MiB each, because the runtime
+// zeroes a large allocation whole when any page of it was used before),
+// advises the heap mappings that hold them MADV_HUGEPAGE, and frees them: the runtime then places the heap's later
 // objects in advised memory, up to that size. It does nothing where the
 // kernel gives every mapping huge pages already ("always") or none
 // ("never"), and off Linux. Memory the heap maps beyond the reservation

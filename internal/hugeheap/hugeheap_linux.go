@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -32,31 +33,41 @@ func Advise(reserve int) (advised bool, err error) {
 	if oc, err := os.ReadFile(overcommitFile); err != nil || string(bytes.TrimSpace(oc)) == "2" {
 		return false, nil
 	}
-	b := make([]byte, reserve)
-	lo, hi, err := mapping(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	// The reservation is taken in pieces: the runtime zeroes a large
+	// allocation whole when any page of it was used before, and one of
+	// reserve bytes that starts in a free gap of the heap would be zeroed
+	// (touched: 2 s for 512 MB here). Only the pieces that land in such
+	// gaps are, now.
+	pieces := make([][]byte, 0, reserve/reservePiece+1)
+	for n := 0; n < reserve; n += reservePiece {
+		pieces = append(pieces, make([]byte, min(reservePiece, reserve-n)))
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("hugeheap: %w", err)
 	}
-	if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, lo, hi-lo, syscall.MADV_HUGEPAGE); e != 0 {
-		return false, fmt.Errorf("hugeheap: madvise: %w", e)
+	var done [][2]uintptr // the mappings advised
+	for _, b := range pieces {
+		addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		lo, hi, ok := mappingIn(maps, addr)
+		if !ok {
+			return false, fmt.Errorf("hugeheap: no mapping in /proc/self/maps holds %#x", addr)
+		}
+		if slices.Contains(done, [2]uintptr{lo, hi}) {
+			continue
+		}
+		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, lo, hi-lo, syscall.MADV_HUGEPAGE); e != 0 {
+			return false, fmt.Errorf("hugeheap: madvise: %w", e)
+		}
+		done = append(done, [2]uintptr{lo, hi})
 	}
-	runtime.KeepAlive(b)
-	runtime.GC() // b is dead: the reservation becomes free heap at once
+	runtime.KeepAlive(pieces)
+	runtime.GC() // the pieces are dead: the reservation becomes free heap at once
 	return true, nil
 }
 
-// mapping is the range [lo, hi) of the mapping that holds addr, from
-// /proc/self/maps.
-func mapping(addr uintptr) (lo, hi uintptr, err error) {
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return 0, 0, fmt.Errorf("hugeheap: %w", err)
-	}
-	if lo, hi, ok := mappingIn(maps, addr); ok {
-		return lo, hi, nil
-	}
-	return 0, 0, fmt.Errorf("hugeheap: no mapping in /proc/self/maps holds %#x", addr)
-}
+// reservePiece is the size of the allocations Advise reserves with.
+const reservePiece = 4 << 20
 
 // mappingIn is the range of the mapping that holds addr in the text of
 // /proc/PID/maps (or smaps), whose mappings start lines "lo-hi ...".

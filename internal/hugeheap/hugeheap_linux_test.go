@@ -3,8 +3,11 @@
 package hugeheap
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -115,4 +118,52 @@ func FuzzProcParsers(f *testing.F) {
 			t.Fatalf("THPeligible found for %#x outside any mapping", a)
 		}
 	})
+}
+
+// rss is the process's resident memory in bytes (/proc/self/statm).
+func rss(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := bytes.Fields(b)
+	n, err := strconv.ParseInt(string(f[1]), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n * int64(os.Getpagesize())
+}
+
+// TestAdviseDoesNotTouch: the reservation costs no memory even when the
+// heap has free pages it used before (where the runtime zeroes a large
+// allocation that starts, touching all of it).
+func TestAdviseDoesNotTouch(t *testing.T) {
+	defer func(m, o string) { modeFile, overcommitFile = m, o }(modeFile, overcommitFile)
+	dir := t.TempDir()
+	if oc, err := os.ReadFile(overcommitFile); err == nil && string(bytes.TrimSpace(oc)) == "2" {
+		t.Skip("strict overcommit accounting: a 512 MiB reservation would count against the limit")
+	}
+	modeFile, overcommitFile = filepath.Join(dir, "enabled"), filepath.Join(dir, "overcommit")
+	for _, f := range []struct{ path, text string }{{modeFile, "always [madvise] never\n"}, {overcommitFile, "0\n"}} {
+		if err := os.WriteFile(f.path, []byte(f.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		// used, then free: a gap of pages the runtime must zero to reuse
+		junk := make([]byte, 16<<20)
+		for i := range junk {
+			junk[i] = 1
+		}
+		runtime.KeepAlive(junk)
+		junk = nil
+		runtime.GC()
+		before := rss(t)
+		if ok, err := Advise(512 << 20); !ok || err != nil {
+			t.Fatalf("advised %v, %v", ok, err)
+		}
+		if grew := rss(t) - before; grew > 64<<20 {
+			t.Fatalf("Advise(512 MiB) grew the resident set by %d MiB", grew>>20)
+		}
+	}
 }
