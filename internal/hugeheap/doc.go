@@ -12,9 +12,9 @@
 // Advise grows the heap's address space by allocations that are never
 // touched (so they cost no memory; they are 4 MiB each, because the runtime
 // zeroes a large allocation whole when any page of it was used before),
-// advises the heap mappings that hold them MADV_HUGEPAGE, and frees them: the runtime then places the heap's later
-// objects in advised memory, up to that size. It does nothing where the
-// kernel gives every mapping huge pages already ("always") or none
-// ("never"), and off Linux. Memory the heap maps beyond the reservation
-// is not advised.
+// advises the heap mappings that hold them MADV_HUGEPAGE, and frees them:
+// the runtime then places the heap's later objects in advised memory, up to
+// that size. It does nothing where the kernel gives every mapping huge
+// pages already ("always") or none ("never"), and off Linux. Memory the
+// heap maps beyond the reservation is not advised.
 package hugeheap
