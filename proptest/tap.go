@@ -84,7 +84,7 @@ type TapMemory struct {
 	// paged SDPA decode, paged_fill_cache) ran or was recorded with (zero
 	// ID: none yet): the engine's current table.
 	PageTable tt.TensorID
-	// InTrace holds the tensors some live trace recorded.
+	// InTrace holds the tensors of Later that some live trace recorded.
 	InTrace map[tt.TensorID]bool
 	// Traces is the number of live (captured, not released) traces.
 	Traces int
@@ -94,7 +94,7 @@ type TapMemory struct {
 func (t *Tap) Memory() TapMemory {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := TapMemory{InTrace: map[tt.TensorID]bool{}, Traces: len(t.traces), PageTable: t.pageTable}
+	m := TapMemory{Traces: len(t.traces), PageTable: t.pageTable}
 	var later []tapAlloc
 	for _, a := range t.live {
 		if a.order <= t.baseline {
@@ -108,11 +108,15 @@ func (t *Tap) Memory() TapMemory {
 		m.Later = make([]tt.Tensor, len(later))
 		for i, a := range later {
 			m.Later[i] = a.t
-		}
-	}
-	for _, ts := range t.traces {
-		for id := range ts {
-			m.InTrace[id] = true
+			for _, ts := range t.traces {
+				if ts[a.t.ID] {
+					if m.InTrace == nil {
+						m.InTrace = map[tt.TensorID]bool{}
+					}
+					m.InTrace[a.t.ID] = true
+					break
+				}
+			}
 		}
 	}
 	return m
