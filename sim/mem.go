@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"errors"
+	"math/bits"
 	"sync"
 )
 
@@ -34,6 +35,27 @@ type mem struct {
 // pattern) before any byte of it is read.
 var chunkPool sync.Pool // of *[chunkSize]byte
 
+// stampPool and shadowPool hold the stamps and strict shadows of the
+// chunks of released memories; a slice taken from them is cleared first.
+var stampPool, shadowPool sync.Pool // of *[chunkSize / stripeSize]uint64, *[chunkSize / 64]uint64
+
+// newStamps and newShadow are a chunk's cleared stamps and shadow.
+func newStamps() []uint64 {
+	if p, ok := stampPool.Get().(*[chunkSize / stripeSize]uint64); ok {
+		clear(p[:])
+		return p[:]
+	}
+	return make([]uint64, chunkSize/stripeSize)
+}
+
+func newShadow() []uint64 {
+	if p, ok := shadowPool.Get().(*[chunkSize / 64]uint64); ok {
+		clear(p[:])
+		return p[:]
+	}
+	return make([]uint64, chunkSize/64)
+}
+
 var errReleased = errors.New("sim: use of a released device's memory")
 
 // newChunk is a chunk of unspecified contents: a released one, or new.
@@ -44,7 +66,8 @@ func newChunk() []byte {
 	return make([]byte, chunkSize)
 }
 
-// release hands the chunks to chunkPool. The memory must not be used
+// release hands the chunks to chunkPool (their stamps and shadows to
+// stampPool and shadowPool). The memory must not be used
 // again: every later access panics, so no chunk is read through it after
 // another memory took it.
 func (m *mem) release() {
@@ -56,6 +79,20 @@ func (m *mem) release() {
 		for _, ch := range dir {
 			if ch != nil {
 				chunkPool.Put((*[chunkSize]byte)(ch))
+			}
+		}
+	}
+	for _, dir := range m.stamps {
+		for _, st := range dir {
+			if st != nil {
+				stampPool.Put((*[chunkSize / stripeSize]uint64)(st))
+			}
+		}
+	}
+	for _, dir := range m.shadow {
+		for _, sh := range dir {
+			if sh != nil {
+				shadowPool.Put((*[chunkSize / 64]uint64)(sh))
 			}
 		}
 	}
@@ -168,7 +205,7 @@ func (m *mem) write(a uint64, src []byte) {
 			if m.stamps[c>>dirShift] == nil {
 				m.stamps[c>>dirShift] = make([][]uint64, 1<<dirShift)
 			}
-			m.stamps[c>>dirShift][c&dirMask] = make([]uint64, chunkSize/stripeSize)
+			m.stamps[c>>dirShift][c&dirMask] = newStamps()
 		}
 		n := copy(ch[off:], src)
 		if m.strict {
@@ -239,7 +276,7 @@ func (m *mem) mark(c, off, n uint64) {
 	}
 	sh := dir[c&dirMask]
 	if sh == nil {
-		sh = make([]uint64, chunkSize/64)
+		sh = newShadow()
 		dir[c&dirMask] = sh
 	}
 	i, end := off, off+n
@@ -269,21 +306,34 @@ func (m *mem) unwritten(a, n uint64) (uint64, bool) {
 	if !m.strict {
 		return 0, false
 	}
-	for i := a; i < a+n; i++ {
-		c := i >> chunkShift
+	for end := a + n; a < end; {
+		c, off := a>>chunkShift, a&chunkMask
+		cnt := min(end-a, chunkSize-off)
 		dir := m.shadow[c>>dirShift]
 		if dir == nil || dir[c&dirMask] == nil {
-			return i, true
+			return a, true
 		}
-		sh := dir[c&dirMask]
-		off := i & chunkMask
-		if off&63 == 0 && a+n-i >= 64 && sh[off>>6] == ^uint64(0) {
-			i += 63
-			continue
+		if i, bad := firstClear(dir[c&dirMask], off, off+cnt); bad {
+			return a - off + i, true
 		}
-		if sh[off>>6]&(1<<(off&63)) == 0 {
-			return i, true
+		a += cnt
+	}
+	return 0, false
+}
+
+// firstClear is the first clear bit of sh in [lo, hi), if any.
+func firstClear(sh []uint64, lo, hi uint64) (uint64, bool) {
+	for lo < hi {
+		w, b := lo>>6, lo&63
+		nb := min(64-b, hi-lo) // bits of this word in range
+		miss := ^sh[w] >> b
+		if nb < 64 {
+			miss &= 1<<nb - 1
 		}
+		if miss != 0 {
+			return lo + uint64(bits.TrailingZeros64(miss)), true
+		}
+		lo += nb
 	}
 	return 0, false
 }

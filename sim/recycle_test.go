@@ -19,6 +19,8 @@ func TestRecycledChunksReadFresh(t *testing.T) {
 	const n = 16
 	for _, fresh := range [][]byte{poisonChunk, zeroChunk} {
 		old := newMemFresh(n*chunkSize, true, fresh)
+		oldClock := uint64(9)
+		old.clock = &oldClock // stamps the released stamps hold
 		old.write(0, bytes.Repeat([]byte{0xAB}, n*chunkSize))
 		was := map[uintptr]bool{}
 		for _, dir := range old.chunks {
