@@ -10,6 +10,7 @@ import (
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/ref"
 	"github.com/offcard/offcard/tt"
+	"github.com/stretchr/testify/require"
 )
 
 // ---- helpers (prefixed c* so they never clash with other test files) ----
@@ -831,4 +832,27 @@ func TestPagedSDPAGarbagePosition(t *testing.T) {
 func run1(d *Device, op tt.Op) error {
 	_, err := d.Run(op)
 	return err
+}
+
+// A to_memory_config into a config its tensor cannot have fails as the
+// op (its name on the error) and allocates nothing: the next output lands
+// where it does on a device that never ran the failed op.
+func TestToMemoryConfigRefusesBadTarget(t *testing.T) {
+	spec := tt.Spec{Shape: []int{1, 1, 32, 64}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}
+	var addrs []uint64
+	for _, fail := range []bool{true, false} {
+		d := newDev(t, Options{Arch: Wormhole})
+		x := mustAlloc(t, d, spec)
+		if fail {
+			_, err := d.Run(tt.ToMemoryConfig{Input: x, Memory: tt.L1HeightSharded(1, [2]int{32, 32})}) // shard width 32, tensor 64
+			var te *tt.Error
+			require.ErrorAs(t, err, &te)
+			require.Equal(t, "to_memory_config", te.Op)
+			require.Contains(t, te.Msg, "shard width 32 != tensor width 64")
+		}
+		outs, err := d.Run(tt.ToMemoryConfig{Input: x, Memory: tt.L1Interleaved})
+		require.NoError(t, err)
+		addrs = append(addrs, outs[0].Addr)
+	}
+	require.Equal(t, addrs[1], addrs[0])
 }

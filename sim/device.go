@@ -392,6 +392,12 @@ func (d *Device) specKey(spec tt.Spec) string {
 // Allocate implements tt.Device.Allocate (§6.3, §6.4).
 func (d *Device) Allocate(spec tt.Spec) (tt.Tensor, error) {
 	spec.Shape = append([]int(nil), spec.Shape...)
+	return d.allocate(spec)
+}
+
+// allocate is Allocate of a spec whose shape the tensor may keep (no
+// caller holds it).
+func (d *Device) allocate(spec tt.Spec) (tt.Tensor, error) {
 	b, err := d.geometry(spec)
 	if err != nil {
 		return tt.Tensor{}, err

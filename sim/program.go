@@ -178,13 +178,13 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	var outs []tt.Tensor
 	a, allocating := op.(tt.Allocating)
 	if allocating {
-		if err := d.checkAllocating(op); err != nil {
+		specs := a.OutputSpecs() // fresh shapes: the outputs take them
+		if err := d.checkAllocating(op, specs); err != nil {
 			return nil, err
 		}
-		specs := a.OutputSpecs()
 		outs = make([]tt.Tensor, 0, len(specs))
 		for _, spec := range specs {
-			t, err := d.Allocate(spec)
+			t, err := d.allocate(spec)
 			if err != nil {
 				d.freeAll(outs)
 				return nil, err
@@ -250,8 +250,9 @@ func (d *Device) dispatch(op tt.Op, outs []tt.Tensor) error {
 }
 
 // checkAllocating runs the input checks an Allocating op needs before its
-// outputs can be allocated (ttnn validates before create_output_tensors).
-func (d *Device) checkAllocating(op tt.Op) error {
+// outputs (specs, its OutputSpecs) can be allocated (ttnn validates before
+// create_output_tensors).
+func (d *Device) checkAllocating(op tt.Op, specs []tt.Spec) error {
 	for _, t := range op.Inputs() {
 		if _, err := d.operandOf(op.Name(), t); err != nil {
 			return err
@@ -272,8 +273,7 @@ func (d *Device) checkAllocating(op tt.Op) error {
 			return opErr(op.Name(), "Q, K and V must be rank 4, got shape %v", o.Q.Spec.Shape) // ~
 		}
 	case tt.ToMemoryConfig:
-		s := o.OutputSpecs()[0]
-		if err := s.Validate(); err != nil {
+		if err := specs[0].Validate(); err != nil {
 			return opErr(op.Name(), "%v", err)
 		}
 	}

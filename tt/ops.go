@@ -33,7 +33,8 @@ type Allocating interface {
 	Op
 	// OutputSpecs are the specs of the tensors the device allocates, as
 	// ttnn's compute_output_specs gives them for these inputs and
-	// attributes. Only meaningful for an op that validates.
+	// attributes. Only meaningful for an op that validates. Each call
+	// returns shapes no one else holds (a device's outputs keep them).
 	OutputSpecs() []Spec
 }
 
