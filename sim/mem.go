@@ -21,8 +21,9 @@ type mem struct {
 	watch  *wcache // DRAM channels: told of every write (decoded-weight cache)
 	// stamps hold, per stripe of stripeSize bytes of a created chunk, the
 	// value of *clock at the stripe's last write (0: never written; a
-	// rewrite that leaves a stripe's bytes as they were does not count);
-	// PeekInto reads back only stripes written since a given clock.
+	// rewrite that leaves a stripe's bytes as they were does not count),
+	// then the newest of a chunk's (chunkStamps); PeekInto reads back only
+	// stripes written since a given clock.
 	stamps [][][]uint64
 	clock  *uint64
 	// released: the chunks went back to chunkPool (Device.Recycle); every
@@ -37,15 +38,19 @@ var chunkPool sync.Pool // of *[chunkSize]byte
 
 // stampPool and shadowPool hold the stamps and strict shadows of the
 // chunks of released memories; a slice taken from them is cleared first.
-var stampPool, shadowPool sync.Pool // of *[chunkSize / stripeSize]uint64, *[chunkSize / 64]uint64
+var stampPool, shadowPool sync.Pool // of *[chunkStamps]uint64, *[chunkSize / 64]uint64
+
+// chunkStamps is the length of a chunk's stamps: one per stripe, then the
+// newest of them (so a reader skips a chunk not written since a clock).
+const chunkStamps = chunkSize/stripeSize + 1
 
 // newStamps and newShadow are a chunk's cleared stamps and shadow.
 func newStamps() []uint64 {
-	if p, ok := stampPool.Get().(*[chunkSize / stripeSize]uint64); ok {
+	if p, ok := stampPool.Get().(*[chunkStamps]uint64); ok {
 		clear(p[:])
 		return p[:]
 	}
-	return make([]uint64, chunkSize/stripeSize)
+	return make([]uint64, chunkStamps)
 }
 
 func newShadow() []uint64 {
@@ -85,7 +90,7 @@ func (m *mem) release() {
 	for _, dir := range m.stamps {
 		for _, st := range dir {
 			if st != nil {
-				stampPool.Put((*[chunkSize / stripeSize]uint64)(st))
+				stampPool.Put((*[chunkStamps]uint64)(st))
 			}
 		}
 	}
@@ -216,6 +221,7 @@ func (m *mem) write(a uint64, src []byte) {
 			for i, e := off>>stripeShift, (off+uint64(n)-1)>>stripeShift; i <= e; i++ {
 				st[i] = *m.clock
 			}
+			st[chunkStamps-1] = *m.clock
 		}
 		src = src[n:]
 		a += uint64(n)
@@ -257,7 +263,11 @@ func (m *mem) changedUnits(a, n, unit, since uint64) uint64 {
 	for s, e := a>>stripeShift, (a+n-1)>>stripeShift; s <= e; s++ {
 		c := s >> (chunkShift - stripeShift)
 		dir := m.stamps[c>>dirShift]
-		if dir == nil || dir[c&dirMask] == nil || dir[c&dirMask][s&(chunkSize/stripeSize-1)] < since {
+		if dir == nil || dir[c&dirMask] == nil || dir[c&dirMask][chunkStamps-1] < since {
+			s |= chunkSize/stripeSize - 1 // nothing in this chunk: on to the next
+			continue
+		}
+		if dir[c&dirMask][s&(chunkSize/stripeSize-1)] < since {
 			continue
 		}
 		lo, hi := max(s<<stripeShift, a)-a, min((s+1)<<stripeShift, a+n)-a

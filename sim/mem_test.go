@@ -415,3 +415,47 @@ func TestRewrite(t *testing.T) {
 		t.Errorf("changedUnits %b, want 1100 (the two units in stripe 1)", mask)
 	}
 }
+
+// changedUnits agrees with a stripe-by-stripe model of the stamps over
+// random writes and queries that span chunks (some never written, some
+// written only before the queried clock).
+func TestChangedUnitsMatchesModel(t *testing.T) {
+	const size = 4 * chunkSize
+	var clock uint64 = 1
+	m := newMem(size, false)
+	m.clock = &clock
+	stamp := make([]uint64, size/stripeSize) // the model: each stripe's last write
+	r := rand.New(rand.NewPCG(5, 6))
+	for it := 0; it < 2000; it++ {
+		if r.IntN(3) == 0 {
+			clock++
+		}
+		if r.IntN(2) == 0 && r.IntN(4) != 0 { // chunk 3 is never written
+			n := uint64(1 + r.IntN(3*stripeSize))
+			a := uint64(r.IntN(3*chunkSize - int(n)))
+			m.write(a, make([]byte, n))
+			for s := a / stripeSize; s <= (a+n-1)/stripeSize; s++ {
+				stamp[s] = clock
+			}
+		}
+		unit := uint64(1 + r.IntN(size/64))
+		n := unit * uint64(1+r.IntN(64))
+		if n > size {
+			n = size
+		}
+		a := uint64(r.IntN(size - int(n) + 1))
+		since := 1 + uint64(r.IntN(int(clock)))
+		var want uint64
+		for j := uint64(0); j*unit < n; j++ {
+			lo, hi := a+j*unit, min(a+(j+1)*unit, a+n)
+			for s := lo / stripeSize; s <= (hi-1)/stripeSize; s++ {
+				if stamp[s] >= since {
+					want |= 1 << j
+				}
+			}
+		}
+		if got := m.changedUnits(a, n, unit, since); got != want {
+			t.Fatalf("iteration %d: changedUnits(%d, %d, %d, %d) = %b, want %b", it, a, n, unit, since, got, want)
+		}
+	}
+}
