@@ -32,11 +32,19 @@ func tileRunsOf(s tt.Spec, t int) tileRuns {
 // the tensor's logical bytes, into page; padding elements are left as
 // they are.
 func (t tileRuns) tilize(page, data []byte, e int) {
+	const fs = tt.FaceSize
 	for r := 0; r < t.rows; r++ {
 		li, ti := t.first+r*t.stride, TileElem(r, 0)
+		if e == 2 && t.n0 == fs && t.n1 == fs { // whole bf16 face rows: inline moves, not memmove calls
+			seg := *(*[2 * fs]byte)(data[li*2:])
+			*(*[2 * fs]byte)(page[ti*2:]) = seg
+			seg = *(*[2 * fs]byte)(data[(li+fs)*2:])
+			*(*[2 * fs]byte)(page[(ti+fs*fs)*2:]) = seg
+			continue
+		}
 		copy(page[ti*e:], data[li*e:(li+t.n0)*e])
 		if t.n1 > 0 {
-			li, ti = li+tt.FaceSize, ti+tt.FaceSize*tt.FaceSize
+			li, ti = li+fs, ti+fs*fs
 			copy(page[ti*e:], data[li*e:(li+t.n1)*e])
 		}
 	}
@@ -58,7 +66,8 @@ func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed fu
 			}
 			li, ti := t.first+r*t.stride+half*fs, j*fs
 			if n == fs && e == 2 { // a whole bf16 face row: an inline move, not a memmove call
-				*(*[2 * fs]byte)(dst[li*2:]) = *(*[2 * fs]byte)(page[ti*2:])
+				seg := *(*[2 * fs]byte)(page[ti*2:])
+				*(*[2 * fs]byte)(dst[li*2:]) = seg
 			} else {
 				copy(dst[li*e:(li+n)*e], page[ti*e:])
 			}
