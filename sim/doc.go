@@ -108,9 +108,11 @@
 // that needs neither). Peek reads a tensor's current
 // bytes for tests without being a host transfer (it works during capture
 // and reports nothing); PeekInto does so incrementally: every memory keeps
-// a write stamp per 256-byte stripe, so a later PeekInto re-reads only the
-// pages (of a TILE tensor: the tile face rows) in stripes written since the
-// previous one, whatever op or transfer wrote them. The cache kernels'
+// a write stamp per 256-byte stripe (and per 64 KiB chunk the newest, so
+// a chunk not written since is passed over in one look), so a later
+// PeekInto re-reads only the pages (of a TILE tensor: the tile face rows)
+// in stripes written since the previous one, whatever op or transfer wrote
+// them. The cache kernels'
 // writes of whole tiles (paged_update_cache, paged_fill_cache) stamp only
 // the stripes whose bytes they changed (the memory ends the same, and
 // strict marks the whole tile written), so a decode step's peek re-reads
