@@ -357,13 +357,14 @@ func TestSetupFailureIsReported(t *testing.T) {
 	}
 }
 
-// BenchmarkCampaign measures schedules/s and simulated device steps/s of
-// the default campaign (what offcard check runs: 200 cases of seed 1). An
+// BenchmarkCampaign measures schedules/s, simulated device steps/s and
+// the process's CPU seconds (cpu-s/op) of the default campaign (what offcard check runs: 200 cases of seed 1). An
 // op is the whole campaign; the process-wide memos are warm from the
 // second op on (-benchtime 1x measures a cold process, as the CLI runs).
 func BenchmarkCampaign(b *testing.B) {
 	const cases = 200
 	steps := 0
+	cpu0 := cpuTime(0)
 	for i := 0; i < b.N; i++ {
 		for _, r := range Campaign(Options{Seed: DefaultSeed, Cases: cases, Factory: SimFactory}) {
 			steps += r.DeviceSteps
@@ -375,6 +376,12 @@ func BenchmarkCampaign(b *testing.B) {
 	s := b.Elapsed().Seconds()
 	b.ReportMetric(float64(cases*b.N)/s, "schedules/s")
 	b.ReportMetric(float64(steps)/s, "steps/s")
+	// CPU of the process per campaign: on a loaded or throttled machine it
+	// varies less than wall time, and it bounds what the cores can give
+	// (2 cores: wall time >= cpu-s/2).
+	if d := cpuTime(0) - cpu0; d > 0 {
+		b.ReportMetric(d.Seconds()/float64(b.N), "cpu-s/op")
+	}
 	if h, m := memoStats(); h+m > 0 {
 		b.ReportMetric(100*float64(h)/float64(h+m), "oracle-memo-%")
 	}
