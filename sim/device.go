@@ -146,6 +146,7 @@ type Device struct {
 	arch archParams
 
 	specKeys map[specID]string // interned spec strings (specKey)
+	specLast [64]specSlot      // the last spec seen per hash slot, before specKeys
 
 	chans []*mem // DRAM channels; bank b is channel b/banksPerChan at offset (b%banksPerChan)*bank size
 	l1    []*mem // per worker core
@@ -378,6 +379,10 @@ func (d *Device) specKey(spec tt.Spec) string {
 	}
 	id := specID{rank: len(spec.Shape), dtype: spec.DType, layout: spec.Layout, mem: spec.Memory}
 	copy(id.shape[:], spec.Shape)
+	e := &d.specLast[id.slot()]
+	if e.key != "" && e.id == id {
+		return e.key
+	}
 	k, ok := d.specKeys[id]
 	if !ok {
 		k = spec.String()
@@ -386,7 +391,27 @@ func (d *Device) specKey(spec tt.Spec) string {
 		}
 		d.specKeys[id] = k
 	}
+	*e = specSlot{id: id, key: k}
 	return k
+}
+
+type specSlot struct {
+	id  specID
+	key string
+}
+
+// slot is id's place in specLast (a multiplicative hash of its fields).
+func (id *specID) slot() int {
+	h := uint64(id.rank)
+	for _, x := range id.shape[:id.rank] {
+		h = h*31 + uint64(x)
+	}
+	m := id.mem
+	for _, x := range []uint64{uint64(id.dtype), uint64(id.layout), uint64(m.Layout), uint64(m.Buffer),
+		uint64(m.Shard.NumCores), uint64(m.Shard.Shape[0]), uint64(m.Shard.Shape[1]), uint64(m.Shard.FirstCore)} {
+		h = h*31 + x
+	}
+	return int((h * 0x9E3779B97F4A7C15) >> 58)
 }
 
 // Allocate implements tt.Device.Allocate (§6.3, §6.4).

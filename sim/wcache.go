@@ -41,7 +41,10 @@ type wcache struct {
 // wrote is called by a DRAM channel's mem on every write at channel offset
 // a of n bytes.
 func (c *wcache) wrote(a, n uint64) {
-	la := a % c.bankSize
+	la := a
+	for la >= c.bankSize { // a channel holds one or two banks: no division
+		la -= c.bankSize
+	}
 	if la+n > c.bankSize {
 		c.drop(0, c.bankSize) // crosses into the next bank: drop all
 		return
