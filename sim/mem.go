@@ -72,9 +72,9 @@ func newChunk() []byte {
 }
 
 // release hands the chunks to chunkPool (their stamps and shadows to
-// stampPool and shadowPool). The memory must not be used
-// again: every later access panics, so no chunk is read through it after
-// another memory took it.
+// stampPool and shadowPool). The memory must not be used again: every
+// later access panics, so no chunk is read through it after another memory
+// took it.
 func (m *mem) release() {
 	if m.released {
 		return
