@@ -21,8 +21,9 @@ type Tap struct {
 
 	mu        sync.Mutex
 	live      map[tt.TensorID]tapAlloc
-	next      int // allocation counter
-	baseline  int // allocations up to MarkBaseline
+	later     []tapAlloc // the live allocations after the baseline, oldest first
+	next      int        // allocation counter
+	baseline  int        // allocations up to MarkBaseline
 	capturing tt.TraceID
 	inCapture bool
 	traces    map[tt.TraceID]map[tt.TensorID]bool // live traces and the tensors they recorded
@@ -63,6 +64,7 @@ func (t *Tap) MarkBaseline() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.baseline = t.next
+	t.later = t.later[:0]
 }
 
 // TakeEvents returns the events since the previous call.
@@ -94,19 +96,10 @@ type TapMemory struct {
 func (t *Tap) Memory() TapMemory {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := TapMemory{Traces: len(t.traces), PageTable: t.pageTable}
-	var later []tapAlloc
-	for _, a := range t.live {
-		if a.order <= t.baseline {
-			m.Persistent++
-			continue
-		}
-		later = append(later, a)
-	}
-	slices.SortFunc(later, func(a, b tapAlloc) int { return cmp.Compare(a.order, b.order) }) // orders are unique
-	if len(later) > 0 {
-		m.Later = make([]tt.Tensor, len(later))
-		for i, a := range later {
+	m := TapMemory{Persistent: len(t.live) - len(t.later), Traces: len(t.traces), PageTable: t.pageTable}
+	if len(t.later) > 0 {
+		m.Later = make([]tt.Tensor, len(t.later))
+		for i, a := range t.later {
 			m.Later[i] = a.t
 			for _, ts := range t.traces {
 				if ts[a.t.ID] {
@@ -136,10 +129,17 @@ func (t *Tap) Allocate(spec tt.Spec) (tt.Tensor, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.next++
-	t.live[x.ID] = tapAlloc{t: x, order: t.next}
-	t.ev.Allocs++
+	t.add(x)
 	return x, nil
+}
+
+// add records a new allocation (t.mu held).
+func (t *Tap) add(x tt.Tensor) {
+	t.next++
+	a := tapAlloc{t: x, order: t.next}
+	t.live[x.ID] = a
+	t.later = append(t.later, a) // t.next only grows: later stays in order
+	t.ev.Allocs++
 }
 
 // Free implements tt.Device.
@@ -147,10 +147,15 @@ func (t *Tap) Free(x tt.Tensor) error {
 	err := t.Device.Free(x)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.live[x.ID]; !ok {
+	if a, ok := t.live[x.ID]; !ok {
 		t.misuse("free of %v, which is not allocated", x)
 	} else if err == nil {
 		delete(t.live, x.ID)
+		if a.order > t.baseline {
+			if i, ok := slices.BinarySearchFunc(t.later, a.order, func(e tapAlloc, o int) int { return cmp.Compare(e.order, o) }); ok {
+				t.later = slices.Delete(t.later, i, i+1)
+			}
+		}
 		t.ev.Frees++
 	}
 	return err
@@ -179,9 +184,7 @@ func (t *Tap) Run(op tt.Op) ([]tt.Tensor, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, x := range outs {
-		t.next++
-		t.live[x.ID] = tapAlloc{t: x, order: t.next}
-		t.ev.Allocs++
+		t.add(x)
 	}
 	switch o := op.(type) {
 	case tt.PagedUpdateCache:
