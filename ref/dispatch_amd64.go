@@ -177,10 +177,7 @@ func matRowsN1(dst []bf16.BF16, w []bf16.BF16, x []float32, cols, lo, hi, fma in
 			pf = 8 * cols
 		}
 		rowsN1x512(&w[(lo+o)*cols], &x[0], cols, k, &out[0], pf, fma)
-		d := dst[o : o+k]
-		for i, f := range out[:k] {
-			d[i] = bf16.FromFloat32(f)
-		}
+		round512(&dst[o : o+k][0], &out[0], k)
 	}
 	return lo + n
 }
@@ -435,6 +432,12 @@ func siluMul512(dst, gate, up *bf16.BF16, n int, t *[1 << 16]float32)
 
 //go:noescape
 func rope512(dst, x, cos, sin *bf16.BF16, half int)
+
+// round512 rounds n > 0 float32 values to bf16 as bf16.FromFloat32 does
+// (elem512_amd64.s).
+//
+//go:noescape
+func round512(dst *bf16.BF16, src *float32, n int)
 
 // The shortest rows the elementwise fast paths take (measured:
 // BenchmarkElem): Add's, SiluMul's (its gather's latency makes it no

@@ -167,3 +167,23 @@ ropeLoop:
 	JGT  ropeLoop
 	VZEROUPPER
 	RET
+
+// func round512(dst *bf16.BF16, src *float32, n int)
+// dst = R(src) for n > 0 float32 values, as bf16.FromFloat32 rounds each.
+TEXT ·round512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CONSTS
+
+roundLoop:
+	MASK16(CX)
+	VMOVUPS.Z (SI), K1, Z1
+	ROUNDF(Z1, Z3)
+	STOREW(Z1, Y1, (DI))
+	ADDQ $64, SI
+	ADDQ $32, DI
+	SUBQ $16, CX
+	JGT  roundLoop
+	VZEROUPPER
+	RET

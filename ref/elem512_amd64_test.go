@@ -479,3 +479,50 @@ func BenchmarkElem(b *testing.B) {
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }
+
+// round512 rounds as bf16.FromFloat32 over a sweep of every float32
+// pattern (a stride, and every pattern whose low 16 bits are a rounding
+// edge: 0x7FFF, 0x8000, 0x8001, with even and odd upper halves), NaN
+// payloads of both signs, and every length 1..40 (the masked tail); the
+// elements past n are left as they were.
+func TestRound512(t *testing.T) {
+	needElem512(t)
+	var src []float32
+	for u := uint64(0); u < 1<<32; u += 65521 {
+		src = append(src, math.Float32frombits(uint32(u)))
+		hi := uint32(u) &^ 0xFFFF
+		for _, lo := range []uint32{0x7FFF, 0x8000, 0x8001, 0x17FFF, 0x18000, 0x18001} {
+			src = append(src, math.Float32frombits(hi+lo))
+		}
+	}
+	for _, u := range []uint32{0x7F7F7FFF, 0x7F7F8000, 0x7F7FFFFF, 0x7F800000, 0xFF800000, 0x7F800001, 0xFFC00001, 0x7FBFFFFF, 0x00000001, 0x807FFFFF, 0x80000000} {
+		src = append(src, math.Float32frombits(u))
+	}
+	dst := make([]bf16.BF16, len(src)+1)
+	dst[len(src)] = 0x1234
+	round512(&dst[0], &src[0], len(src))
+	for i, f := range src {
+		if want := bf16.FromFloat32(f); dst[i] != want {
+			t.Fatalf("%#08x: round512 %#04x, FromFloat32 %#04x", math.Float32bits(f), dst[i], want)
+		}
+	}
+	if dst[len(src)] != 0x1234 {
+		t.Fatal("round512 wrote past n")
+	}
+	for n := 1; n <= 40; n++ {
+		d := make([]bf16.BF16, n+16)
+		for i := range d {
+			d[i] = 0x1234
+		}
+		round512(&d[0], &src[len(src)-n-7], n)
+		for i := range d {
+			want := bf16.BF16(0x1234)
+			if i < n {
+				want = bf16.FromFloat32(src[len(src)-n-7+i])
+			}
+			if d[i] != want {
+				t.Fatalf("n %d: element %d is %#04x, want %#04x", n, i, d[i], want)
+			}
+		}
+	}
+}
