@@ -68,7 +68,9 @@ const traceBytesPerLaunch = 1024
 
 func (d *Device) footprintOf(op tt.Op, start int) footprint {
 	fp := footprint{op: op.Name(), args: opArgs(op), first: start, last: len(d.recorded) - 1}
-	for _, t := range d.touches(op) {
+	ts := d.touches(op)
+	fp.refs = make([]operandRef, 0, len(ts))
+	for _, t := range ts {
 		fp.refs = append(fp.refs, operandRef{id: t.Tensor, bt: t.Buffer, addr: t.Addr, perBank: t.Bytes, write: t.Write})
 	}
 	return fp
