@@ -41,7 +41,8 @@
 // weights once (the weights stay in the loaded file's image; they are not
 // repacked). The lanes are reduced in the canonical tree in assembly too.
 // A single sequence's product runs whole row ranges in one assembly call
-// (blocks of four rows, reduced in registers). Every kernel prefetches the
+// (blocks of four rows, reduced in registers), and its outputs are rounded
+// to bf16 in assembly too (round512, the elementwise kernels' rounding). Every kernel prefetches the
 // rows it reads next in software: the rows are short (2-6 KB) and read as
 // interleaved streams, which the hardware prefetcher alone follows at well
 // under memory speed.
