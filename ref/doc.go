@@ -71,9 +71,9 @@
 // operations of math.Exp's amd64 code (src/math/exp_amd64.s, its FMA path)
 // in float64 lanes; it equals float32(math.Exp(float64(d))) for every
 // float32 d from -110 to 0 (on either of math's paths: with and without
-// FMA they round to the same float32 values there), and gives +0 below. A group of 16 holding a NaN
-// is left to the Go loop. Build with -tags purego to use pure Go only;
-// results are identical.
+// FMA they round to the same float32 values there), and gives +0 below.
+// A group of 16 holding a NaN is left to the Go loop. Build with -tags
+// purego to use pure Go only; results are identical.
 //
 // # The decoder
 //
