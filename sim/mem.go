@@ -22,8 +22,8 @@ type mem struct {
 	// stamps hold, per stripe of stripeSize bytes of a created chunk, the
 	// value of *clock at the stripe's last write (0: never written; a
 	// rewrite that leaves a stripe's bytes as they were does not count),
-	// then the newest of a chunk's (chunkStamps); PeekInto reads back only
-	// stripes written since a given clock.
+	// then the newest of a chunk's (at index chunkStripes); PeekInto reads
+	// back only stripes written since a given clock.
 	stamps [][][]uint64
 	clock  *uint64
 	// released: the chunks went back to chunkPool (Device.Recycle); every
@@ -40,9 +40,12 @@ var chunkPool sync.Pool // of *[chunkSize]byte
 // chunks of released memories; a slice taken from them is cleared first.
 var stampPool, shadowPool sync.Pool // of *[chunkStamps]uint64, *[chunkSize / 64]uint64
 
-// chunkStamps is the length of a chunk's stamps: one per stripe, then the
+// A chunk's stamps are one per stripe (chunkStripes of them), then the
 // newest of them (so a reader skips a chunk not written since a clock).
-const chunkStamps = chunkSize/stripeSize + 1
+const (
+	chunkStripes = chunkSize / stripeSize
+	chunkStamps  = chunkStripes + 1
+)
 
 // newStamps and newShadow are a chunk's cleared stamps and shadow.
 func newStamps() []uint64 {
@@ -80,28 +83,22 @@ func (m *mem) release() {
 		return
 	}
 	m.released = true
-	for _, dir := range m.chunks {
-		for _, ch := range dir {
-			if ch != nil {
-				chunkPool.Put((*[chunkSize]byte)(ch))
-			}
-		}
-	}
-	for _, dir := range m.stamps {
-		for _, st := range dir {
-			if st != nil {
-				stampPool.Put((*[chunkStamps]uint64)(st))
-			}
-		}
-	}
-	for _, dir := range m.shadow {
-		for _, sh := range dir {
-			if sh != nil {
-				shadowPool.Put((*[chunkSize / 64]uint64)(sh))
-			}
-		}
-	}
+	eachChunk(m.chunks, func(ch []byte) { chunkPool.Put((*[chunkSize]byte)(ch)) })
+	eachChunk(m.stamps, func(st []uint64) { stampPool.Put((*[chunkStamps]uint64)(st)) })
+	eachChunk(m.shadow, func(sh []uint64) { shadowPool.Put((*[chunkSize / 64]uint64)(sh)) })
 	m.chunks, m.stamps, m.shadow = nil, nil, nil
+}
+
+// eachChunk calls f with the per-chunk slice of every created chunk in a
+// two-level table (chunks, stamps or shadow).
+func eachChunk[T any](dirs [][][]T, f func([]T)) {
+	for _, dir := range dirs {
+		for _, x := range dir {
+			if x != nil {
+				f(x)
+			}
+		}
+	}
 }
 
 const (
@@ -221,7 +218,7 @@ func (m *mem) write(a uint64, src []byte) {
 			for i, e := off>>stripeShift, (off+uint64(n)-1)>>stripeShift; i <= e; i++ {
 				st[i] = *m.clock
 			}
-			st[chunkStamps-1] = *m.clock
+			st[chunkStripes] = *m.clock
 		}
 		src = src[n:]
 		a += uint64(n)
@@ -253,8 +250,9 @@ func (m *mem) rewrite(a uint64, src []byte) {
 func (m *mem) writtenSince(a, n, since uint64) bool { return m.changedUnits(a, n, n, since) != 0 }
 
 // changedUnits is a mask of the units of unit bytes of [a, a+n) (at most
-// 64 of them; the last may be short): bit j is set when bytes [a+j*unit, a+(j+1)*unit) share a
-// stripe written while the clock read since or later.
+// 64 of them; the last may be short): bit j is set when bytes
+// [a+j*unit, a+(j+1)*unit) share a stripe written while the clock read
+// since or later.
 func (m *mem) changedUnits(a, n, unit, since uint64) uint64 {
 	if m.released {
 		panic(errReleased)
@@ -263,11 +261,11 @@ func (m *mem) changedUnits(a, n, unit, since uint64) uint64 {
 	for s, e := a>>stripeShift, (a+n-1)>>stripeShift; s <= e; s++ {
 		c := s >> (chunkShift - stripeShift)
 		dir := m.stamps[c>>dirShift]
-		if dir == nil || dir[c&dirMask] == nil || dir[c&dirMask][chunkStamps-1] < since {
-			s |= chunkSize/stripeSize - 1 // nothing in this chunk: on to the next
+		if dir == nil || dir[c&dirMask] == nil || dir[c&dirMask][chunkStripes] < since {
+			s |= chunkStripes - 1 // nothing in this chunk: on to the next
 			continue
 		}
-		if dir[c&dirMask][s&(chunkSize/stripeSize-1)] < since {
+		if dir[c&dirMask][s&(chunkStripes-1)] < since {
 			continue
 		}
 		lo, hi := max(s<<stripeShift, a)-a, min((s+1)<<stripeShift, a+n)-a
