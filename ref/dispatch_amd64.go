@@ -10,10 +10,12 @@ import (
 )
 
 // useAVX2 selects the AVX2 kernels and useAVX512 the AVX-512 ones (which
-// take precedence). Tests flip them to compare every path with pure Go.
+// take precedence; besides AVX512F and BW they use VL's masked 32-byte
+// loads and stores and BMI2's BZHI for their tail masks). Tests flip them
+// to compare every path with pure Go.
 var (
 	useAVX2   = cpu.X86.HasAVX2
-	useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+	useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasBMI2
 )
 
 // HasFastPath reports whether dotRow uses an assembly kernel.
@@ -391,10 +393,6 @@ func minMaxFast(v []bf16.BF16) (lo1, hi uint16, done int) {
 	return lo1, hi, done
 }
 
-// The elementwise kernels (elem512_amd64.s) also need AVX512VL (masked
-// 32-byte loads and stores) and BMI2 (their tail masks).
-var hasVLBMI2 = cpu.X86.HasBMI2 && cpu.X86.HasAVX512VL
-
 // sumSquares512 returns Dot(x, x) for n > 0 elements, bit for bit, and
 // rmsScale512 is RMSNorm's loop dst = R(w·R(x·s)) (elem512_amd64.s).
 //
@@ -409,7 +407,7 @@ func rmsScale512(dst, x, w *bf16.BF16, n int, s float32)
 // without AVX-512 or below rmsNormMin elements.
 func rmsNormFast(dst, x, weight []bf16.BF16, eps float32) bool {
 	n := len(x)
-	if !useAVX512 || !hasVLBMI2 || n < rmsNormMin {
+	if !useAVX512 || n < rmsNormMin {
 		return false
 	}
 	s := rmsInvScale(sumSquares512(&x[0], n), n, eps)
@@ -452,7 +450,7 @@ const (
 // reports false, doing nothing, without AVX-512 or below elemMin.
 func addFast(dst, a, b []bf16.BF16) bool {
 	n := len(dst)
-	if !useAVX512 || !hasVLBMI2 || n < elemMin {
+	if !useAVX512 || n < elemMin {
 		return false
 	}
 	add512(&dst[0], &a[:n][0], &b[:n][0], n)
@@ -462,7 +460,7 @@ func addFast(dst, a, b []bf16.BF16) bool {
 // siluMulFast is SiluMul through siluMul512, as addFast (below siluMulMin).
 func siluMulFast(dst, gate, up []bf16.BF16, t *[1 << 16]float32) bool {
 	n := len(dst)
-	if !useAVX512 || !hasVLBMI2 || n < siluMulMin {
+	if !useAVX512 || n < siluMulMin {
 		return false
 	}
 	siluMul512(&dst[0], &gate[:n][0], &up[:n][0], n, t)
@@ -475,7 +473,7 @@ func siluMulFast(dst, gate, up []bf16.BF16, t *[1 << 16]float32) bool {
 func ropeFast(dst, x, cos, sin []bf16.BF16) bool {
 	n := len(x)
 	half := n / 2
-	if !useAVX512 || !hasVLBMI2 || half < ropeMin {
+	if !useAVX512 || half < ropeMin {
 		return false
 	}
 	rope512(&dst[:n][0], &x[0], &cos[:n][0], &sin[:n][0], half)

@@ -15,13 +15,6 @@ import (
 // twins, bit for bit (every NaN result is bf16.QuietNaN on both sides, so
 // outputs compare exactly), on lengths 1..300 and on awkward values.
 
-func needElem512(t *testing.T) {
-	t.Helper()
-	if !useAVX512 || !hasVLBMI2 {
-		t.Skip("no AVX-512/BMI2 on this machine")
-	}
-}
-
 // awkward returns a generator of bf16 patterns from every corner: NaNs
 // (random payloads, both signs), ±Inf, denormals, ±0, values near the
 // largest finite one (whose products and sums round up to Inf), the
@@ -142,7 +135,7 @@ func rmsScale(x []bf16.BF16, eps float32) float32 { return rmsInvScale(Dot(x, x)
 // mixed magnitudes) or whose squares underflow (where a fused
 // multiply-add would keep bits the separate multiply drops).
 func TestSumSquares512EqualsDot(t *testing.T) {
-	needElem512(t)
+	need512(t)
 	rng := rand.New(rand.NewPCG(63, 64))
 	for trial := range 6000 {
 		n := 1 + trial%300
@@ -174,7 +167,7 @@ func tieEps(rng *rand.Rand, low, lsb uint32) float32 {
 }
 
 func TestRMSNorm512EqualsPureGo(t *testing.T) {
-	needElem512(t)
+	need512(t)
 	rng := rand.New(rand.NewPCG(61, 62))
 	var tieEpss []float32
 	for _, low := range []uint32{0x7FFF, 0x8000, 0x8001} {
@@ -291,7 +284,7 @@ func (c *elemCoverage) check(t *testing.T) {
 }
 
 func TestAdd512EqualsPureGo(t *testing.T) {
-	needElem512(t)
+	need512(t)
 	rng := rand.New(rand.NewPCG(65, 66))
 	var cov elemCoverage
 	for trial := range 6000 {
@@ -330,7 +323,7 @@ func TestAdd512EqualsPureGo(t *testing.T) {
 }
 
 func TestSiluMul512EqualsPureGo(t *testing.T) {
-	needElem512(t)
+	need512(t)
 	rng := rand.New(rand.NewPCG(67, 68))
 	tab := siluTable()
 	var cov elemCoverage
@@ -369,7 +362,7 @@ func TestSiluMul512EqualsPureGo(t *testing.T) {
 // alone), with real tables (RopeTable at random positions) and with
 // awkward cos/sin values.
 func TestRope512EqualsPureGo(t *testing.T) {
-	needElem512(t)
+	need512(t)
 	rng := rand.New(rand.NewPCG(69, 70))
 	var cov elemCoverage
 	for trial := range 6000 {
@@ -414,7 +407,7 @@ func TestRope512EqualsPureGo(t *testing.T) {
 // off, at every length on both sides of the thresholds (the dispatch: the
 // slicing, the thresholds, which kernel gets which argument).
 func TestElemDispatchEqualsPureGo(t *testing.T) {
-	needElem512(t)
+	need512(t)
 	defer func(v bool) { useAVX512 = v }(useAVX512)
 	rng := rand.New(rand.NewPCG(71, 72))
 	for trial := range 1500 {
@@ -467,7 +460,7 @@ func BenchmarkElem(b *testing.B) {
 				}
 			})
 			b.Run(k.name+"/n="+itoa(n)+"/avx512", func(b *testing.B) {
-				if !useAVX512 || !hasVLBMI2 {
+				if !useAVX512 {
 					b.Skip("no AVX-512")
 				}
 				for b.Loop() {
@@ -486,7 +479,7 @@ func itoa(n int) string { return fmt.Sprint(n) }
 // payloads of both signs, and every length 1..40 (the masked tail); the
 // elements past n are left as they were.
 func TestRound512(t *testing.T) {
-	needElem512(t)
+	need512(t)
 	var src []float32
 	for u := uint64(0); u < 1<<32; u += 65521 {
 		src = append(src, math.Float32frombits(uint32(u)))
