@@ -28,6 +28,11 @@ func tileRunsOf(s tt.Spec, t int) tileRuns {
 		n0: min(g.w-c0, tt.FaceSize), n1: max(0, min(g.w-c0-tt.FaceSize, tt.FaceSize))}
 }
 
+// full reports whether the runs fill the page: no padding element.
+func (t tileRuns) full() bool {
+	return t.rows == tt.TileSize && t.n0 == tt.FaceSize && t.n1 == tt.FaceSize
+}
+
 // tilize copies the page's logical elements (e bytes each) from data,
 // the tensor's logical bytes, into page; padding elements are left as
 // they are.
@@ -101,16 +106,31 @@ func (d *Device) writePages(b *buffer, data []byte) {
 	if d.opt.L1 != L1Poison && b.bt == tt.DRAM {
 		n = b.aligned // the padding goes out too, as zeros (Options.L1)
 	}
-	page := make([]byte, n)
+	var stage []byte // a page that spans two chunks, written after it is made
 	for p := 0; p < b.numPages; p++ {
-		if b.spec.Layout == tt.Tile {
-			clear(page)
-			tileRunsOf(b.spec, p).tilize(page, data, e)
-		} else {
-			copy(page[:b.pageSize], data[uint64(p)*b.pageSize:])
-		}
 		m, a := d.memAt(d.pageLoc(b, p))
-		m.write(a, page)
+		inPlace := a&chunkMask+n <= chunkSize
+		var page []byte
+		if inPlace {
+			page = m.claim(a, n)
+		} else {
+			if stage == nil {
+				stage = make([]byte, n)
+			}
+			page = stage
+		}
+		if b.spec.Layout == tt.Tile {
+			t := tileRunsOf(b.spec, p)
+			if !t.full() || n > b.pageSize {
+				clear(page)
+			}
+			t.tilize(page, data, e)
+		} else {
+			clear(page[copy(page[:b.pageSize], data[uint64(p)*b.pageSize:]):])
+		}
+		if !inPlace {
+			m.write(a, page)
+		}
 	}
 }
 

@@ -186,43 +186,56 @@ func (m *mem) chunkOrPoison(c uint64) []byte {
 
 // write copies src to a. The range must be inside.
 func (m *mem) write(a uint64, src []byte) {
+	for len(src) > 0 {
+		n := copy(m.claim(a, min(uint64(len(src)), chunkSize-a&chunkMask)), src)
+		src = src[n:]
+		a += uint64(n)
+	}
+}
+
+// claim returns the n bytes at a, which lie in one chunk, for the caller
+// to overwrite whole before the memory is read again: they count as
+// written already (the watch told, the stripes stamped, in strict mode
+// the bytes marked), as write counts its bytes. A chunk created here holds
+// the fresh pattern outside them.
+func (m *mem) claim(a, n uint64) []byte {
 	if m.released {
 		panic(errReleased)
 	}
 	if m.watch != nil {
-		m.watch.wrote(a, uint64(len(src)))
+		m.watch.wrote(a, n)
 	}
-	for len(src) > 0 {
-		c, off := a>>chunkShift, a&chunkMask
-		dir := m.chunks[c>>dirShift]
-		if dir == nil {
-			dir = make([][]byte, 1<<dirShift)
-			m.chunks[c>>dirShift] = dir
-		}
-		ch := dir[c&dirMask]
-		if ch == nil {
-			ch = newChunk()
-			copy(ch, m.fresh)
-			dir[c&dirMask] = ch
-			if m.stamps[c>>dirShift] == nil {
-				m.stamps[c>>dirShift] = make([][]uint64, 1<<dirShift)
-			}
-			m.stamps[c>>dirShift][c&dirMask] = newStamps()
-		}
-		n := copy(ch[off:], src)
-		if m.strict {
-			m.mark(c, off, uint64(n))
-		}
-		if m.clock != nil && n > 0 {
-			st := m.stamps[c>>dirShift][c&dirMask]
-			for i, e := off>>stripeShift, (off+uint64(n)-1)>>stripeShift; i <= e; i++ {
-				st[i] = *m.clock
-			}
-			st[chunkStripes] = *m.clock
-		}
-		src = src[n:]
-		a += uint64(n)
+	c, off := a>>chunkShift, a&chunkMask
+	dir := m.chunks[c>>dirShift]
+	if dir == nil {
+		dir = make([][]byte, 1<<dirShift)
+		m.chunks[c>>dirShift] = dir
 	}
+	ch := dir[c&dirMask]
+	if ch == nil {
+		ch = newChunk()
+		copy(ch[:off], m.fresh)
+		copy(ch[off+n:], m.fresh[off+n:])
+		dir[c&dirMask] = ch
+		if m.stamps[c>>dirShift] == nil {
+			m.stamps[c>>dirShift] = make([][]uint64, 1<<dirShift)
+		}
+		m.stamps[c>>dirShift][c&dirMask] = newStamps()
+	}
+	if n == 0 {
+		return ch[off:off]
+	}
+	if m.strict {
+		m.mark(c, off, n)
+	}
+	if m.clock != nil {
+		st := m.stamps[c>>dirShift][c&dirMask]
+		for i, e := off>>stripeShift, (off+n-1)>>stripeShift; i <= e; i++ {
+			st[i] = *m.clock
+		}
+		st[chunkStripes] = *m.clock
+	}
+	return ch[off : off+n : off+n]
 }
 
 // rewrite writes src to a as write does, except that a stripe whose bytes

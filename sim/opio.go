@@ -216,6 +216,18 @@ func (x *opIO) pageView(b *buffer, p int, buf []byte) ([]byte, error) {
 	return v, nil
 }
 
+// claimPage is pageIO's write without the copy where it can: the bytes of
+// page p in memory, when they lie in one chunk, for the caller to fill
+// whole (mem.claim); inPlace false otherwise, and the caller writes the
+// page through pageIO.
+func (x *opIO) claimPage(b *buffer, p int) (page []byte, inPlace bool, err error) {
+	m, a, _, err := x.locate(b, p, int(b.pageSize))
+	if err != nil || a&chunkMask+b.pageSize > chunkSize {
+		return nil, false, err
+	}
+	return m.claim(a, b.pageSize), true, nil
+}
+
 // locate returns the memory and offset of n bytes of page p, or the Fault
 // of an address outside the memory.
 func (x *opIO) locate(b *buffer, p, n int) (*mem, uint64, PageLoc, error) {
@@ -340,25 +352,39 @@ func (x *opIO) writeRows(s *scratch, b *buffer, src []bf16.BF16) error {
 	if b.spec.Layout != tt.Tile {
 		return x.writePadded(s, b, src, nil) // the padded view is the logical one
 	}
-	pg := s.pageBuf(int(b.pageSize))
-	view := bf16.FromBytes(pg)
+	sb := bf16.View(src) // read only
 	g := geomOf(b.spec)
 	wt := g.wp / tt.TileSize
 	for p := 0; p < b.numPages; p++ {
 		tr, tc := p/wt, p%wt
 		c0 := tc * tt.TileSize
 		cols := min(tt.TileSize, g.w-c0)
-		clear(view)
-		for i := range g.tileRowsUsed(tr) {
-			row := src[(tr*tt.TileSize+i)*g.wp+c0:]
+		rows := g.tileRowsUsed(tr)
+		page, inPlace, err := x.claimPage(b, p)
+		if err != nil {
+			return err
+		}
+		if !inPlace {
+			page = s.pageBuf(int(b.pageSize))
+		}
+		if rows < tt.TileSize || cols < tt.TileSize {
+			clear(page)
+		}
+		for i := range rows {
+			row := sb[2*((tr*tt.TileSize+i)*g.wp+c0):]
 			for lo := 0; lo < cols; lo += tt.FaceSize {
-				n := min(tt.FaceSize, cols-lo)
-				at := TileElem(i, lo)
-				copy(view[at:at+n], row[lo:lo+n])
+				at := 2 * TileElem(i, lo)
+				if cols-lo >= tt.FaceSize {
+					moveFaceRow(page[at:], row[2*lo:])
+				} else {
+					copy(page[at:at+2*(cols-lo)], row[2*lo:2*cols])
+				}
 			}
 		}
-		if err := x.pageIO(b, p, bf16Bytes(pg, view), true); err != nil {
-			return err
+		if !inPlace {
+			if err := x.pageIO(b, p, page, true); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
