@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/offcard/offcard/tt"
 )
@@ -145,7 +146,7 @@ type Device struct {
 	opt  Options
 	arch archParams
 
-	specKeys map[specID]string // interned spec strings (specKey)
+	specKeys map[specID]string // the names specKey gave
 	specLast [64]specSlot      // the last spec seen per hash slot, before specKeys
 
 	chans []*mem // DRAM channels; bank b is channel b/banksPerChan at offset (b%banksPerChan)*bank size
@@ -371,8 +372,11 @@ type specID struct {
 	mem    tt.MemoryConfig
 }
 
-// specKey is spec.String(), interned: a decode step allocates the same few
-// specs over and over.
+// specKey is a short name of spec in this device's program-cache keys:
+// equal specs get equal names, different specs different ones. A spec is
+// named when first seen ("#" and a number: a decode step allocates the
+// same few specs over and over, and short keys hash fast); one of rank
+// over 6 is named by spec.String() (which starts with "[").
 func (d *Device) specKey(spec tt.Spec) string {
 	if len(spec.Shape) > len(specID{}.shape) {
 		return spec.String()
@@ -385,7 +389,7 @@ func (d *Device) specKey(spec tt.Spec) string {
 	}
 	k, ok := d.specKeys[id]
 	if !ok {
-		k = spec.String()
+		k = "#" + strconv.Itoa(len(d.specKeys))
 		if d.specKeys == nil {
 			d.specKeys = map[specID]string{}
 		}
