@@ -89,6 +89,21 @@ func (m *mem) release() {
 	m.chunks, m.stamps, m.shadow = nil, nil, nil
 }
 
+// entry returns chunk c's slice in a two-level table (chunks, stamps or
+// shadow), made by fresh when there is none yet (created).
+func entry[T any](dirs [][][]T, c uint64, fresh func() []T) (x []T, created bool) {
+	dir := dirs[c>>dirShift]
+	if dir == nil {
+		dir = make([][]T, 1<<dirShift)
+		dirs[c>>dirShift] = dir
+	}
+	if x = dir[c&dirMask]; x == nil {
+		x, created = fresh(), true
+		dir[c&dirMask] = x
+	}
+	return x, created
+}
+
 // eachChunk calls f with the per-chunk slice of every created chunk in a
 // two-level table (chunks, stamps or shadow).
 func eachChunk[T any](dirs [][][]T, f func([]T)) {
@@ -206,21 +221,11 @@ func (m *mem) claim(a, n uint64) []byte {
 		m.watch.wrote(a, n)
 	}
 	c, off := a>>chunkShift, a&chunkMask
-	dir := m.chunks[c>>dirShift]
-	if dir == nil {
-		dir = make([][]byte, 1<<dirShift)
-		m.chunks[c>>dirShift] = dir
-	}
-	ch := dir[c&dirMask]
-	if ch == nil {
-		ch = newChunk()
+	ch, created := entry(m.chunks, c, newChunk)
+	if created {
 		copy(ch[:off], m.fresh)
 		copy(ch[off+n:], m.fresh[off+n:])
-		dir[c&dirMask] = ch
-		if m.stamps[c>>dirShift] == nil {
-			m.stamps[c>>dirShift] = make([][]uint64, 1<<dirShift)
-		}
-		m.stamps[c>>dirShift][c&dirMask] = newStamps()
+		entry(m.stamps, c, newStamps)
 	}
 	if n == 0 {
 		return ch[off:off]
@@ -290,16 +295,7 @@ func (m *mem) changedUnits(a, n, unit, since uint64) uint64 {
 }
 
 func (m *mem) mark(c, off, n uint64) {
-	dir := m.shadow[c>>dirShift]
-	if dir == nil {
-		dir = make([][]uint64, 1<<dirShift)
-		m.shadow[c>>dirShift] = dir
-	}
-	sh := dir[c&dirMask]
-	if sh == nil {
-		sh = newShadow()
-		dir[c&dirMask] = sh
-	}
+	sh, _ := entry(m.shadow, c, newShadow)
 	i, end := off, off+n
 	if b := i & 63; b != 0 && i < end { // the head of a word
 		cnt := min(64-b, end-i)
