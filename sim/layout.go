@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/offcard/offcard/tt"
+import (
+	"bytes"
+
+	"github.com/offcard/offcard/tt"
+)
 
 // TileElem is the element index, inside one 32x32 tile page, of row r and
 // column c (§6.6): four 16x16 faces stored face0 (rows 0-15, cols 0-15),
@@ -106,7 +110,8 @@ func (d *Device) writePages(b *buffer, data []byte) {
 	if d.opt.L1 != L1Poison && b.bt == tt.DRAM {
 		n = b.aligned // the padding goes out too, as zeros (Options.L1)
 	}
-	var stage []byte // a page that spans two chunks, written after it is made
+	var stage []byte     // a page that spans two chunks, written after it is made
+	zero := isZero(data) // every page is zeros (a cache's first fill)
 	for p := 0; p < b.numPages; p++ {
 		m, a := d.memAt(d.pageLoc(b, p))
 		inPlace := a&chunkMask+n <= chunkSize
@@ -119,19 +124,34 @@ func (d *Device) writePages(b *buffer, data []byte) {
 			}
 			page = stage
 		}
-		if b.spec.Layout == tt.Tile {
+		switch {
+		case zero:
+			clear(page)
+		case b.spec.Layout == tt.Tile:
 			t := tileRunsOf(b.spec, p)
 			if !t.full() || n > b.pageSize {
 				clear(page)
 			}
 			t.tilize(page, data, e)
-		} else {
+		default:
 			clear(page[copy(page[:b.pageSize], data[uint64(p)*b.pageSize:]):])
 		}
 		if !inPlace {
 			m.write(a, page)
 		}
 	}
+}
+
+// isZero reports whether every byte of b is zero.
+func isZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroChunk))
+		if !bytes.Equal(b[:n], zeroChunk[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }
 
 // readPages untilizes the buffer's pages into logical bytes. In strict mode
