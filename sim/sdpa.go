@@ -58,8 +58,16 @@ func (d *Device) sdpaDecode(o tt.PagedSDPADecode, output tt.Tensor) error {
 		return err
 	}
 	p := pr.(*sdpaProgram)
-	l := &sdpaLaunch{p: p, q: snapshot(q), k: snapshot(k), v: snapshot(v), pt: snapshot(pt), cp: snapshot(cp), out: snapshot(out)}
-	return d.enqueue(name, p, l)
+	if d.capturing {
+		l := &sdpaLaunch{p: p, q: snapshot(q), k: snapshot(k), v: snapshot(v), pt: snapshot(pt), cp: snapshot(cp), out: snapshot(out)}
+		return d.enqueue(name, p, l)
+	}
+	// Eagerly the launch runs now, on the live buffers, from a
+	// device-owned value (as runSimple's).
+	d.eagerSDPA = sdpaLaunch{p: p, q: q, k: k, v: v, pt: pt, cp: cp, out: out}
+	err = d.enqueue(name, p, &d.eagerSDPA)
+	d.eagerSDPA = sdpaLaunch{}
+	return err
 }
 
 func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
@@ -94,15 +102,15 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 	if ps.Layout != tt.RowMajor || len(ps.Shape) != 2 {
 		return opErr(name, "Page table tensor layout must be ROW_MAJOR but got %v", ps.Layout)
 	}
-	batch := ps.PaddedShape()[0]
+	batch := ps.PaddedDim(0)
 	if cp.spec.DType != tt.INT32 {
 		return opErr(name, "Expect cur_pos to be INT32, got %v", cp.spec.DType)
 	}
 	if cp.spec.Layout != tt.RowMajor {
 		return opErr(name, "Expect cur_pos to be ROW_MAJOR, got %v", cp.spec.Layout)
 	}
-	if cs := cp.spec.PaddedShape(); cs[len(cs)-1] != batch {
-		return opErr(name, "cur_pos must have batch size equal to Q, got %d and %d", cs[len(cs)-1], batch)
+	if n := cp.spec.PaddedDim(len(cp.spec.Shape) - 1); n != batch {
+		return opErr(name, "cur_pos must have batch size equal to Q, got %d and %d", n, batch)
 	}
 	if cp.spec.Memory.Sharded() {
 		return fmt.Errorf("sim: %s: a sharded cur_pos tensor is not implemented", name)

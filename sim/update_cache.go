@@ -146,7 +146,7 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 	if len(cs.Shape) != 4 || len(is.Shape) != 4 {
 		return a.err("Cache and input tensors must be rank 4") // ~ (implied by the indexing)
 	}
-	cp, ip := cs.PaddedShape(), is.PaddedShape()
+	cp, ip := padded4(cs), padded4(is)
 	if ip[0] != 1 {
 		return a.err("Dim 0 of input tensor must be 1")
 	}
@@ -199,7 +199,7 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 		if len(ps.Shape) != 2 {
 			return a.err("Page table must be rank 2 [batch, max_num_blocks_per_seq]") // ~
 		}
-		pp := ps.PaddedShape()
+		pp := [2]int{ps.PaddedDim(0), ps.PaddedDim(1)}
 		if pp[0] != ip[1] {
 			return a.err("Batch size between page_table and input_tensor must match")
 		}
@@ -225,7 +225,7 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 		if xs.Memory.Buffer != tt.DRAM {
 			return a.err("update_idxs tensor must be DRAM interleaved") // ~
 		}
-		numIndices = xs.PaddedShape()[0]
+		numIndices = xs.PaddedDim(0)
 	}
 	if ip[1] != numIndices {
 		return a.err("Number of update_idxs (%d) should match batch size (%d)", numIndices, ip[1])
@@ -300,16 +300,22 @@ type ucLaunch struct {
 	ptID, idxID tt.TensorID
 }
 
+// padded4 is a rank-4 spec's padded shape (tt.Spec.PaddedShape) as an
+// array.
+func padded4(s tt.Spec) [4]int {
+	return [4]int{s.PaddedDim(0), s.PaddedDim(1), s.PaddedDim(2), s.PaddedDim(3)}
+}
+
 func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 	cache, in, idx, pt := a.caches[0], a.inputs[0], a.idx, a.pt
-	cp, ip := cache.spec.PaddedShape(), in.spec.PaddedShape()
+	cp, ip := padded4(cache.spec), padded4(in.spec)
 	p := &ucProgram{op: a.op, paged: pt != nil, tensorMode: idx != nil, cores: ip[1], cacheDT: cache.spec.DType, inDT: in.spec.DType}
 	p.wt = uint32(ip[3] / tt.TileSize)
 	p.numHeads = uint32(cp[1])
 	p.blockSize = uint32(cp[2])
 	if p.paged {
 		p.st = p.blockSize / tt.TileSize
-		p.ptStick = uint64(pt.spec.PaddedShape()[1]) * 4
+		p.ptStick = uint64(pt.spec.PaddedDim(1)) * 4
 		if a.fused {
 			// The fused factories read the page table's aligned page
 			// (paged_tiled_fused_update_cache_program_factory.cpp:
@@ -317,7 +323,7 @@ func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 			// the row up to the slot's end come from its DRAM padding.
 			p.ptStick = pt.aligned
 		}
-		p.ptWidth = uint32(pt.spec.PaddedShape()[1])
+		p.ptWidth = uint32(pt.spec.PaddedDim(1))
 	} else {
 		p.st = uint32(cp[2] / tt.TileSize)
 	}
@@ -445,7 +451,15 @@ func (d *Device) runUpdateCache(a *ucArgs) error {
 	}
 	p := pr.(*ucProgram)
 	// override_runtime_arguments: addresses and list-mode offsets only.
-	l := &ucLaunch{p: p}
+	// Eagerly the launch runs now, from a device-owned value (its parts'
+	// memory kept for the next); a capture records a launch of its own.
+	var l *ucLaunch
+	if d.capturing {
+		l = &ucLaunch{p: p}
+	} else {
+		d.eagerUC = ucLaunch{p: p, parts: d.eagerUC.parts[:0]}
+		l = &d.eagerUC
+	}
 	for i := 0; i < a.pairs(); i++ {
 		l.parts = append(l.parts, ucPart{cacheAddr: a.caches[i].addr, inputAddr: a.inputs[i].addr,
 			firstCore: a.inputs[i].spec.Memory.Shard.FirstCore, cacheID: a.caches[i].id})
@@ -507,7 +521,7 @@ func (l *ucLaunch) exec(d *Device) error {
 				if err := d.l1IO(p.op, core, p.c2.addr, stick, true); err != nil {
 					return err
 				}
-				d.checkWritten(p.op, core, user, 0, l.idxAddr, uint64(4*user), 4, l.idxID, "update index of user "+itoa(user))
+				d.checkWritten(p.op, core, user, 0, l.idxAddr, uint64(4*user), 4, l.idxID, func() string { return "update index of user " + itoa(user) })
 				if err := d.l1IO(p.op, core, p.c2.addr+uint64(4*user), word[:], false); err != nil {
 					return err
 				}
@@ -674,7 +688,7 @@ func (d *Device) readPageTableEntry(l *ucLaunch, pa ucPart, core, user int, virt
 			d.find(Finding{Class: ReadUnwritten, Op: p.op, Core: core, User: user, Index: int64(virt), Tensor: l.ptID, Addr: at,
 				Detail: "page-table entry loaded from L1 bytes never written (poison)"})
 		} else if virt < p.ptWidth {
-			d.checkWritten(p.op, core, user, bank, addr, uint64(4*virt), 4, l.ptID, fmt.Sprintf("page_table[%d][%d]", user, virt))
+			d.checkWritten(p.op, core, user, bank, addr, uint64(4*virt), 4, l.ptID, func() string { return fmt.Sprintf("page_table[%d][%d]", user, virt) })
 		}
 	}
 	phys := le32(word[:])
@@ -692,8 +706,9 @@ func (d *Device) readPageTableEntry(l *ucLaunch, pa ucPart, core, user int, virt
 }
 
 // checkWritten reports (strict) a DRAM read of never-written bytes at byte
-// off of the page slot at (bank, addr).
-func (d *Device) checkWritten(op string, core, user, bank int, addr, off, n uint64, id tt.TensorID, what string) {
+// off of the page slot at (bank, addr); what names the value read (it is
+// called only for a finding).
+func (d *Device) checkWritten(op string, core, user, bank int, addr, off, n uint64, id tt.TensorID, what func() string) {
 	if !d.opt.Strict {
 		return
 	}
@@ -703,7 +718,7 @@ func (d *Device) checkWritten(op string, core, user, bank int, addr, off, n uint
 	}
 	if at, bad := m.unwritten(o+off, n); bad {
 		d.find(Finding{Class: ReadUnwritten, Op: op, Core: core, User: user, Index: int64(off / 4), Tensor: id, Addr: addr + (at - o),
-			Detail: what + " read from DRAM bytes never written (poison)"})
+			Detail: what() + " read from DRAM bytes never written (poison)"})
 	}
 }
 

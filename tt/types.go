@@ -212,12 +212,19 @@ func roundUp(x, m int) int { return (x + m - 1) / m * m }
 // PaddedShape is the shape the pages hold: for TILE the last two dims are
 // rounded up to 32 (§6.6); ROW_MAJOR is not padded.
 func (s Spec) PaddedShape() []int {
-	p := append([]int(nil), s.Shape...)
-	if s.Layout == Tile && len(p) >= 2 {
-		p[len(p)-1] = roundUp(p[len(p)-1], TileSize)
-		p[len(p)-2] = roundUp(p[len(p)-2], TileSize)
+	p := make([]int, len(s.Shape))
+	for i := range p {
+		p[i] = s.PaddedDim(i)
 	}
 	return p
+}
+
+// PaddedDim is PaddedShape()[i], without building the shape.
+func (s Spec) PaddedDim(i int) int {
+	if s.Layout == Tile && len(s.Shape) >= 2 && i >= len(s.Shape)-2 {
+		return roundUp(s.Shape[i], TileSize)
+	}
+	return s.Shape[i]
 }
 
 // Volume is the number of logical elements.
