@@ -199,7 +199,7 @@ type buffer struct {
 	numPages  int
 	perBank   uint64 // bytes per bank (before allocator rounding)
 	shardPage int    // pages per shard (sharded only)
-	key       string // spec.String(), the tensor's part of program-cache keys
+	key       string // specKey(spec), the tensor's part of program-cache keys
 }
 
 // New builds a device.
