@@ -333,7 +333,9 @@ func (l *sdpaLaunch) exec(d *Device) error {
 						if err != nil {
 							return err
 						}
-						untilizeTile(into[int(row)*tt.TileSize*dh+int(c)*tt.TileSize:], dh, bf16.FromBytes(t))
+						// Attend reads positions 0..cur only: of the last
+						// tile row, the rows up to cur.
+						untilizeTileRows(into[int(row)*tt.TileSize*dh+int(c)*tt.TileSize:], dh, bf16.FromBytes(t), min(tt.TileSize, n-int(row)*tt.TileSize))
 					}
 				}
 			}
