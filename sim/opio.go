@@ -22,15 +22,10 @@ var tileSegs = func() (s [2 * tt.TileSize]int) {
 	return
 }()
 
-// untilizeTile copies one tile page into a row-major view: dst is the view
-// at the tile's top-left element, stride the view's row length.
-func untilizeTile(dst []bf16.BF16, stride int, page []bf16.BF16) {
-	untilizeTileRows(dst, stride, page, tt.TileSize)
-}
-
-// untilizeTileRows is untilizeTile for the first rows rows of the tile.
-// (The 16-element segments move through a local array: inline moves, not
-// a memmove call each.)
+// untilizeTileRows copies the first rows rows of one tile page into a
+// row-major view: dst is the view at the tile's top-left element, stride
+// the view's row length. (The 16-element segments move through a local
+// array: inline moves, not a memmove call each.)
 func untilizeTileRows(dst []bf16.BF16, stride int, page []bf16.BF16, rows int) {
 	for i, off := range tileSegs[:2*rows] {
 		o := (i>>1)*stride + (i&1)*tt.FaceSize
@@ -39,7 +34,7 @@ func untilizeTileRows(dst []bf16.BF16, stride int, page []bf16.BF16, rows int) {
 	}
 }
 
-// tilizeTile is the inverse of untilizeTile.
+// tilizeTile is the inverse of untilizeTileRows for a whole tile.
 func tilizeTile(page []bf16.BF16, src []bf16.BF16, stride int) {
 	for i, off := range tileSegs {
 		o := (i>>1)*stride + (i&1)*tt.FaceSize
