@@ -378,7 +378,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	}
 	// wt: the weight as rows [n][k] (HF's [out, in]); wid its contents' id
 	// (0: none, the rows are not remembered).
-	wt, wid, err := x.linearWeight(s, w, l.flag, k, n)
+	wt, wid, last, err := x.linearWeight(s, w, l.flag, k, n)
 	if err != nil {
 		return err
 	}
@@ -390,16 +390,22 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 		}
 	}
 	dst := s.buf(5, gout.size())
-	// The rows to compute: those the memo (linmemo.go) does not hold.
+	// The rows to compute: those neither the weight's last rows nor the
+	// memo (linmemo.go) hold.
 	rows := gi.rows()
 	todo := s.u32(rows)[:0]
 	keys := s.u32x(2 * rows)
 	for m := 0; m < rows; m++ {
 		a := gi.prow(m) * gi.wp
+		xr, out := src[a:a+k], dst[gout.prow(m)*gout.wp:][:n]
 		if wid != 0 {
-			key := rowKey(wid, bv, src[a:a+k])
+			if last.get(m, bv, xr, out) {
+				continue
+			}
+			key := rowKey(wid, bv, xr)
 			keys[2*m], keys[2*m+1] = uint32(key), uint32(key>>32)
-			if memoGet(key, wid, bv, src[a:a+k], dst[gout.prow(m)*gout.wp:][:n]) {
+			if memoGet(key, wid, bv, xr, out) {
+				last.put(m, bv, xr, out)
 				continue
 			}
 		}
@@ -432,6 +438,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 			a := gi.prow(int(m)) * gi.wp
 			key := uint64(keys[2*m]) | uint64(keys[2*m+1])<<32
 			memoPut(key, wid, bv, src[a:a+k], dst[gout.prow(int(m))*gout.wp:][:n])
+			last.put(int(m), bv, src[a:a+k], dst[gout.prow(int(m))*gout.wp:][:n])
 		}
 	}
 	return x.writeRows(s, out, dst)

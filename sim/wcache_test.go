@@ -78,3 +78,67 @@ func TestLinearWeightCacheSeesWrites(t *testing.T) {
 		}
 	}
 }
+
+// A weight's last rows answer a row only when its input and bias are the
+// ones last put at that row index, with the output put then; a later put
+// at the index replaces it, and indexes past lastRowsMax are not kept.
+func TestLastRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	row := func(n int) []bf16.BF16 {
+		v := make([]bf16.BF16, n)
+		for i := range v {
+			v[i] = bf16.BF16(r.Uint32())
+		}
+		return v
+	}
+	const k, n = 8, 4
+	x, bias, out := row(k), row(n), row(n)
+	x2 := slices.Clone(x)
+	x2[k-1] ^= 1
+	bias2 := slices.Clone(bias)
+	bias2[0] ^= 1
+	var last lastRows
+	last.put(1, nil, x, out)
+	last.put(2, bias, x, out)
+	get := func(m int, bias, x []bf16.BF16) ([]bf16.BF16, bool) {
+		dst := make([]bf16.BF16, n)
+		return dst, last.get(m, bias, x, dst)
+	}
+	for _, c := range []struct {
+		name    string
+		m       int
+		bias, x []bf16.BF16
+		hit     bool
+	}{
+		{"the row put", 1, nil, x, true},
+		{"the row put with its bias", 2, bias, x, true},
+		{"another input", 1, nil, x2, false},
+		{"a bias where none was", 1, bias, x, false},
+		{"no bias where one was", 2, nil, x, false},
+		{"another bias", 2, bias2, x, false},
+		{"another row index", 0, nil, x, false},
+		{"a row index never put", 7, nil, x, false},
+	} {
+		dst, hit := get(c.m, c.bias, c.x)
+		if hit != c.hit || hit && !slices.Equal(dst, out) {
+			t.Errorf("%s: hit %v (%v), want %v", c.name, hit, dst, c.hit)
+		}
+	}
+	out2 := row(n)
+	last.put(1, nil, x2, out2)
+	if _, hit := get(1, nil, x); hit {
+		t.Error("a replaced row still answers")
+	}
+	if dst, hit := get(1, nil, x2); !hit || !slices.Equal(dst, out2) {
+		t.Errorf("the replacing row: %v, %v", dst, hit)
+	}
+	last.put(lastRowsMax, nil, x, out)
+	if _, hit := get(lastRowsMax, nil, x); hit || len(last.recs) > lastRowsMax {
+		t.Errorf("row index %d kept", lastRowsMax)
+	}
+	var none *lastRows // a weight not kept
+	none.put(0, nil, x, out)
+	if none.get(0, nil, x, make([]bf16.BF16, n)) {
+		t.Error("a nil lastRows answered")
+	}
+}
