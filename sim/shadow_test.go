@@ -6,7 +6,8 @@ import (
 )
 
 // The strict shadow (mark, unwritten) agrees with a byte-per-byte model
-// over random writes and queries, chunk borders and word borders included.
+// over random writes and queries, chunk borders, word borders and whole
+// stripes (their stripe bits) included.
 func TestShadowMatchesByteModel(t *testing.T) {
 	const size = 3 * chunkSize
 	m := newMem(size, true)
@@ -15,8 +16,12 @@ func TestShadowMatchesByteModel(t *testing.T) {
 	span := func() (uint64, uint64) {
 		n := uint64(1 + r.IntN([]int{3, 70, 300, 5000}[r.IntN(4)]))
 		a := uint64(r.IntN(size - int(n)))
-		if r.IntN(4) == 0 {
+		switch r.IntN(4) {
+		case 0:
 			a = uint64(chunkSize) - n/2 // across a chunk border
+		case 1: // whole stripes (the stripe bits)
+			n = uint64(1+r.IntN(12)) * stripeSize
+			a = uint64(r.IntN((size-int(n))/stripeSize)) * stripeSize
 		}
 		return a, n
 	}
