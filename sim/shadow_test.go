@@ -7,7 +7,7 @@ import (
 
 // The strict shadow (mark, unwritten) agrees with a byte-per-byte model
 // over random writes and queries, chunk borders, word borders and whole
-// stripes (their stripe bits) included.
+// stripes included.
 func TestShadowMatchesByteModel(t *testing.T) {
 	const size = 3 * chunkSize
 	m := newMem(size, true)
@@ -19,7 +19,7 @@ func TestShadowMatchesByteModel(t *testing.T) {
 		switch r.IntN(4) {
 		case 0:
 			a = uint64(chunkSize) - n/2 // across a chunk border
-		case 1: // whole stripes (the stripe bits)
+		case 1: // whole stripes, as op outputs write them
 			n = uint64(1+r.IntN(12)) * stripeSize
 			a = uint64(r.IntN((size-int(n))/stripeSize)) * stripeSize
 		}
