@@ -517,9 +517,24 @@ func userSharded(C, n, d int) tt.MemoryConfig {
 	return tt.L1HeightSharded(C, [2]int{rows, d})
 }
 
+// zerosFor is a host tensor of zeros for spec. Its bytes are shared by
+// every engine of the process and must only be read (WriteHost only
+// reads its source): an engine zero-fills megabytes of KV cache.
 func zerosFor(spec tt.Spec) tt.HostTensor {
+	n := spec.Volume() * spec.DType.Size()
+	zeros.Lock()
+	defer zeros.Unlock()
+	if len(zeros.b) < n {
+		zeros.b = make([]byte, n)
+	}
 	return tt.HostTensor{Shape: append([]int(nil), spec.Shape...), DType: spec.DType, Layout: spec.Layout,
-		Data: make([]byte, spec.Volume()*spec.DType.Size())}
+		Data: zeros.b[:n:n]}
+}
+
+// zeros holds the bytes zerosFor hands out (grown, never written).
+var zeros struct {
+	sync.Mutex
+	b []byte
 }
 
 // normWeight is an RMSNorm weight as tt.RMSNorm documents it: [1,1,n/32,32]

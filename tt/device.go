@@ -16,7 +16,8 @@ type Device interface {
 	Free(t Tensor) error
 	// Address is the tensor's current buffer address.
 	Address(t Tensor) (uint64, error)
-	// WriteHost is ttnn.copy_host_to_device_tensor (§7).
+	// WriteHost is ttnn.copy_host_to_device_tensor (§7). It only reads
+	// src.
 	WriteHost(dst Tensor, src HostTensor) error
 	// ReadHost copies a device tensor to the host (logical shape, dst layout
 	// and dtype).
