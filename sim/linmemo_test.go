@@ -13,14 +13,7 @@ import (
 // row, the bias or its presence, the output length — and gets each back
 // exactly; then fills the memo past its bound and checks it started again.
 func TestLinMemoExactEntries(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	row := func(n int) []bf16.BF16 {
-		v := make([]bf16.BF16, n)
-		for i := range v {
-			v[i] = bf16.BF16(r.Uint32())
-		}
-		return v
-	}
+	row := bitsRows(rand.New(rand.NewPCG(3, 4)))
 	const key = 0x5eed
 	const w1, w2 = 1 << 60, 1<<60 + 1 // ids no weight of another test gets
 	x1, x2, b := row(48), row(48), row(16)
@@ -96,5 +89,16 @@ func TestLinMemoExactEntries(t *testing.T) {
 	}
 	if !memoGet(same(memoSlots/2), w1, nil, x1[:1], make([]bf16.BF16, 1)) {
 		t.Fatal("the last row put is not in the memo")
+	}
+}
+
+// bitsRows returns a maker of rows of n random bf16 bit patterns.
+func bitsRows(r *rand.Rand) func(n int) []bf16.BF16 {
+	return func(n int) []bf16.BF16 {
+		v := make([]bf16.BF16, n)
+		for i := range v {
+			v[i] = bf16.BF16(r.Uint32())
+		}
+		return v
 	}
 }

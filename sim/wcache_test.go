@@ -83,14 +83,7 @@ func TestLinearWeightCacheSeesWrites(t *testing.T) {
 // ones last put at that row index, with the output put then; a later put
 // at the index replaces it, and indexes past lastRowsMax are not kept.
 func TestLastRows(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	row := func(n int) []bf16.BF16 {
-		v := make([]bf16.BF16, n)
-		for i := range v {
-			v[i] = bf16.BF16(r.Uint32())
-		}
-		return v
-	}
+	row := bitsRows(rand.New(rand.NewPCG(5, 6)))
 	const k, n = 8, 4
 	x, bias, out := row(k), row(n), row(n)
 	x2 := slices.Clone(x)
