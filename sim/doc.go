@@ -118,9 +118,11 @@
 // strict marks the whole tile written), so a decode step's peek re-reads
 // a row, not a tile.
 //
-// Performance: eager launches run on the live buffers without allocating
-// (program-cache keys are built in a reused buffer from per-tensor spec
-// strings), and linear's dot products run through ref.MatRows (ref's
+// Performance: eager launches run on the live buffers from device-owned
+// launch values (program-cache keys are built in a reused buffer from
+// short per-device spec names); op outputs and host uploads are tilized
+// straight into the memory's chunks (an all-zero upload clears its pages);
+// and linear's dot products run through ref.MatRows (ref's
 // canonical order over once-widened input rows, each weight row read once
 // for all rows; a bias goes through ref.DotWidened), so results stay
 // bit-equal to ref. Linear keeps each DRAM weight it decoded while no byte
@@ -129,8 +131,10 @@
 // so a campaign's workers do not queue on one), keyed exactly by the
 // weight's contents, the bias and the input row's bits, so a row seen
 // before (the same prompt in another schedule, a schedule run again while
-// shrinking) is not computed again; both give the bytes the banks hold, as
-// before (wcache.go, linmemo.go). Device.Recycle hands a finished device's
+// shrinking) is not computed again; before the memo, a kept weight answers
+// a row whose input is the one it saw at that row index last time (a
+// decode step feeds most rows as the step before did). All of these give
+// the bytes the banks hold, as before (wcache.go, linmemo.go). Device.Recycle hands a finished device's
 // 64 KiB memory chunks to later devices; the recycled device panics on any
 // use.
 // BenchmarkTinyDecodeStep / BenchmarkTinyRefStep compare a tiny-model step
