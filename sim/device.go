@@ -164,6 +164,7 @@ type Device struct {
 	ucLaunches uint64     // update-cache launches executed (the race order's stream)
 	kb         []byte     // program-cache key scratch
 	opBufs     []*buffer  // operand scratch of the compute ops
+	spare      []*buffer  // freed tensors' buffers, for later allocations
 	eager      opLaunch   // the compute launch being run eagerly
 	eagerSDPA  sdpaLaunch // the SDPA decode launch being run eagerly
 	eagerUC    ucLaunch   // the update-cache launch being run eagerly
@@ -340,7 +341,13 @@ func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	b := &buffer{spec: spec, bt: spec.Memory.Buffer, pageSize: uint64(spec.PageSize()), numPages: spec.NumPages()}
+	var b *buffer
+	if n := len(d.spare); n > 0 {
+		b, d.spare = d.spare[n-1], d.spare[:n-1]
+	} else {
+		b = new(buffer)
+	}
+	*b = buffer{spec: spec, bt: spec.Memory.Buffer, pageSize: uint64(spec.PageSize()), numPages: spec.NumPages()}
 	al := d.arch.dramAlign
 	if b.bt == tt.L1 {
 		al = d.arch.l1Align
@@ -468,6 +475,10 @@ func (d *Device) Free(t tt.Tensor) error {
 	} else {
 		d.l1a.release(b.addr)
 	}
+	// Nothing keeps a freed tensor's buffer (launches keep snapshots), so
+	// a later allocation takes it.
+	*b = buffer{}
+	d.spare = append(d.spare, b)
 	return nil
 }
 

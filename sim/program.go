@@ -253,7 +253,23 @@ func (d *Device) dispatch(op tt.Op, outs []tt.Tensor) error {
 // outputs (specs, its OutputSpecs) can be allocated (ttnn validates before
 // create_output_tensors).
 func (d *Device) checkAllocating(op tt.Op, specs []tt.Spec) error {
-	for _, t := range op.Inputs() {
+	var buf [5]tt.Tensor
+	var ins []tt.Tensor
+	switch o := op.(type) { // a decode step's allocating ops: no Inputs slice
+	case tt.RMSNorm:
+		ins = o.AppendInputs(buf[:0])
+	case tt.ToMemoryConfig:
+		ins = o.AppendInputs(buf[:0])
+	case tt.RotaryEmbeddingHF:
+		ins = o.AppendInputs(buf[:0])
+	case tt.NLPCreateQKVHeadsDecode:
+		ins = o.AppendInputs(buf[:0])
+	case tt.PagedSDPADecode:
+		ins = o.AppendInputs(buf[:0])
+	default:
+		ins = op.Inputs()
+	}
+	for _, t := range ins {
 		if _, err := d.operandOf(op.Name(), t); err != nil {
 			return err
 		}

@@ -310,21 +310,21 @@ func (PlusOne) Name() string                 { return "plus_one" }
 
 func (o Embedding) Inputs() []Tensor  { return []Tensor{o.Input, o.Weight} }
 func (o Embedding) Outputs() []Tensor { return []Tensor{o.Output} }
-func (o RMSNorm) Inputs() []Tensor    { return []Tensor{o.Input, o.Weight} }
+func (o RMSNorm) Inputs() []Tensor    { return o.AppendInputs(nil) }
 func (o RMSNorm) Outputs() []Tensor   { return nil }
 func (o Linear) Inputs() []Tensor {
 	return append([]Tensor{o.Input, o.Weight}, opt(o.Bias)...)
 }
 func (o Linear) Outputs() []Tensor                  { return []Tensor{o.Output} }
-func (o NLPCreateQKVHeadsDecode) Inputs() []Tensor  { return []Tensor{o.Input} }
+func (o NLPCreateQKVHeadsDecode) Inputs() []Tensor  { return o.AppendInputs(nil) }
 func (o NLPCreateQKVHeadsDecode) Outputs() []Tensor { return nil }
 func (o NLPCreateQKVHeads) Inputs() []Tensor        { return []Tensor{o.Input} }
 func (o NLPCreateQKVHeads) Outputs() []Tensor       { return nil }
-func (o RotaryEmbeddingHF) Inputs() []Tensor        { return []Tensor{o.Input, o.Cos, o.Sin} }
+func (o RotaryEmbeddingHF) Inputs() []Tensor        { return o.AppendInputs(nil) }
 func (o RotaryEmbeddingHF) Outputs() []Tensor       { return nil }
 func (o RotaryEmbeddingLlama) Inputs() []Tensor     { return []Tensor{o.Input, o.Cos, o.Sin, o.TransMat} }
 func (o RotaryEmbeddingLlama) Outputs() []Tensor    { return nil }
-func (o ToMemoryConfig) Inputs() []Tensor           { return []Tensor{o.Input} }
+func (o ToMemoryConfig) Inputs() []Tensor           { return o.AppendInputs(nil) }
 func (o ToMemoryConfig) Outputs() []Tensor          { return nil }
 func (o PagedUpdateCache) Inputs() []Tensor {
 	return append([]Tensor{o.Cache, o.Input}, opt(o.UpdateIdxs, o.PageTable)...)
@@ -338,7 +338,7 @@ func (o PagedFillCache) Inputs() []Tensor {
 	return append([]Tensor{o.Cache, o.Input, o.PageTable}, opt(o.BatchIdxTensor)...)
 }
 func (o PagedFillCache) Outputs() []Tensor  { return []Tensor{o.Cache} }
-func (o PagedSDPADecode) Inputs() []Tensor  { return []Tensor{o.Q, o.K, o.V, o.PageTable, o.CurPos} }
+func (o PagedSDPADecode) Inputs() []Tensor  { return o.AppendInputs(nil) }
 func (o PagedSDPADecode) Outputs() []Tensor { return nil }
 func (o SDPA) Inputs() []Tensor             { return []Tensor{o.Q, o.K, o.V} }
 func (o SDPA) Outputs() []Tensor            { return nil }
@@ -354,6 +354,26 @@ func (o Argmax) Inputs() []Tensor           { return []Tensor{o.Input} }
 func (o Argmax) Outputs() []Tensor          { return []Tensor{o.Output} }
 func (o PlusOne) Inputs() []Tensor          { return []Tensor{o.Input} }
 func (o PlusOne) Outputs() []Tensor         { return []Tensor{o.Input} }
+
+// AppendInputs appends the op's inputs, Inputs' list, to dst: the ops a
+// decode step allocates through list them without allocating.
+func (o RMSNorm) AppendInputs(dst []Tensor) []Tensor { return append(dst, o.Input, o.Weight) }
+
+// AppendInputs appends Inputs' list to dst.
+func (o NLPCreateQKVHeadsDecode) AppendInputs(dst []Tensor) []Tensor { return append(dst, o.Input) }
+
+// AppendInputs appends Inputs' list to dst.
+func (o RotaryEmbeddingHF) AppendInputs(dst []Tensor) []Tensor {
+	return append(dst, o.Input, o.Cos, o.Sin)
+}
+
+// AppendInputs appends Inputs' list to dst.
+func (o ToMemoryConfig) AppendInputs(dst []Tensor) []Tensor { return append(dst, o.Input) }
+
+// AppendInputs appends Inputs' list to dst.
+func (o PagedSDPADecode) AppendInputs(dst []Tensor) []Tensor {
+	return append(dst, o.Q, o.K, o.V, o.PageTable, o.CurPos)
+}
 
 // withMemory is s in memory config m, or s unchanged when m is the zero value.
 func withMemory(s Spec, m MemoryConfig) Spec {
