@@ -178,7 +178,8 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	var outs []tt.Tensor
 	a, allocating := op.(tt.Allocating)
 	if allocating {
-		specs := a.OutputSpecs() // fresh shapes: the outputs take them
+		var sbuf [3]tt.Spec
+		specs := outputSpecs(a, sbuf[:0]) // fresh shapes: the outputs take them
 		if err := d.checkAllocating(op, specs); err != nil {
 			return nil, err
 		}
@@ -227,6 +228,24 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(eff())})
 	}
 	return outs, nil
+}
+
+// outputSpecs is a.OutputSpecs(), appended to dst for the ops a decode
+// step allocates through (no list allocated).
+func outputSpecs(a tt.Allocating, dst []tt.Spec) []tt.Spec {
+	switch o := a.(type) {
+	case tt.RMSNorm:
+		return o.AppendOutputSpecs(dst)
+	case tt.ToMemoryConfig:
+		return o.AppendOutputSpecs(dst)
+	case tt.RotaryEmbeddingHF:
+		return o.AppendOutputSpecs(dst)
+	case tt.NLPCreateQKVHeadsDecode:
+		return o.AppendOutputSpecs(dst)
+	case tt.PagedSDPADecode:
+		return o.AppendOutputSpecs(dst)
+	}
+	return a.OutputSpecs()
 }
 
 func (d *Device) freeAll(ts []tt.Tensor) {

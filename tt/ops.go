@@ -387,14 +387,23 @@ func withMemory(s Spec, m MemoryConfig) Spec {
 func roundTile(x int) int { return roundUp(x, TileSize) }
 
 // OutputSpecs: the input's spec in Memory (default the input's config).
-func (o RMSNorm) OutputSpecs() []Spec { return []Spec{withMemory(o.Input.Spec, o.Memory)} }
+func (o RMSNorm) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst (the ops a decode
+// step allocates through list them without allocating the list).
+func (o RMSNorm) AppendOutputSpecs(dst []Spec) []Spec {
+	return append(dst, withMemory(o.Input.Spec, o.Memory))
+}
 
 // OutputSpecs: Q, K, V, each [1,B,heads,D] BF16 TILE L1 HEIGHT_SHARDED on B
 // cores from Memory.Shard.FirstCore, shard [heads rounded up to 32, D].
-func (o NLPCreateQKVHeadsDecode) OutputSpecs() []Spec {
+func (o NLPCreateQKVHeadsDecode) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o NLPCreateQKVHeadsDecode) AppendOutputSpecs(dst []Spec) []Spec {
 	in := o.Input.Spec
 	if len(in.Shape) != 4 || o.NumHeads <= 0 || o.NumKVHeads <= 0 {
-		return nil
+		return dst
 	}
 	b := in.Shape[2]
 	d := in.Shape[3] / (o.NumHeads + 2*o.NumKVHeads)
@@ -402,7 +411,7 @@ func (o NLPCreateQKVHeadsDecode) OutputSpecs() []Spec {
 		m := L1HeightShardedAt(o.Memory.Shard.FirstCore, b, [2]int{roundTile(h), d})
 		return Spec{Shape: []int{1, b, h, d}, DType: in.DType, Layout: Tile, Memory: m}
 	}
-	return []Spec{mk(o.NumHeads), mk(o.NumKVHeads), mk(o.NumKVHeads)}
+	return append(dst, mk(o.NumHeads), mk(o.NumKVHeads), mk(o.NumKVHeads))
 }
 
 // OutputSpecs: Q [B,NumHeads,S,D], K [B,NumKVHeads,S,D] ([B,NumKVHeads,D,S]
@@ -440,7 +449,12 @@ func (o NLPCreateQKVHeads) KVHeads() int {
 }
 
 // OutputSpecs: the input's spec in Memory (default the input's config).
-func (o RotaryEmbeddingHF) OutputSpecs() []Spec { return []Spec{withMemory(o.Input.Spec, o.Memory)} }
+func (o RotaryEmbeddingHF) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o RotaryEmbeddingHF) AppendOutputSpecs(dst []Spec) []Spec {
+	return append(dst, withMemory(o.Input.Spec, o.Memory))
+}
 
 // OutputSpecs: the input's spec in Memory (default the input's config).
 func (o RotaryEmbeddingLlama) OutputSpecs() []Spec {
@@ -448,20 +462,26 @@ func (o RotaryEmbeddingLlama) OutputSpecs() []Spec {
 }
 
 // OutputSpecs: the input's spec in Memory.
-func (o ToMemoryConfig) OutputSpecs() []Spec {
+func (o ToMemoryConfig) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o ToMemoryConfig) AppendOutputSpecs(dst []Spec) []Spec {
 	s := o.Input.Spec
 	s.Shape = append([]int(nil), s.Shape...)
 	s.Memory = o.Memory
-	return []Spec{s}
+	return append(dst, s)
 }
 
 // OutputSpecs: Q's shape, BF16 TILE, in Memory (default DRAM interleaved).
-func (o PagedSDPADecode) OutputSpecs() []Spec {
+func (o PagedSDPADecode) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o PagedSDPADecode) AppendOutputSpecs(dst []Spec) []Spec {
 	m := o.Memory
 	if m == (MemoryConfig{}) {
 		m = DRAMInterleaved
 	}
-	return []Spec{{Shape: append([]int(nil), o.Q.Spec.Shape...), DType: BF16, Layout: Tile, Memory: m}}
+	return append(dst, Spec{Shape: append([]int(nil), o.Q.Spec.Shape...), DType: BF16, Layout: Tile, Memory: m})
 }
 
 // OutputSpecs: Q's logical shape and dtype, TILE, in Memory (default DRAM
