@@ -214,3 +214,43 @@ func TestHeightWidthArePaddedShape(t *testing.T) {
 		}
 	}
 }
+
+// The append forms list what Inputs and OutputSpecs list, after what dst
+// held, and output specs hold shapes no one else holds (Allocating's
+// contract), whichever form made them.
+func TestAppendForms(t *testing.T) {
+	in := Tensor{ID: 1, Spec: Spec{Shape: []int{1, 1, 8, 1024}, DType: BF16, Layout: Tile, Memory: DRAMInterleaved}}
+	w := Tensor{ID: 2, Spec: Spec{Shape: []int{1, 1, 32, 32}, DType: BF16, Layout: RowMajor, Memory: DRAMInterleaved}}
+	q := Tensor{ID: 3, Spec: Spec{Shape: []int{1, 8, 4, 128}, DType: BF16, Layout: Tile, Memory: L1HeightSharded(8, [2]int{32, 128})}}
+	type appender interface {
+		Allocating
+		AppendInputs([]Tensor) []Tensor
+		AppendOutputSpecs([]Spec) []Spec
+	}
+	for _, op := range []appender{
+		RMSNorm{Input: in, Weight: w},
+		ToMemoryConfig{Input: in, Memory: L1Interleaved},
+		RotaryEmbeddingHF{Input: q, Cos: w, Sin: in},
+		NLPCreateQKVHeadsDecode{Input: in, NumHeads: 4, NumKVHeads: 2},
+		PagedSDPADecode{Q: q, K: in, V: in, PageTable: w, CurPos: w},
+	} {
+		pre := Tensor{ID: 99}
+		if got := op.AppendInputs([]Tensor{pre}); got[0].ID != pre.ID || !reflect.DeepEqual(got[1:], op.Inputs()) {
+			t.Errorf("%s: AppendInputs %v, Inputs %v", op.Name(), got, op.Inputs())
+		}
+		preSpec := Spec{Shape: []int{7}}
+		got := op.AppendOutputSpecs([]Spec{preSpec})
+		if !reflect.DeepEqual(got[0], preSpec) || !reflect.DeepEqual(got[1:], op.OutputSpecs()) || len(got) < 2 {
+			t.Errorf("%s: AppendOutputSpecs %v, OutputSpecs %v", op.Name(), got, op.OutputSpecs())
+		}
+		for _, specs := range [][]Spec{op.OutputSpecs(), got[1:]} {
+			for _, s := range specs {
+				for _, x := range op.Inputs() {
+					if len(s.Shape) > 0 && len(x.Spec.Shape) > 0 && &s.Shape[0] == &x.Spec.Shape[0] {
+						t.Errorf("%s: an output spec shares its shape with an input", op.Name())
+					}
+				}
+			}
+		}
+	}
+}
