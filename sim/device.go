@@ -160,14 +160,15 @@ type Device struct {
 	clock uint64 // write stamps of the memories (PeekInto); starts at 1
 
 	progs      map[string]program
-	binaries   []uint64   // kernel-binary buffers, one per program-cache miss
-	ucLaunches uint64     // update-cache launches executed (the race order's stream)
-	kb         []byte     // program-cache key scratch
-	opBufs     []*buffer  // operand scratch of the compute ops
-	spare      []*buffer  // freed tensors' buffers, for later allocations
-	eager      opLaunch   // the compute launch being run eagerly
-	eagerSDPA  sdpaLaunch // the SDPA decode launch being run eagerly
-	eagerUC    ucLaunch   // the update-cache launch being run eagerly
+	binaries   []uint64    // kernel-binary buffers, one per program-cache miss
+	ucLaunches uint64      // update-cache launches executed (the race order's stream)
+	kb         []byte      // program-cache key scratch
+	opBufs     []*buffer   // operand scratch of the compute ops
+	spare      []*buffer   // freed tensors' buffers, for later allocations
+	outSlab    []tt.Tensor // room for Run's output slices (outSlice)
+	eager      opLaunch    // the compute launch being run eagerly
+	eagerSDPA  sdpaLaunch  // the SDPA decode launch being run eagerly
+	eagerUC    ucLaunch    // the update-cache launch being run eagerly
 	hits       int
 	misses     int
 	findings   []Finding

@@ -264,3 +264,24 @@ func TestSpecKeyIsTheSpec(t *testing.T) {
 		seen[k] = true
 	}
 }
+
+// Run's output slices are pieces of one slab: a piece never reaches into
+// the next, and one appended past its room moves without touching it.
+func TestOutSlicesDoNotOverlap(t *testing.T) {
+	d, err := New(Options{Arch: Wormhole})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := append(d.outSlice(2), tt.Tensor{ID: 1}, tt.Tensor{ID: 2})
+	b := append(d.outSlice(1), tt.Tensor{ID: 3})
+	a = append(a, tt.Tensor{ID: 4}) // past a's room
+	if b[0].ID != 3 || a[0].ID != 1 || a[1].ID != 2 || a[2].ID != 4 {
+		t.Fatalf("a %v, b %v", a, b)
+	}
+	for i := 0; i < outSlabLen; i++ { // across slabs
+		s := append(d.outSlice(3), tt.Tensor{ID: tt.TensorID(i)})
+		if cap(s) != 3 || s[0].ID != tt.TensorID(i) || b[0].ID != 3 {
+			t.Fatalf("piece %d: %v (cap %d), b %v", i, s, cap(s), b)
+		}
+	}
+}

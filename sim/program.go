@@ -183,7 +183,7 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 		if err := d.checkAllocating(op, specs); err != nil {
 			return nil, err
 		}
-		outs = make([]tt.Tensor, 0, len(specs))
+		outs = d.outSlice(len(specs))
 		for _, spec := range specs {
 			t, err := d.allocate(spec)
 			if err != nil {
@@ -229,6 +229,23 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	}
 	return outs, nil
 }
+
+// outSlice is an empty slice with room for n outputs: a piece of the
+// device's current slab (cap n, so an append by its holder moves it
+// elsewhere), a new slab when this one is used up. The pieces never
+// overlap, so each caller owns its outputs' slice as if it were made for
+// it.
+func (d *Device) outSlice(n int) []tt.Tensor {
+	if n > len(d.outSlab) {
+		d.outSlab = make([]tt.Tensor, max(n, outSlabLen))
+	}
+	s := d.outSlab[:0:n]
+	d.outSlab = d.outSlab[n:]
+	return s
+}
+
+// outSlabLen is how many outputs one slab holds.
+const outSlabLen = 256
 
 // outputSpecs is a.OutputSpecs(), appended to dst for the ops a decode
 // step allocates through (no list allocated).
