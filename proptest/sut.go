@@ -1,6 +1,7 @@
 package proptest
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -176,6 +177,7 @@ type SimSUT struct {
 	caches   map[uint64]cacheID // cache buffer address -> (layer, K/V)
 	layers   int
 	curPos   tt.Tensor
+	posBytes []byte // onOp's peek of cur_pos
 	opPos    []OpPos
 	peekErr  error
 	nFind    int   // findings seen by onOp
@@ -375,12 +377,20 @@ func (s *SimSUT) onOp(e sim.OpEvent) {
 	default:
 		return
 	}
-	h, err := s.Dev.Peek(s.curPos)
-	if err != nil {
+	n := s.curPos.Spec.Volume()
+	if cap(s.posBytes) < 4*n {
+		s.posBytes = make([]byte, 4*n)
+	}
+	b := s.posBytes[:4*n]
+	if err := s.Dev.PeekTo(s.curPos, b); err != nil {
 		s.peekErr = err
 		return
 	}
-	s.opPos = append(s.opPos, OpPos{Op: e.Op, Regime: e.Regime.String(), CurPos: h.Int32s(), Seq: e.Seq})
+	pos := make([]int32, n)
+	for i := range pos {
+		pos[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	s.opPos = append(s.opPos, OpPos{Op: e.Op, Regime: e.Regime.String(), CurPos: pos, Seq: e.Seq})
 }
 
 // TakeOpPos implements OpPosObserver.

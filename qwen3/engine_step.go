@@ -708,7 +708,7 @@ func (e *Engine) forward() error {
 	a, c := &e.a, e.cfg
 	C, hd := e.opt.Capacity, c.HeadDim
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	f := &fwd{e: e}
+	f := &fwd{e: e, tmp: e.fwdTmp[:0]}
 	f.run(tt.Embedding{Input: a.tok, Weight: e.w.embed, Output: a.x})
 	f.run(tt.Embedding{Input: a.ropeIdx, Weight: e.w.cos, Output: a.cos})
 	f.run(tt.Embedding{Input: a.ropeIdx, Weight: e.w.sin, Output: a.sin})
@@ -765,5 +765,6 @@ func (e *Engine) forward() error {
 		f.run(op)
 	}
 	f.release(0)
+	e.fwdTmp = f.tmp[:0] // the next pass's
 	return f.err
 }

@@ -268,6 +268,13 @@ func TestPeekInto(t *testing.T) {
 		if !bytes.Equal(dst, h.Data) {
 			t.Fatalf("%v: PeekInto from 0 differs from Peek", layout)
 		}
+		to := make([]byte, 2*n)
+		if err := d.PeekTo(x, to); err != nil || !bytes.Equal(to, h.Data) {
+			t.Fatalf("%v: PeekTo differs from Peek (%v)", layout, err)
+		}
+		if err := d.PeekTo(x, to[1:]); err == nil {
+			t.Fatalf("%v: PeekTo into a short buffer", layout)
+		}
 		covered := 0
 		for _, r := range got {
 			covered += r[1] - r[0]

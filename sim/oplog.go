@@ -237,3 +237,17 @@ func (d *Device) Peek(t tt.Tensor) (tt.HostTensor, error) {
 	d.readPagesInto(b, data, "", 0, nil)
 	return tt.HostTensor{Shape: append([]int(nil), b.spec.Shape...), DType: b.spec.DType, Layout: b.spec.Layout, Data: data}, nil
 }
+
+// PeekTo is Peek into dst, which must hold the tensor's logical bytes
+// exactly, for an observer that peeks at every op (nothing is allocated).
+func (d *Device) PeekTo(t tt.Tensor, dst []byte) error {
+	b, ok := d.live(t)
+	if !ok {
+		return fmt.Errorf("sim: peek: %v is not allocated", t)
+	}
+	if len(dst) != b.spec.Volume()*b.spec.DType.Size() {
+		return fmt.Errorf("sim: peek: %v holds %d bytes, not %d", t, b.spec.Volume()*b.spec.DType.Size(), len(dst))
+	}
+	d.readPagesInto(b, dst, "", 0, nil)
+	return nil
+}
