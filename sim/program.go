@@ -178,9 +178,10 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	var outs []tt.Tensor
 	a, allocating := op.(tt.Allocating)
 	if allocating {
+		var ibuf [5]tt.Tensor
 		var sbuf [3]tt.Spec
-		specs := outputSpecs(a, sbuf[:0]) // fresh shapes: the outputs take them
-		if err := d.checkAllocating(op, specs); err != nil {
+		ins, specs := allocatingIO(a, ibuf[:0], sbuf[:0]) // fresh shapes: the outputs take them
+		if err := d.checkAllocating(op, ins, specs); err != nil {
 			return nil, err
 		}
 		outs = d.outSlice(len(specs))
@@ -247,22 +248,22 @@ func (d *Device) outSlice(n int) []tt.Tensor {
 // outSlabLen is how many outputs one slab holds.
 const outSlabLen = 256
 
-// outputSpecs is a.OutputSpecs(), appended to dst for the ops a decode
-// step allocates through (no list allocated).
-func outputSpecs(a tt.Allocating, dst []tt.Spec) []tt.Spec {
+// allocatingIO is a.Inputs() and a.OutputSpecs(), appended to ins and
+// specs for the ops a decode step allocates through (no list allocated).
+func allocatingIO(a tt.Allocating, ins []tt.Tensor, specs []tt.Spec) ([]tt.Tensor, []tt.Spec) {
 	switch o := a.(type) {
 	case tt.RMSNorm:
-		return o.AppendOutputSpecs(dst)
+		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
 	case tt.ToMemoryConfig:
-		return o.AppendOutputSpecs(dst)
+		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
 	case tt.RotaryEmbeddingHF:
-		return o.AppendOutputSpecs(dst)
+		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
 	case tt.NLPCreateQKVHeadsDecode:
-		return o.AppendOutputSpecs(dst)
+		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
 	case tt.PagedSDPADecode:
-		return o.AppendOutputSpecs(dst)
+		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
 	}
-	return a.OutputSpecs()
+	return a.Inputs(), a.OutputSpecs()
 }
 
 func (d *Device) freeAll(ts []tt.Tensor) {
@@ -285,26 +286,10 @@ func (d *Device) dispatch(op tt.Op, outs []tt.Tensor) error {
 	return fmt.Errorf("sim: op %s is not implemented yet", op.Name())
 }
 
-// checkAllocating runs the input checks an Allocating op needs before its
-// outputs (specs, its OutputSpecs) can be allocated (ttnn validates before
-// create_output_tensors).
-func (d *Device) checkAllocating(op tt.Op, specs []tt.Spec) error {
-	var buf [5]tt.Tensor
-	var ins []tt.Tensor
-	switch o := op.(type) { // a decode step's allocating ops: no Inputs slice
-	case tt.RMSNorm:
-		ins = o.AppendInputs(buf[:0])
-	case tt.ToMemoryConfig:
-		ins = o.AppendInputs(buf[:0])
-	case tt.RotaryEmbeddingHF:
-		ins = o.AppendInputs(buf[:0])
-	case tt.NLPCreateQKVHeadsDecode:
-		ins = o.AppendInputs(buf[:0])
-	case tt.PagedSDPADecode:
-		ins = o.AppendInputs(buf[:0])
-	default:
-		ins = op.Inputs()
-	}
+// checkAllocating runs the input checks an Allocating op needs (ins, its
+// Inputs) before its outputs (specs, its OutputSpecs) can be allocated
+// (ttnn validates before create_output_tensors).
+func (d *Device) checkAllocating(op tt.Op, ins []tt.Tensor, specs []tt.Spec) error {
 	for _, t := range ins {
 		if _, err := d.operandOf(op.Name(), t); err != nil {
 			return err
