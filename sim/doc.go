@@ -107,7 +107,8 @@
 // they happen (Options.OnOpBrief: without Args and Touched, for an observer
 // that needs neither). Peek reads a tensor's current
 // bytes for tests without being a host transfer (it works during capture
-// and reports nothing); PeekInto does so incrementally: every memory keeps
+// and reports nothing; PeekTo reads into the caller's buffer); PeekInto
+// does so incrementally: every memory keeps
 // a write stamp per 256-byte stripe (and per 64 KiB chunk the newest, so
 // a chunk not written since is passed over in one look), so a later
 // PeekInto re-reads only the pages (of a TILE tensor: the tile face rows)
