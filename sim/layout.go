@@ -172,7 +172,22 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 	e := b.spec.DType.Size()
 	var spill []byte // a page that spans two chunks
 	reported := op == ""
+	// After since, a DRAM-interleaved tensor's pages in a bank whose
+	// range of the tensor was not written since are passed over without a
+	// look each (a KV cache: a decode step writes a row or two of it).
+	var quiet [16]bool // per bank
+	nb := 0
+	if since > 0 && b.bt == tt.DRAM && !b.spec.Memory.Sharded() && d.arch.nbanks <= len(quiet) {
+		nb = d.arch.nbanks
+		for j := range nb {
+			m, a := d.dramAt(j, b.addr)
+			quiet[j] = !m.writtenSince(a, b.perBank, since)
+		}
+	}
 	for p := 0; p < b.numPages; p++ {
+		if nb > 0 && quiet[p%nb] {
+			continue
+		}
 		loc := d.pageLoc(b, p)
 		m, a := d.memAt(loc)
 		// After since, only what shares a changed stripe is read: of a TILE
