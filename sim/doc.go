@@ -110,7 +110,8 @@
 // and reports nothing; PeekTo reads into the caller's buffer); PeekInto
 // does so incrementally: every memory keeps
 // a write stamp per 256-byte stripe (and per 64 KiB chunk the newest, so
-// a chunk not written since is passed over in one look), so a later
+// a chunk, and a bank's range of a tensor, not written since is passed
+// over in one look), so a later
 // PeekInto re-reads only the pages (of a TILE tensor: the tile face rows)
 // in stripes written since the previous one, whatever op or transfer wrote
 // them. The cache kernels'
