@@ -114,11 +114,8 @@ func (d *Device) writePages(b *buffer, data []byte) {
 	zero := isZero(data) // every page is zeros (a cache's first fill)
 	for p := 0; p < b.numPages; p++ {
 		m, a := d.memAt(d.pageLoc(b, p))
-		inPlace := a&chunkMask+n <= chunkSize
-		var page []byte
-		if inPlace {
-			page = m.claim(a, n)
-		} else {
+		page, inPlace := m.claimWhole(a, n)
+		if !inPlace {
 			if stage == nil {
 				stage = make([]byte, n)
 			}

@@ -208,6 +208,15 @@ func (m *mem) write(a uint64, src []byte) {
 	}
 }
 
+// claimWhole is claim for n bytes at a that may cross a chunk border:
+// false when they do (and nothing is claimed; the caller writes them).
+func (m *mem) claimWhole(a, n uint64) ([]byte, bool) {
+	if a&chunkMask+n > chunkSize {
+		return nil, false
+	}
+	return m.claim(a, n), true
+}
+
 // claim returns the n bytes at a, which lie in one chunk, for the caller
 // to overwrite whole before the memory is read again: they count as
 // written already (the watch told, the stripes stamped, in strict mode

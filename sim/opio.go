@@ -217,10 +217,11 @@ func (x *opIO) pageView(b *buffer, p int, buf []byte) ([]byte, error) {
 // page through pageIO.
 func (x *opIO) claimPage(b *buffer, p int) (page []byte, inPlace bool, err error) {
 	m, a, _, err := x.locate(b, p, int(b.pageSize))
-	if err != nil || a&chunkMask+b.pageSize > chunkSize {
+	if err != nil {
 		return nil, false, err
 	}
-	return m.claim(a, b.pageSize), true, nil
+	page, inPlace = m.claimWhole(a, b.pageSize)
+	return page, inPlace, nil
 }
 
 // locate returns the memory and offset of n bytes of page p, or the Fault

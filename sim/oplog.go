@@ -233,9 +233,9 @@ func (d *Device) Peek(t tt.Tensor) (tt.HostTensor, error) {
 	if !ok {
 		return tt.HostTensor{}, fmt.Errorf("sim: peek: %v is not allocated", t)
 	}
-	data := make([]byte, b.spec.Volume()*b.spec.DType.Size())
-	d.readPagesInto(b, data, "", 0, nil)
-	return tt.HostTensor{Shape: append([]int(nil), b.spec.Shape...), DType: b.spec.DType, Layout: b.spec.Layout, Data: data}, nil
+	h := tt.HostTensor{Shape: append([]int(nil), b.spec.Shape...), DType: b.spec.DType, Layout: b.spec.Layout,
+		Data: make([]byte, b.spec.Volume()*b.spec.DType.Size())}
+	return h, d.PeekTo(t, h.Data)
 }
 
 // PeekTo is Peek into dst, which must hold the tensor's logical bytes
