@@ -392,6 +392,13 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	dst := s.buf(5, gout.size())
 	// The rows to compute: those neither the weight's last rows nor the
 	// memo (linmemo.go) hold.
+	var rm *rowMemo
+	if wid != 0 {
+		if x.d.rows == nil {
+			x.d.rows = takeMemo()
+		}
+		rm = x.d.rows
+	}
 	rows := gi.rows()
 	todo := s.u32(rows)[:0]
 	keys := s.u32x(2 * rows)
@@ -404,7 +411,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 			}
 			key := rowKey(wid, bv, xr)
 			keys[2*m], keys[2*m+1] = uint32(key), uint32(key>>32)
-			if memoGet(key, wid, bv, xr, out) {
+			if rm.get(key, wid, bv, xr, out) {
 				last.put(m, bv, xr, out)
 				continue
 			}
@@ -437,7 +444,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 		for _, m := range todo {
 			a := gi.prow(int(m)) * gi.wp
 			key := uint64(keys[2*m]) | uint64(keys[2*m+1])<<32
-			memoPut(key, wid, bv, src[a:a+k], dst[gout.prow(int(m))*gout.wp:][:n])
+			rm.put(key, wid, bv, src[a:a+k], dst[gout.prow(int(m))*gout.wp:][:n])
 			last.put(int(m), bv, src[a:a+k], dst[gout.prow(int(m))*gout.wp:][:n])
 		}
 	}

@@ -187,7 +187,8 @@ type Device struct {
 	warned      bool
 	warnings    []string
 
-	wc wcache // linear weights decoded, while their bytes are unwritten
+	wc   wcache   // linear weights decoded, while their bytes are unwritten
+	rows *rowMemo // linear output rows remembered (linmemo.go); nil until the first launch
 }
 
 // buffer is a live device tensor's allocation.
@@ -274,6 +275,10 @@ func New(o Options) (*Device, error) {
 // be used again: any later access to its memory panics. Nothing read from
 // it before (ReadHost, Peek, PeekInto) aliases its memory.
 func (d *Device) Recycle() {
+	if d.rows != nil {
+		giveMemo(d.rows)
+		d.rows = nil
+	}
 	for _, m := range d.chans {
 		m.release()
 	}

@@ -129,8 +129,9 @@
 // for all rows; a bias goes through ref.DotWidened), so results stay
 // bit-equal to ref. Linear keeps each DRAM weight it decoded while no byte
 // of the weight's bank range is written (every DRAM write is watched), and
-// remembers output rows process-wide (in 16 shards, each with its own lock,
-// so a campaign's workers do not queue on one), keyed exactly by the
+// remembers output rows from device to device (a memo a device takes at
+// its first linear and gives back at Recycle, so a campaign's workers each
+// keep one warm and none takes a lock per row), keyed exactly by the
 // weight's contents, the bias and the input row's bits, so a row seen
 // before (the same prompt in another schedule, a schedule run again while
 // shrinking) is not computed again; before the memo, a kept weight answers

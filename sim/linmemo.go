@@ -12,9 +12,9 @@ import (
 // bias's and the input row's bits (ref's dot product in its canonical
 // order). Campaigns feed the same rows again and again: the same prompts
 // in many schedules, every schedule again while it is shrunk. So output
-// rows are remembered, process-wide, keyed by those bits exactly (a hash
-// finds the candidates; the weight, the bias and the row are compared in
-// full), and a launch computes only rows it has not seen. A weight's
+// rows are remembered from device to device (rowMemo), keyed by those bits
+// exactly (a hash finds the candidates; the weight, the bias and the row
+// are compared in full), and a launch computes only rows it has not seen. A weight's
 // identity is its contents: weights decoded on any device with the same
 // bytes share one id (canonWeight).
 
@@ -25,23 +25,43 @@ var linMemo = struct {
 	nextID     uint64
 }{seed: maphash.MakeSeed(), canon: map[uint64][]*canonW{}}
 
-// The rows are kept in memoShards shards by key, each with its own lock:
-// a campaign's workers look rows up at every linear launch, and one lock
-// (even a read lock, whose count every reader writes) would pass its cache
-// line between their cores at every row.
-const memoShards = 16
-
-var memoShard [memoShards]struct {
-	rowMemo
-	_ [64]byte // keeps two shards' locks off one cache line
+// The rows are kept in rowMemos, each owned by one device at a time and
+// read and written without locks: a device takes one at its first linear
+// launch and hands it back at Recycle, for the next device. A campaign's
+// workers each run one device at a time, so each keeps about one memo warm
+// across its cases (the rows of a worker's earlier cases give nearly all
+// the hits a shared memo would give), and no lookup writes a cache line the
+// other core reads. Which memo a device gets changes no output: a memo
+// answers only with the exact row.
+var memoPool struct {
+	sync.Mutex
+	free []*rowMemo
 }
 
-// rowMemo is one shard. slots, an open-addressed table (linear probing,
-// at most half full), maps a row key to its newest entry; entries with the
-// same key chain through next. Nothing here holds a pointer the collector
-// must follow row by row.
+// takeMemo hands out a free memo, or a new one.
+func takeMemo() *rowMemo {
+	memoPool.Lock()
+	defer memoPool.Unlock()
+	if n := len(memoPool.free); n > 0 {
+		m := memoPool.free[n-1]
+		memoPool.free = memoPool.free[:n-1]
+		return m
+	}
+	return &rowMemo{}
+}
+
+// giveMemo returns m to the pool; its owner must not use it again.
+func giveMemo(m *rowMemo) {
+	memoPool.Lock()
+	defer memoPool.Unlock()
+	memoPool.free = append(memoPool.free, m)
+}
+
+// rowMemo: slots, an open-addressed table (linear probing, at most half
+// full), maps a row key to its newest entry; entries with the same key
+// chain through next. Nothing here holds a pointer the collector must
+// follow row by row.
 type rowMemo struct {
-	sync.RWMutex
 	slots []memoSlot // nil until the first put
 	ents  []memoEnt
 	// pages hold each entry's input row, bias (if any) and output row;
@@ -50,8 +70,8 @@ type rowMemo struct {
 	used  int
 }
 
-// linMemoBytes bounds the rows kept (all shards); past its share a shard
-// starts again empty.
+// linMemoBytes bounds the rows one memo keeps; past it the memo starts
+// again empty.
 const linMemoBytes = 32 << 20
 
 type canonW struct {
@@ -111,33 +131,29 @@ func rowKey(wid uint64, bias, x []bf16.BF16) uint64 {
 	return h.Sum64()
 }
 
-// memoSlot is one slot of a shard's table: ent1 is 1 + the newest entry
-// of key (0: the slot is empty).
+// memoSlot is one slot of the table: ent1 is 1 + the newest entry of key
+// (0: the slot is empty).
 type memoSlot struct {
 	key  uint64
 	ent1 int32
 }
 
-// memoSlots is a shard's table size; a shard starts again empty before it
+// memoSlots is the table's size; a memo starts again empty before it
 // holds more than memoSlots/2 entries, so a probe always ends.
-const memoSlots = 1 << 13
+const memoSlots = 1 << 17
 
 // slot returns the slot of key in the table, or the empty slot (ent1 0)
-// where it would go. The shard index took key's low bits, so the table
-// takes the next ones.
+// where it would go.
 func (m *rowMemo) slot(key uint64) int {
-	for i := int(key/memoShards) & (memoSlots - 1); ; i = (i + 1) & (memoSlots - 1) {
+	for i := int(key) & (memoSlots - 1); ; i = (i + 1) & (memoSlots - 1) {
 		if s := &m.slots[i]; s.ent1 == 0 || s.key == key {
 			return i
 		}
 	}
 }
 
-// memoGet copies the remembered output row for (wid, bias, x) into dst.
-func memoGet(key, wid uint64, bias, x, dst []bf16.BF16) bool {
-	m := &memoShard[key%memoShards].rowMemo
-	m.RLock()
-	defer m.RUnlock()
+// get copies the remembered output row for (wid, bias, x) into dst.
+func (m *rowMemo) get(key, wid uint64, bias, x, dst []bf16.BF16) bool {
 	if m.slots == nil {
 		return false
 	}
@@ -156,20 +172,17 @@ func memoGet(key, wid uint64, bias, x, dst []bf16.BF16) bool {
 	return false
 }
 
-// memoPut remembers an output row (rows longer than a page are not).
-func memoPut(key, wid uint64, bias, x, out []bf16.BF16) {
+// put remembers an output row (rows longer than a page are not).
+func (m *rowMemo) put(key, wid uint64, bias, x, out []bf16.BF16) {
 	size := len(x) + len(bias) + len(out)
 	if size > memoPage {
 		return
 	}
-	m := &memoShard[key%memoShards].rowMemo
-	m.Lock()
-	defer m.Unlock()
 	if len(m.ents) >= memoSlots/2 {
 		m.reset()
 	}
 	if m.used == 0 || len(m.pages[m.used-1])+size > memoPage {
-		if 2*memoPage*(m.used+1)*memoShards > linMemoBytes {
+		if 2*memoPage*(m.used+1) > linMemoBytes {
 			m.reset()
 		}
 		if m.used == len(m.pages) {
@@ -189,7 +202,7 @@ func memoPut(key, wid uint64, bias, x, out []bf16.BF16) {
 	m.pages[p] = append(append(append(m.pages[p], x...), bias...), out...)
 }
 
-// reset empties the shard, keeping its memory.
+// reset empties the memo, keeping its memory.
 func (m *rowMemo) reset() {
 	clear(m.slots)
 	m.ents = m.ents[:0]

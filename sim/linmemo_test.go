@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/tt"
+	"github.com/stretchr/testify/require"
 )
 
 // TestLinMemoExactEntries puts rows that share one key (as hash
@@ -30,12 +32,13 @@ func TestLinMemoExactEntries(t *testing.T) {
 		{w1, b, x1, row(16)},
 		{w1, nil, x1, row(8)},
 	}
+	m := &rowMemo{}
 	for _, c := range cases {
-		memoPut(key, c.wid, c.bias, c.x, c.out)
+		m.put(key, c.wid, c.bias, c.x, c.out)
 	}
 	for i, c := range cases {
 		dst := make([]bf16.BF16, len(c.out))
-		if !memoGet(key, c.wid, c.bias, c.x, dst) || !slices.Equal(dst, c.out) {
+		if !m.get(key, c.wid, c.bias, c.x, dst) || !slices.Equal(dst, c.out) {
 			t.Fatalf("entry %d: got %v, want %v", i, dst, c.out)
 		}
 	}
@@ -50,44 +53,43 @@ func TestLinMemoExactEntries(t *testing.T) {
 		{"another weight", w2 + 1, nil, x1, 16},
 		{"another width", w1, nil, x1, 12},
 	} {
-		if memoGet(key, miss.wid, miss.bias, miss.x, make([]bf16.BF16, miss.n)) {
+		if m.get(key, miss.wid, miss.bias, miss.x, make([]bf16.BF16, miss.n)) {
 			t.Fatalf("%s: the memo answered", miss.name)
 		}
 	}
-	// Past its share of linMemoBytes a shard starts again: the first rows
-	// are gone, the last is kept. Page-sized rows under keys of key's shard
-	// fill it a page at a time.
+	// Past linMemoBytes the memo starts again: the first rows are gone, the
+	// last is kept. Page-sized rows fill it a page at a time.
 	big := row(memoPage)
 	fill := 0
-	for ; 2*fill*len(big)*memoShards <= 2*linMemoBytes; fill++ {
-		memoPut(key+uint64(fill+1)*memoShards, w1, nil, big[:1], big[1:])
+	for ; 2*fill*len(big) <= 2*linMemoBytes; fill++ {
+		m.put(key+uint64(fill+1), w1, nil, big[:1], big[1:])
 	}
-	if memoGet(key, w1, nil, x1, make([]bf16.BF16, 16)) {
+	if m.get(key, w1, nil, x1, make([]bf16.BF16, 16)) {
 		t.Fatal("a row survived the memo's reset")
 	}
-	if !memoGet(key+uint64(fill)*memoShards, w1, nil, big[:1], make([]bf16.BF16, len(big)-1)) {
+	if !m.get(key+uint64(fill), w1, nil, big[:1], make([]bf16.BF16, len(big)-1)) {
 		t.Fatal("the last row put is not in the memo")
 	}
 	// Keys that start at one table slot (they differ above the table's
-	// bits) probe past each other; past memoSlots/2 entries the shard
+	// bits) probe past each other; past memoSlots/2 entries the memo
 	// starts again too.
-	same := func(j int) uint64 { return key + uint64(j)*memoShards*memoSlots }
+	same := func(j int) uint64 { return key + uint64(j)*memoSlots }
 	for j := 0; j < 100; j++ {
-		memoPut(same(j), w1, nil, x1[:1], x2[j%48:j%48+1])
+		m.put(same(j), w1, nil, x1[:1], x2[j%48:j%48+1])
 	}
 	for j := 0; j < 100; j++ {
 		dst := make([]bf16.BF16, 1)
-		if !memoGet(same(j), w1, nil, x1[:1], dst) || dst[0] != x2[j%48] {
+		if !m.get(same(j), w1, nil, x1[:1], dst) || dst[0] != x2[j%48] {
 			t.Fatalf("colliding key %d: got %v, want %v", j, dst, x2[j%48])
 		}
 	}
 	for j := 100; j <= memoSlots/2; j++ {
-		memoPut(same(j), w1, nil, x1[:1], x2[:1])
+		m.put(same(j), w1, nil, x1[:1], x2[:1])
 	}
-	if memoGet(same(0), w1, nil, x1[:1], make([]bf16.BF16, 1)) {
+	if m.get(same(0), w1, nil, x1[:1], make([]bf16.BF16, 1)) {
 		t.Fatal("a row survived the reset past memoSlots/2 entries")
 	}
-	if !memoGet(same(memoSlots/2), w1, nil, x1[:1], make([]bf16.BF16, 1)) {
+	if !m.get(same(memoSlots/2), w1, nil, x1[:1], make([]bf16.BF16, 1)) {
 		t.Fatal("the last row put is not in the memo")
 	}
 }
@@ -101,4 +103,45 @@ func bitsRows(r *rand.Rand) func(n int) []bf16.BF16 {
 		}
 		return v
 	}
+}
+
+// A device takes a row memo at its first linear and gives it back at
+// Recycle: a device alive at the same time gets another one (no two
+// devices write one memo), and the next device gets it back with the
+// first one's rows, which answer its launch (nothing is put), with the
+// same outputs.
+func TestRowMemoPassesFromDeviceToDevice(t *testing.T) {
+	const m, k, n = 2, 64, 32
+	r := rand.New(rand.NewPCG(21, 22))
+	x, w := cRand(r, m*k, false), cRand(r, n*k, false)
+	lin := func(d *Device) []bf16.BF16 {
+		in := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, m, k), x)
+		wt := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, n, k), w)
+		out := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, m, n))
+		cRun(t, d, tt.Linear{Input: in, Weight: wt, Output: out, TransposeB: true})
+		return cDown(t, d, out)
+	}
+	memoPool.Lock()
+	memoPool.free = nil // the memos of earlier tests' devices
+	memoPool.Unlock()
+	d1 := cDev(t, Options{})
+	require.Nil(t, d1.rows, "a memo before the first linear")
+	want := lin(d1)
+	m1 := d1.rows
+	require.NotNil(t, m1)
+	require.Len(t, m1.ents, m, "the rows computed are remembered")
+
+	d2 := cDev(t, Options{})
+	require.Equal(t, want, lin(d2))
+	require.NotSame(t, m1, d2.rows, "two live devices share a memo")
+
+	d1.Recycle()
+	d3 := cDev(t, Options{})
+	require.Equal(t, want, lin(d3))
+	require.Same(t, m1, d3.rows, "the recycled device's memo did not pass on")
+	require.Len(t, m1.ents, m, "rows in the memo were computed and put again")
+
+	d4 := cDev(t, Options{})
+	lin(d4)
+	require.NotSame(t, d3.rows, d4.rows, "a memo handed out twice")
 }
