@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/tt"
 )
@@ -24,6 +26,11 @@ type wcKey struct {
 	flag bool
 }
 
+type wcItem struct {
+	key wcKey
+	*wcEntry
+}
+
 type wcEntry struct {
 	wt     []bf16.BF16 // [n][k], read only: canonWeight's copy
 	id     uint64      // canonWeight(wt)
@@ -35,7 +42,8 @@ type wcEntry struct {
 // call on every write.
 type wcache struct {
 	m        map[wcKey]*wcEntry
-	lo, hi   uint64 // union of the entries' ranges (empty: lo >= hi)
+	ents     []wcItem // m's entries, for the watch to scan without a map walk
+	lo, hi   uint64   // union of the entries' ranges (empty: lo >= hi)
 	bankSize uint64
 }
 
@@ -55,15 +63,23 @@ func (c *wcache) wrote(a, n uint64) {
 	}
 }
 
+// drop forgets the entries whose range meets [lo, hi). A write between
+// kept weights (an activation allocated among them) meets none and
+// changes nothing.
 func (c *wcache) drop(lo, hi uint64) {
+	meets := func(e wcItem) bool { return e.lo < hi && e.hi > lo }
+	if !slices.ContainsFunc(c.ents, meets) {
+		return
+	}
 	c.lo, c.hi = ^uint64(0), 0
-	for k, e := range c.m {
-		if e.lo < hi && e.hi > lo {
-			delete(c.m, k)
-			continue
+	c.ents = slices.DeleteFunc(c.ents, func(e wcItem) bool {
+		if meets(e) {
+			delete(c.m, e.key)
+			return true
 		}
 		c.lo, c.hi = min(c.lo, e.lo), max(c.hi, e.hi)
-	}
+		return false
+	})
 }
 
 // wcMaxElems bounds the weights kept (a full-size model's weights would
@@ -115,6 +131,7 @@ func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.
 		id, canon := canonWeight(wt, n, k)
 		e := &wcEntry{wt: canon, id: id, lo: w.addr, hi: w.addr + w.perBank}
 		d.wc.m[key] = e
+		d.wc.ents = append(d.wc.ents, wcItem{key, e})
 		d.wc.lo, d.wc.hi = min(d.wc.lo, e.lo), max(d.wc.hi, e.hi)
 		return e.wt, e.id, &e.last, nil
 	}

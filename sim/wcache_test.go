@@ -12,7 +12,8 @@ import (
 // The decoded-weight cache and the output-row memo (which keys rows by the
 // weight's contents) change no result: the same program on a device with
 // them and on one without (d.wc.m = nil: no weight id, no memo) gives the
-// same linear outputs while the weights are rewritten by a host copy, by an op writing
+// same linear outputs while the weights are rewritten by a host copy (of
+// one weight, then of another kept through that drop), by an op writing
 // its output over them, and freed and reallocated at the same address with
 // new contents, and without (stale bytes, as on the card).
 func TestLinearWeightCacheSeesWrites(t *testing.T) {
@@ -48,6 +49,11 @@ func TestLinearWeightCacheSeesWrites(t *testing.T) {
 		}
 		lin(w, true)
 		lin(kn, false)
+		// A host copy over the other one, kept through the drop above.
+		if err := d.WriteHost(kn, tt.HostBF16(knSpec.Shape, knSpec.Layout, w3)); err != nil {
+			t.Fatal(err)
+		}
+		lin(kn, false)
 		// An op's output over the weight.
 		src := cUpload(t, d, wSpec, w3)
 		z := cUpload(t, d, wSpec, zeros)
@@ -72,7 +78,7 @@ func TestLinearWeightCacheSeesWrites(t *testing.T) {
 	for i := range with {
 		cSame(t, "linear "+string(rune('a'+i)), with[i], without[i])
 	}
-	for _, p := range [][2]int{{0, 3}, {3, 5}, {6, 7}} {
+	for _, p := range [][2]int{{0, 3}, {4, 5}, {3, 6}, {7, 8}} {
 		if slices.Equal(with[p[0]], with[p[1]]) {
 			t.Fatalf("outputs %d and %d are equal: the rewrite between them tests nothing", p[0], p[1])
 		}
