@@ -382,6 +382,11 @@ func benchDecode(b *testing.B, f Factory, device string, batch int, mode qwen3.E
 		if o, ok := sut.(KVObserver); ok { // as the runner does after every call
 			o.TakeKVWrites()
 		}
+		if o, ok := sut.(OpPosObserver); ok {
+			if _, err := o.TakeOpPos(); err != nil {
+				b.Fatal(err)
+			}
+		}
 		pos++
 	}
 	b.StopTimer()
