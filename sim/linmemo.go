@@ -72,7 +72,7 @@ type rowMemo struct {
 
 // linMemoBytes bounds the rows one memo keeps; past it the memo starts
 // again empty.
-const linMemoBytes = 32 << 20
+const linMemoBytes = 16 << 20
 
 type canonW struct {
 	wt []bf16.BF16
