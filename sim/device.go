@@ -187,8 +187,9 @@ type Device struct {
 	warned      bool
 	warnings    []string
 
-	wc   wcache   // linear weights decoded, while their bytes are unwritten
-	rows *rowMemo // linear output rows remembered (linmemo.go); nil until the first launch
+	wc        wcache   // linear weights decoded, while their bytes are unwritten
+	rows      *rowMemo // linear output rows remembered (linmemo.go); nil until the first launch
+	peekPages []int    // readPagesInto's list of changed pages
 }
 
 // buffer is a live device tensor's allocation.

@@ -105,16 +105,15 @@
 // op (name, regime eager/capture/replay, key arguments, the tensors and
 // addresses touched; OpLog), and Options.OnOp receives the same events as
 // they happen (Options.OnOpBrief: without Args and Touched, for an observer
-// that needs neither). Peek reads a tensor's current
-// bytes for tests without being a host transfer (it works during capture
-// and reports nothing; PeekTo reads into the caller's buffer); PeekInto
-// does so incrementally: every memory keeps
-// a write stamp per 256-byte stripe (and per 64 KiB chunk the newest, so
-// a chunk, and a bank's range of a tensor, not written since is passed
-// over in one look), so a later
-// PeekInto re-reads only the pages (of a TILE tensor: the tile face rows)
-// in stripes written since the previous one, whatever op or transfer wrote
-// them. The cache kernels'
+// that needs neither). Peek reads a tensor's current bytes for tests
+// without being a host transfer (it works during capture and reports
+// nothing; PeekTo reads into the caller's buffer); PeekInto does so
+// incrementally: every memory keeps a write stamp per 256-byte stripe (and
+// per 64 KiB chunk the newest, so a chunk not written since is passed over
+// in one look; a DRAM tensor's changed pages are found from its banks'
+// stamps, not page by page), so a later PeekInto re-reads only the pages
+// (of a TILE tensor: the tile face rows) in stripes written since the
+// previous one, whatever op or transfer wrote them. The cache kernels'
 // writes of whole tiles (paged_update_cache, paged_fill_cache) stamp only
 // the stripes whose bytes they changed (the memory ends the same, and
 // strict marks the whole tile written), so a decode step's peek re-reads

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/offcard/offcard/tt"
 )
@@ -163,27 +164,37 @@ func (d *Device) readPages(b *buffer, op string) []byte {
 // every page when since is 0, else only the pages (TILE: the face rows of
 // the pages) that share a stripe written while the clock read since or
 // later; changed, when set, hears of every run of elements
-// written [lo, hi). A read by op (not "", i.e. not a Peek) reports the first
+// written [lo, hi), in increasing order. A read by op (not "", i.e. not a Peek) reports the first
 // never-written byte of a page as a strict Finding.
 func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, changed func(lo, hi int)) {
 	e := b.spec.DType.Size()
 	var spill []byte // a page that spans two chunks
 	reported := op == ""
-	// After since, a DRAM-interleaved tensor's pages in a bank whose
-	// range of the tensor was not written since are passed over without a
-	// look each (a KV cache: a decode step writes a row or two of it).
-	var quiet [16]bool // per bank
-	nb := 0
-	if since > 0 && b.bt == tt.DRAM && !b.spec.Memory.Sharded() && d.arch.nbanks <= len(quiet) {
-		nb = d.arch.nbanks
+	// After since, a DRAM-interleaved tensor's pages are found from the
+	// stamps of each bank's range of it (a KV cache: a decode step writes
+	// a row or two of it), then read in increasing order as below.
+	n, listed := b.numPages, false
+	if since > 0 && b.bt == tt.DRAM && !b.spec.Memory.Sharded() {
+		nb := d.arch.nbanks
+		d.peekPages = d.peekPages[:0]
 		for j := range nb {
 			m, a := d.dramAt(j, b.addr)
-			quiet[j] = !m.writtenSince(a, b.perBank, since)
+			from := len(d.peekPages)
+			d.peekPages = m.changedUnitsIn(d.peekPages, a, b.perBank, b.aligned, since)
+			for i := from; i < len(d.peekPages); i++ {
+				d.peekPages[i] = d.peekPages[i]*nb + j // the bank's i-th page
+			}
 		}
+		slices.Sort(d.peekPages)
+		for len(d.peekPages) > 0 && d.peekPages[len(d.peekPages)-1] >= b.numPages {
+			d.peekPages = d.peekPages[:len(d.peekPages)-1]
+		}
+		n, listed = len(d.peekPages), true
 	}
-	for p := 0; p < b.numPages; p++ {
-		if nb > 0 && quiet[p%nb] {
-			continue
+	for i := range n {
+		p := i
+		if listed {
+			p = d.peekPages[i]
 		}
 		loc := d.pageLoc(b, p)
 		m, a := d.memAt(loc)

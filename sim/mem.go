@@ -272,9 +272,38 @@ func (m *mem) rewrite(a uint64, src []byte) {
 	}
 }
 
-// writtenSince reports whether any byte of [a, a+n) shares a stripe
-// written while the clock read since or later.
-func (m *mem) writtenSince(a, n, since uint64) bool { return m.changedUnits(a, n, n, since) != 0 }
+// changedUnitsIn appends to dst, in increasing order and once each, the
+// index i of every unit [a+i*unit, a+(i+1)*unit) of [a, a+n) that shares
+// a stripe written while the clock read since or later. A chunk not
+// written since is passed over by its own stamp, a written one stripe by
+// stripe.
+func (m *mem) changedUnitsIn(dst []int, a, n, unit, since uint64) []int {
+	if m.released {
+		panic(errReleased)
+	}
+	last := uint64(1<<64 - 1)
+	for s, e := a>>stripeShift, (a+n-1)>>stripeShift; s <= e; {
+		c := s >> (chunkShift - stripeShift)
+		ce := min(e, (c+1)<<(chunkShift-stripeShift)-1) // the last stripe in this chunk
+		dir := m.stamps[c>>dirShift]
+		if dir == nil || dir[c&dirMask] == nil || dir[c&dirMask][chunkStripes] < since {
+			s = ce + 1
+			continue
+		}
+		st := dir[c&dirMask]
+		for ; s <= ce; s++ {
+			if st[s&(chunkStripes-1)] < since {
+				continue
+			}
+			lo, hi := max(s<<stripeShift, a)-a, min((s+1)<<stripeShift, a+n)-a
+			for j := max(lo/unit, last+1); j*unit < hi; j++ {
+				dst = append(dst, int(j))
+				last = j
+			}
+		}
+	}
+	return dst
+}
 
 // changedUnits is a mask of the units of unit bytes of [a, a+n) (at most
 // 64 of them; the last may be short): bit j is set when bytes
