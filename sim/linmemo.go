@@ -72,7 +72,7 @@ type rowMemo struct {
 
 // linMemoBytes bounds the rows one memo keeps; past it the memo starts
 // again empty.
-const linMemoBytes = 16 << 20
+const linMemoBytes = 8 << 20
 
 type canonW struct {
 	wt []bf16.BF16
@@ -140,7 +140,7 @@ type memoSlot struct {
 
 // memoSlots is the table's size; a memo starts again empty before it
 // holds more than memoSlots/2 entries, so a probe always ends.
-const memoSlots = 1 << 17
+const memoSlots = 1 << 15
 
 // slot returns the slot of key in the table, or the empty slot (ent1 0)
 // where it would go.
