@@ -260,15 +260,22 @@ func TestPeekInto(t *testing.T) {
 		}
 		dst := make([]byte, 2*n)
 		var got [][2]int
-		note := func(lo, hi int) { got = append(got, [2]int{lo, hi}) }
-		since, err := d.PeekInto(x, dst, 0, note)
-		if err != nil {
-			t.Fatal(err)
+		var since uint64
+		// peek reads the changes since the last peek into dst, noting the
+		// runs in got, and checks dst against Peek.
+		peek := func(what string) {
+			t.Helper()
+			got = nil
+			var err error
+			if since, err = d.PeekInto(x, dst, since, func(lo, hi int) { got = append(got, [2]int{lo, hi}) }); err != nil {
+				t.Fatal(err)
+			}
+			if h, _ := d.Peek(x); !bytes.Equal(dst, h.Data) {
+				t.Fatalf("%v: PeekInto %s differs from Peek", layout, what)
+			}
 		}
+		peek("from 0")
 		h, _ := d.Peek(x)
-		if !bytes.Equal(dst, h.Data) {
-			t.Fatalf("%v: PeekInto from 0 differs from Peek", layout)
-		}
 		to := make([]byte, 2*n)
 		if err := d.PeekTo(x, to); err != nil || !bytes.Equal(to, h.Data) {
 			t.Fatalf("%v: PeekTo differs from Peek (%v)", layout, err)
@@ -284,9 +291,8 @@ func TestPeekInto(t *testing.T) {
 			t.Fatalf("%v: first PeekInto reported %d of %d elements", layout, covered, n)
 		}
 		// Nothing written: nothing read.
-		got = nil
-		if since, err = d.PeekInto(x, dst, since, note); err != nil || len(got) != 0 {
-			t.Fatalf("%v: unchanged tensor: %d ranges, %v", layout, len(got), err)
+		if peek("of an unchanged tensor"); len(got) != 0 {
+			t.Fatalf("%v: unchanged tensor: %d ranges", layout, len(got))
 		}
 		// Two bytes of a page change in memory (as any kernel's write
 		// would): only that stripe is re-read, and the bytes match
@@ -294,14 +300,7 @@ func TestPeekInto(t *testing.T) {
 		b := d.bufs[x.ID]
 		m, a := d.memAt(d.pageLoc(b, c.page))
 		m.write(a+10, []byte{0x12, 0x34})
-		got = nil
-		if since, err = d.PeekInto(x, dst, since, note); err != nil {
-			t.Fatal(err)
-		}
-		h, _ = d.Peek(x)
-		if !bytes.Equal(dst, h.Data) {
-			t.Fatalf("%v: incremental PeekInto differs from Peek", layout)
-		}
+		peek("after a two-byte write")
 		covered = 0
 		for _, r := range got {
 			covered += r[1] - r[0]
@@ -346,14 +345,7 @@ func TestPeekInto(t *testing.T) {
 			m.write(a, []byte{0x9a, 0xbc})
 			pastEnd++
 		}
-		got = nil
-		if _, err = d.PeekInto(x, dst, since, note); err != nil {
-			t.Fatal(err)
-		}
-		h, _ = d.Peek(x)
-		if !bytes.Equal(dst, h.Data) {
-			t.Fatalf("%v: PeekInto after writes in several banks differs from Peek", layout)
-		}
+		peek("after writes in several banks")
 		for i := 1; i < len(got); i++ {
 			if got[i][0] < got[i-1][1] {
 				t.Fatalf("%v: run %v after %v: not in increasing order", layout, got[i], got[i-1])
