@@ -25,7 +25,7 @@ type trace struct {
 // footprint is the operands one recorded op touched, as allocated at capture.
 type footprint struct {
 	op   string
-	args string // opArgs, for op events on replay
+	args string // opArgs, for full op events on replay (unset when events are brief or none)
 	refs []operandRef
 	// first..last are the indexes of the op's launches in the trace.
 	first, last int
@@ -67,7 +67,10 @@ const (
 const traceBytesPerLaunch = 1024
 
 func (d *Device) footprintOf(op tt.Op, start int) footprint {
-	fp := footprint{op: op.Name(), args: opArgs(op), first: start, last: len(d.recorded) - 1}
+	fp := footprint{op: op.Name(), first: start, last: len(d.recorded) - 1}
+	if d.observing() && !d.brief() {
+		fp.args = opArgs(op)
+	}
 	ts := d.touches(op)
 	fp.refs = make([]operandRef, 0, len(ts))
 	for _, t := range ts {
