@@ -371,7 +371,7 @@ func TestTilePaddingWrittenZero(t *testing.T) {
 // pages is +0.
 func cPaddingZero(t *testing.T, d *Device, what string, x tt.Tensor) {
 	t.Helper()
-	b := d.bufs[x.ID]
+	b := d.bufs.at(x.ID)
 	g := geomOf(b.spec)
 	wt := g.wp / tt.TileSize
 	page := make([]byte, b.pageSize)
@@ -765,7 +765,7 @@ func TestComputeDeterministic(t *testing.T) {
 		d := runSDPACase(t, r, c, Options{}, 0)
 		var all []byte
 		for id := tt.TensorID(1); id < d.nextID; id++ {
-			if b, ok := d.bufs[id]; ok {
+			if b, ok := d.bufs.get(id); ok {
 				h, err := d.ReadHost(tt.Tensor{ID: id, Spec: b.spec, Addr: b.addr})
 				if err != nil {
 					t.Fatal(err)

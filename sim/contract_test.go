@@ -49,13 +49,13 @@ func TestContractRefusals(t *testing.T) {
 			"ttnn/cpp/ttnn/operations/experimental/transformer/nlp_concat_heads_decode/device/",
 			tt.ConcatHeads{Input: hs, Output: interleavedCat, NumHeads: 1}, "bad optional access"},
 	} {
-		before := len(d.bufs)
+		before := d.bufs.n
 		_, err := d.Run(c.op)
 		if !tt.HasMsg(err, c.want) {
 			t.Errorf("%s (%s): got %v, want %q", c.name, c.src, err, c.want)
 		}
-		if len(d.bufs) != before {
-			t.Errorf("%s: a refused op left %d tensors allocated", c.name, len(d.bufs)-before)
+		if d.bufs.n != before {
+			t.Errorf("%s: a refused op left %d tensors allocated", c.name, d.bufs.n-before)
 		}
 	}
 	// On a program-cache hit too: the SDPA program with k_chunk 32 is
@@ -168,7 +168,7 @@ func TestWidthShardedPlacement(t *testing.T) {
 	d := cDev(t, Options{})
 	spec := tt.Spec{Shape: []int{1, 1, 64, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1WidthSharded(2, [2]int{64, 64})}
 	x := mustAlloc(t, d, spec)
-	b := d.bufs[x.ID]
+	b := d.bufs.at(x.ID)
 	for p, want := range []struct{ core, slot int }{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}} {
 		l := d.pageLoc(b, p)
 		if l.Bank != want.core || l.Addr != x.Addr+uint64(want.slot)*b.aligned {

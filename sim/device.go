@@ -154,7 +154,7 @@ type Device struct {
 
 	dram, l1a *allocator
 
-	bufs   map[tt.TensorID]*buffer
+	bufs   bufTable
 	nextID tt.TensorID
 
 	clock uint64 // write stamps of the memories (PeekInto); starts at 1
@@ -249,7 +249,7 @@ func New(o Options) (*Device, error) {
 	if o.DRAMUnreservedBase+o.TraceRegionSize > o.DRAMBankSize || o.L1UnreservedBase >= o.L1Size {
 		return nil, fmt.Errorf("sim: reserved regions leave no memory")
 	}
-	d := &Device{opt: o, arch: p, bufs: map[tt.TensorID]*buffer{}, progs: map[string]program{}, nextID: 1, clock: 1}
+	d := &Device{opt: o, arch: p, progs: map[string]program{}, nextID: 1, clock: 1}
 	d.wc = wcache{m: map[wcKey]*wcEntry{}, lo: ^uint64(0), bankSize: o.DRAMBankSize}
 	for i := 0; i < p.nbanks/p.banksPerChan; i++ {
 		d.chans = append(d.chans, newMem(o.DRAMBankSize*uint64(p.banksPerChan), o.Strict))
@@ -460,13 +460,13 @@ func (d *Device) allocate(spec tt.Spec) (tt.Tensor, error) {
 	b.key = d.specKey(spec)
 	b.id = d.nextID
 	d.nextID++
-	d.bufs[b.id] = b
+	d.bufs.put(b.id, b)
 	d.noteAllocation(b)
 	return tt.Tensor{ID: b.id, Spec: spec, Addr: addr}, nil
 }
 
 func (d *Device) live(t tt.Tensor) (*buffer, bool) {
-	b, ok := d.bufs[t.ID]
+	b, ok := d.bufs.get(t.ID)
 	return b, ok
 }
 
@@ -476,7 +476,7 @@ func (d *Device) Free(t tt.Tensor) error {
 	if !ok {
 		return fmt.Errorf("sim: free of %v: tensor is not allocated", t)
 	}
-	delete(d.bufs, t.ID)
+	d.bufs.del(t.ID)
 	if b.bt == tt.DRAM {
 		d.dram.release(b.addr)
 	} else {

@@ -44,7 +44,7 @@ func TestUpdateCacheTileIDs(t *testing.T) {
 			t.Fatalf("%+v: log %+v, want first tile %d", c, log, c.wantFirst)
 		}
 		// The last tile of head 1 holds head 1's input row at row pos%32.
-		b := f.d.bufs[f.cache.ID]
+		b := f.d.bufs.at(f.cache.ID)
 		loc := f.d.pageLoc(b, c.wantHead1Last)
 		if loc.Bank != c.wantHead1Last%12 || loc.Addr != b.addr+uint64(c.wantHead1Last/12)*2048 {
 			t.Fatalf("tile %d placed at %+v", c.wantHead1Last, loc)

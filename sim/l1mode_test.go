@@ -97,7 +97,7 @@ func TestL1ModeDRAMSlotPadding(t *testing.T) {
 		if err := d.WriteHost(x, tt.HostInt32([]int{2, 1}, tt.RowMajor, []int32{7, 9})); err != nil {
 			t.Fatal(err)
 		}
-		m, a := d.memAt(d.pageLoc(d.bufs[x.ID], 0))
+		m, a := d.memAt(d.pageLoc(d.bufs.at(x.ID), 0))
 		pad := make([]byte, 4)
 		m.read(a+4, pad)
 		zero := string(pad) == "\x00\x00\x00\x00"

@@ -58,7 +58,7 @@ func TestPagePlacement(t *testing.T) {
 	} {
 		d := newDev(t, Options{Arch: c.arch})
 		x := mustAlloc(t, d, c.spec)
-		b := d.bufs[x.ID]
+		b := d.bufs.at(x.ID)
 		if b.aligned != c.aligned {
 			t.Errorf("%v %v: aligned page %d want %d", c.arch, c.spec, b.aligned, c.aligned)
 		}
@@ -152,7 +152,7 @@ func TestTilizeBytes(t *testing.T) {
 	if err := d.WriteHost(x, tt.HostBF16(s.Shape, tt.Tile, v)); err != nil {
 		t.Fatal(err)
 	}
-	b := d.bufs[x.ID]
+	b := d.bufs.at(x.ID)
 	for _, rc := range [][2]int{{0, 0}, {3, 40}, {33, 17}, {63, 63}, {20, 20}} {
 		r, c := rc[0], rc[1]
 		m, a := d.memAt(d.pageLoc(b, (r/32)*2+c/32))
@@ -297,7 +297,7 @@ func TestPeekInto(t *testing.T) {
 		// Two bytes of a page change in memory (as any kernel's write
 		// would): only that stripe is re-read, and the bytes match
 		// Peek's.
-		b := d.bufs[x.ID]
+		b := d.bufs.at(x.ID)
 		m, a := d.memAt(d.pageLoc(b, c.page))
 		m.write(a+10, []byte{0x12, 0x34})
 		peek("after a two-byte write")

@@ -119,7 +119,7 @@ func (d *Device) touches(op tt.Op) []Touch {
 				return
 			}
 		}
-		b, ok := d.bufs[t.ID]
+		b, ok := d.bufs.get(t.ID)
 		if !ok {
 			return
 		}

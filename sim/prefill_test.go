@@ -485,13 +485,13 @@ func TestPrefillRefusals(t *testing.T) {
 			if pass == 1 && c.warm != nil {
 				pRunFree(t, d, c.warm)
 			}
-			before := len(d.bufs)
+			before := d.bufs.n
 			_, err := d.Run(c.op)
 			if !tt.HasMsg(err, c.want) {
 				t.Errorf("%s (%s), pass %d: got %v, want %q", c.op.Name(), c.src, pass, err, c.want)
 			}
-			if len(d.bufs) != before {
-				t.Errorf("%s: a refused op left %d tensors allocated", c.op.Name(), len(d.bufs)-before)
+			if d.bufs.n != before {
+				t.Errorf("%s: a refused op left %d tensors allocated", c.op.Name(), d.bufs.n-before)
 			}
 		}
 	}
@@ -519,14 +519,14 @@ func TestPrefillNotImplemented(t *testing.T) {
 		tt.NLPCreateQKVHeads{Input: in, NumHeads: H, NumKVHeads: KV, Memory: tt.L1HeightSharded(1, [2]int{64, D})},
 		tt.NLPConcatHeads{Input: heads},
 	} {
-		before := len(d.bufs)
+		before := d.bufs.n
 		_, err := d.Run(op)
 		var te *tt.Error
 		if err == nil || asTTError(err, &te) || !strings.Contains(err.Error(), "is not implemented") {
 			t.Errorf("%s: got %v, want a non-tt \"not implemented\" error", op.Name(), err)
 		}
-		if len(d.bufs) != before {
-			t.Errorf("%s: left %d tensors allocated", op.Name(), len(d.bufs)-before)
+		if d.bufs.n != before {
+			t.Errorf("%s: left %d tensors allocated", op.Name(), d.bufs.n-before)
 		}
 	}
 }

@@ -184,7 +184,7 @@ func (d *Device) Execute(id tt.TraceID) error {
 func (d *Device) checkReplay(id tt.TraceID, t *trace) {
 	for _, fp := range t.footprints {
 		for _, r := range fp.refs {
-			if b, ok := d.bufs[r.id]; ok && b.addr == r.addr {
+			if b, ok := d.bufs.get(r.id); ok && b.addr == r.addr {
 				continue
 			}
 			detail := fmt.Sprintf("trace %d replays %s on t%d at %s %#x, but t%d was freed", id, fp.op, r.id, r.bt, r.addr, r.id)
@@ -201,15 +201,11 @@ func (d *Device) checkReplay(id tt.TraceID, t *trace) {
 func (d *Device) overlapping(bt tt.BufferType, addr, n uint64) []tt.TensorID {
 	var out []tt.TensorID
 	a := d.allocatorOf(bt)
-	for _, b := range d.bufs {
-		if b.bt != bt {
-			continue
-		}
-		if sz := a.allocSize(b.perBank); b.addr < addr+n && addr < b.addr+sz {
+	d.bufs.all(func(b *buffer) {
+		if sz := a.allocSize(b.perBank); b.bt == bt && b.addr < addr+n && addr < b.addr+sz {
 			out = append(out, b.id)
 		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	})
 	return out
 }
 
@@ -253,7 +249,7 @@ func (d *Device) noteAllocation(b *buffer) {
 				if r.bt != b.bt || r.id == b.id {
 					continue
 				}
-				if _, live := d.bufs[r.id]; live {
+				if _, live := d.bufs.get(r.id); live {
 					continue
 				}
 				if b.addr < r.addr+r.perBank && r.addr < b.addr+size {
