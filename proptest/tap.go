@@ -186,29 +186,8 @@ func (t *Tap) Run(op tt.Op) ([]tt.Tensor, error) {
 	for _, x := range outs {
 		t.add(x)
 	}
-	switch o := op.(type) {
-	case tt.PagedUpdateCache:
-		if o.PageTable != nil {
-			t.pageTable = o.PageTable.ID
-		}
-	case tt.PagedFusedUpdateCache:
-		if o.PageTable != nil {
-			t.pageTable = o.PageTable.ID
-		}
-	case tt.PagedSDPADecode:
-		t.pageTable = o.PageTable.ID
-	case tt.PagedFillCache:
-		t.pageTable = o.PageTable.ID
-	case *tt.PagedUpdateCache:
-		if o.PageTable != nil {
-			t.pageTable = o.PageTable.ID
-		}
-	case *tt.PagedFusedUpdateCache:
-		if o.PageTable != nil {
-			t.pageTable = o.PageTable.ID
-		}
-	case *tt.PagedSDPADecode:
-		t.pageTable = o.PageTable.ID
+	if id, ok := pageTableOf(op); ok {
+		t.pageTable = id
 	}
 	if !t.inCapture {
 		t.ev.EagerOps++
@@ -275,4 +254,32 @@ func (t *Tap) Release(id tt.TraceID) error {
 		t.ev.Releases++
 	}
 	return err
+}
+
+// pageTableOf is the page table a paged op reads (value or pointer form;
+// false: none).
+func pageTableOf(op tt.Op) (tt.TensorID, bool) {
+	var pt *tt.Tensor
+	switch o := op.(type) {
+	case tt.PagedUpdateCache:
+		pt = o.PageTable
+	case *tt.PagedUpdateCache:
+		pt = o.PageTable
+	case tt.PagedFusedUpdateCache:
+		pt = o.PageTable
+	case *tt.PagedFusedUpdateCache:
+		pt = o.PageTable
+	case tt.PagedSDPADecode:
+		return o.PageTable.ID, true
+	case *tt.PagedSDPADecode:
+		return o.PageTable.ID, true
+	case tt.PagedFillCache:
+		return o.PageTable.ID, true
+	case *tt.PagedFillCache:
+		return o.PageTable.ID, true
+	}
+	if pt == nil {
+		return 0, false
+	}
+	return pt.ID, true
 }
