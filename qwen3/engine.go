@@ -253,6 +253,7 @@ type Engine struct {
 	capturing bool         // forward is recording a capture
 	captured  []tt.Tensor  // outputs allocated during the capture so far
 	fwdTmp    []tt.Tensor  // the decode pass's list of its outputs, kept for the next pass
+	ops       opSlots      // the ops the passes run, one per type (reuse)
 	warm      map[int]bool // page-table widths whose programs have run eagerly
 
 	prefillWarm map[prefillKey]bool // prefill programs compiled since NewEngine or Reset

@@ -113,7 +113,7 @@ func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
 
 // prefillForward runs the prefill graph and reads the results back.
 func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) ([]Output, error) {
-	c := e.cfg
+	c, o := e.cfg, &e.ops
 	T, hd := len(toks), c.HeadDim
 	h, q, kv, in, V := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize, c.VocabSize
 	scale := float32(1 / math.Sqrt(float64(hd)))
@@ -159,9 +159,9 @@ func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) (
 	up := alloc(dramTile(1, 1, T, in))
 	gu := alloc(dramTile(1, 1, T, in))
 	down := alloc(dramTile(1, 1, T, h))
-	f.run(tt.Embedding{Input: tokT, Weight: e.w.embed, Output: x})
-	f.run(tt.Embedding{Input: posT, Weight: e.w.cos, Output: cos})
-	f.run(tt.Embedding{Input: posT, Weight: e.w.sin, Output: sin})
+	f.run(reuse(&o.Embedding, tt.Embedding{Input: tokT, Weight: e.w.embed, Output: x}))
+	f.run(reuse(&o.Embedding, tt.Embedding{Input: posT, Weight: e.w.cos, Output: cos}))
+	f.run(reuse(&o.Embedding, tt.Embedding{Input: posT, Weight: e.w.sin, Output: sin}))
 	keep := len(f.tmp)
 	pt := *e.pt
 	for l := range e.w.layers {
@@ -169,36 +169,36 @@ func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) (
 			break
 		}
 		L := &e.w.layers[l]
-		normed := f.one(tt.RMSNorm{Input: x, Weight: L.inNorm, Epsilon: e.eps})
-		f.run(tt.Linear{Input: normed, Weight: L.qkv, Output: qkvT, TransposeB: true})
-		heads := f.run(tt.NLPCreateQKVHeads{Input: qkvT, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads})
+		normed := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: x, Weight: L.inNorm, Epsilon: e.eps}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: normed, Weight: L.qkv, Output: qkvT, TransposeB: true}))
+		heads := f.run(reuse(&o.NLPCreateQKVHeads, tt.NLPCreateQKVHeads{Input: qkvT, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads}))
 		if f.err != nil {
 			break
 		}
 		qh, kh, vh := heads[0], heads[1], heads[2]
-		qn := f.one(tt.RMSNorm{Input: qh, Weight: L.qNorm, Epsilon: e.eps})
-		kn := f.one(tt.RMSNorm{Input: kh, Weight: L.kNorm, Epsilon: e.eps})
-		qr := f.one(tt.RotaryEmbeddingHF{Input: qn, Cos: cos, Sin: sin, Prefill: true})
-		kr := f.one(tt.RotaryEmbeddingHF{Input: kn, Cos: cos, Sin: sin, Prefill: true})
-		f.run(tt.PagedFillCache{Cache: L.kc, Input: kr, PageTable: pt, BatchIdx: s})
-		f.run(tt.PagedFillCache{Cache: L.vc, Input: vh, PageTable: pt, BatchIdx: s})
-		attn := f.one(tt.SDPA{Q: qr, K: kr, V: vh, Causal: true, Scale: scale})
-		cat := f.one(tt.NLPConcatHeads{Input: attn})
-		f.run(tt.Linear{Input: cat, Weight: L.o, Output: oT, TransposeB: true})
-		f.run(tt.Add{A: x, B: oT, Output: res})
-		normed2 := f.one(tt.RMSNorm{Input: res, Weight: L.postNorm, Epsilon: e.eps})
-		f.run(tt.Linear{Input: normed2, Weight: L.gate, Output: gate, TransposeB: true})
-		f.run(tt.Linear{Input: normed2, Weight: L.up, Output: up, TransposeB: true})
-		f.run(tt.SiluMul{Gate: gate, Up: up, Output: gu})
-		f.run(tt.Linear{Input: gu, Weight: L.down, Output: down, TransposeB: true})
-		f.run(tt.Add{A: res, B: down, Output: x})
+		qn := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: qh, Weight: L.qNorm, Epsilon: e.eps}))
+		kn := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: kh, Weight: L.kNorm, Epsilon: e.eps}))
+		qr := f.one(reuse(&o.RotaryEmbeddingHF, tt.RotaryEmbeddingHF{Input: qn, Cos: cos, Sin: sin, Prefill: true}))
+		kr := f.one(reuse(&o.RotaryEmbeddingHF, tt.RotaryEmbeddingHF{Input: kn, Cos: cos, Sin: sin, Prefill: true}))
+		f.run(reuse(&o.PagedFillCache, tt.PagedFillCache{Cache: L.kc, Input: kr, PageTable: pt, BatchIdx: s}))
+		f.run(reuse(&o.PagedFillCache, tt.PagedFillCache{Cache: L.vc, Input: vh, PageTable: pt, BatchIdx: s}))
+		attn := f.one(reuse(&o.SDPA, tt.SDPA{Q: qr, K: kr, V: vh, Causal: true, Scale: scale}))
+		cat := f.one(reuse(&o.NLPConcatHeads, tt.NLPConcatHeads{Input: attn}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: cat, Weight: L.o, Output: oT, TransposeB: true}))
+		f.run(reuse(&o.Add, tt.Add{A: x, B: oT, Output: res}))
+		normed2 := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: res, Weight: L.postNorm, Epsilon: e.eps}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: normed2, Weight: L.gate, Output: gate, TransposeB: true}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: normed2, Weight: L.up, Output: up, TransposeB: true}))
+		f.run(reuse(&o.SiluMul, tt.SiluMul{Gate: gate, Up: up, Output: gu}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: gu, Weight: L.down, Output: down, TransposeB: true}))
+		f.run(reuse(&o.Add, tt.Add{A: res, B: down, Output: x}))
 		f.release(keep)
 	}
-	normed := f.one(tt.RMSNorm{Input: x, Weight: e.w.norm, Epsilon: e.eps})
+	normed := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: x, Weight: e.w.norm, Epsilon: e.eps}))
 	logits := alloc(dramTile(1, 1, T, V))
 	amax := alloc(dramRM(tt.UINT32, 1, 1, 1, T))
-	f.run(tt.Linear{Input: normed, Weight: e.w.lmHead, Output: logits, TransposeB: true})
-	f.run(tt.Argmax{Input: logits, Output: amax})
+	f.run(reuse(&o.Linear, tt.Linear{Input: normed, Weight: e.w.lmHead, Output: logits, TransposeB: true}))
+	f.run(reuse(&o.Argmax, tt.Argmax{Input: logits, Output: amax}))
 	if f.err != nil {
 		return nil, f.err
 	}

@@ -646,6 +646,35 @@ func (e *Engine) freeTensors(ts []tt.Tensor) {
 
 // fwd runs the ops of one forward pass and tracks the outputs the device
 // allocated for them.
+// opSlots holds one op of each type the engine runs. An op passed to
+// tt.Device.Run as a value is boxed into a new interface value; passed as
+// a pointer to its slot it is not, and the device keeps nothing of it once
+// Run returns (tt.Device.Run), so one slot per type serves every pass.
+type opSlots struct {
+	Embedding               tt.Embedding
+	ToMemoryConfig          tt.ToMemoryConfig
+	RMSNorm                 tt.RMSNorm
+	Linear                  tt.Linear
+	NLPCreateQKVHeadsDecode tt.NLPCreateQKVHeadsDecode
+	NLPCreateQKVHeads       tt.NLPCreateQKVHeads
+	RotaryEmbeddingHF       tt.RotaryEmbeddingHF
+	PagedUpdateCache        tt.PagedUpdateCache
+	PagedFillCache          tt.PagedFillCache
+	PagedSDPADecode         tt.PagedSDPADecode
+	SDPA                    tt.SDPA
+	ConcatHeads             tt.ConcatHeads
+	NLPConcatHeads          tt.NLPConcatHeads
+	Add                     tt.Add
+	SiluMul                 tt.SiluMul
+	Argmax                  tt.Argmax
+}
+
+// reuse puts op into its slot and returns the slot, for fwd.run.
+func reuse[T any](slot *T, op T) *T {
+	*slot = op
+	return slot
+}
+
 type fwd struct {
 	e   *Engine
 	tmp []tt.Tensor
@@ -705,56 +734,56 @@ func (f *fwd) release(from int) {
 // same Dot over the same normed input as a separate q/k/v row; q_norm and
 // rope act per head row as ref does per head slice.
 func (e *Engine) forward() error {
-	a, c := &e.a, e.cfg
+	a, c, o := &e.a, e.cfg, &e.ops
 	C, hd := e.opt.Capacity, c.HeadDim
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	f := &fwd{e: e, tmp: e.fwdTmp[:0]}
-	f.run(tt.Embedding{Input: a.tok, Weight: e.w.embed, Output: a.x})
-	f.run(tt.Embedding{Input: a.ropeIdx, Weight: e.w.cos, Output: a.cos})
-	f.run(tt.Embedding{Input: a.ropeIdx, Weight: e.w.sin, Output: a.sin})
+	f.run(reuse(&o.Embedding, tt.Embedding{Input: a.tok, Weight: e.w.embed, Output: a.x}))
+	f.run(reuse(&o.Embedding, tt.Embedding{Input: a.ropeIdx, Weight: e.w.cos, Output: a.cos}))
+	f.run(reuse(&o.Embedding, tt.Embedding{Input: a.ropeIdx, Weight: e.w.sin, Output: a.sin}))
 	rowsMem := userSharded(C, 1, hd)
-	cos := f.one(tt.ToMemoryConfig{Input: a.cos, Memory: rowsMem})
-	sin := f.one(tt.ToMemoryConfig{Input: a.sin, Memory: rowsMem})
+	cos := f.one(reuse(&o.ToMemoryConfig, tt.ToMemoryConfig{Input: a.cos, Memory: rowsMem}))
+	sin := f.one(reuse(&o.ToMemoryConfig, tt.ToMemoryConfig{Input: a.sin, Memory: rowsMem}))
 	keep := len(f.tmp) // cos and sin live for the whole pass
 	pt := *e.pt
 	// headNorm is rms_norm of a height-sharded head tensor through L1
 	// interleaved, back to the head tensor's sharding.
 	headNorm := func(x, w tt.Tensor) tt.Tensor {
-		xi := f.one(tt.ToMemoryConfig{Input: x, Memory: tt.L1Interleaved})
-		n := f.one(tt.RMSNorm{Input: xi, Weight: w, Epsilon: e.eps})
-		return f.one(tt.ToMemoryConfig{Input: n, Memory: x.Spec.Memory})
+		xi := f.one(reuse(&o.ToMemoryConfig, tt.ToMemoryConfig{Input: x, Memory: tt.L1Interleaved}))
+		n := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: xi, Weight: w, Epsilon: e.eps}))
+		return f.one(reuse(&o.ToMemoryConfig, tt.ToMemoryConfig{Input: n, Memory: x.Spec.Memory}))
 	}
 	for l := range e.w.layers {
 		L := &e.w.layers[l]
-		normed := f.one(tt.RMSNorm{Input: a.x, Weight: L.inNorm, Epsilon: e.eps})
-		f.run(tt.Linear{Input: normed, Weight: L.qkv, Output: a.qkv, TransposeB: true})
-		qkv := f.run(tt.NLPCreateQKVHeadsDecode{Input: a.qkv,
-			NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads})
+		normed := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: a.x, Weight: L.inNorm, Epsilon: e.eps}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: normed, Weight: L.qkv, Output: a.qkv, TransposeB: true}))
+		qkv := f.run(reuse(&o.NLPCreateQKVHeadsDecode, tt.NLPCreateQKVHeadsDecode{Input: a.qkv,
+			NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads}))
 		if f.err != nil {
 			break
 		}
 		q, k, v := qkv[0], qkv[1], qkv[2]
 		qn := headNorm(q, L.qNorm)
 		kn := headNorm(k, L.kNorm)
-		qr := f.one(tt.RotaryEmbeddingHF{Input: qn, Cos: cos, Sin: sin})
-		kr := f.one(tt.RotaryEmbeddingHF{Input: kn, Cos: cos, Sin: sin})
-		f.run(tt.PagedUpdateCache{Cache: L.kc, Input: kr, UpdateIdxs: &a.curPos, PageTable: &pt})
-		f.run(tt.PagedUpdateCache{Cache: L.vc, Input: v, UpdateIdxs: &a.curPos, PageTable: &pt})
-		attn := f.one(tt.PagedSDPADecode{Q: qr, K: L.kc, V: L.vc, PageTable: pt, CurPos: a.curPos,
-			Scale: scale, KChunkSize: e.opt.BlockSize, Memory: qr.Spec.Memory})
-		f.run(tt.ConcatHeads{Input: attn, Output: a.cat, NumHeads: c.NumAttentionHeads})
-		f.run(tt.Linear{Input: a.cat, Weight: L.o, Output: a.o, TransposeB: true})
-		f.run(tt.Add{A: a.x, B: a.o, Output: a.h})
-		normed2 := f.one(tt.RMSNorm{Input: a.h, Weight: L.postNorm, Epsilon: e.eps})
-		f.run(tt.Linear{Input: normed2, Weight: L.gate, Output: a.gate, TransposeB: true})
-		f.run(tt.Linear{Input: normed2, Weight: L.up, Output: a.up, TransposeB: true})
-		f.run(tt.SiluMul{Gate: a.gate, Up: a.up, Output: a.gu})
-		f.run(tt.Linear{Input: a.gu, Weight: L.down, Output: a.down, TransposeB: true})
-		f.run(tt.Add{A: a.h, B: a.down, Output: a.x})
+		qr := f.one(reuse(&o.RotaryEmbeddingHF, tt.RotaryEmbeddingHF{Input: qn, Cos: cos, Sin: sin}))
+		kr := f.one(reuse(&o.RotaryEmbeddingHF, tt.RotaryEmbeddingHF{Input: kn, Cos: cos, Sin: sin}))
+		f.run(reuse(&o.PagedUpdateCache, tt.PagedUpdateCache{Cache: L.kc, Input: kr, UpdateIdxs: &a.curPos, PageTable: &pt}))
+		f.run(reuse(&o.PagedUpdateCache, tt.PagedUpdateCache{Cache: L.vc, Input: v, UpdateIdxs: &a.curPos, PageTable: &pt}))
+		attn := f.one(reuse(&o.PagedSDPADecode, tt.PagedSDPADecode{Q: qr, K: L.kc, V: L.vc, PageTable: pt, CurPos: a.curPos,
+			Scale: scale, KChunkSize: e.opt.BlockSize, Memory: qr.Spec.Memory}))
+		f.run(reuse(&o.ConcatHeads, tt.ConcatHeads{Input: attn, Output: a.cat, NumHeads: c.NumAttentionHeads}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: a.cat, Weight: L.o, Output: a.o, TransposeB: true}))
+		f.run(reuse(&o.Add, tt.Add{A: a.x, B: a.o, Output: a.h}))
+		normed2 := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: a.h, Weight: L.postNorm, Epsilon: e.eps}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: normed2, Weight: L.gate, Output: a.gate, TransposeB: true}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: normed2, Weight: L.up, Output: a.up, TransposeB: true}))
+		f.run(reuse(&o.SiluMul, tt.SiluMul{Gate: a.gate, Up: a.up, Output: a.gu}))
+		f.run(reuse(&o.Linear, tt.Linear{Input: a.gu, Weight: L.down, Output: a.down, TransposeB: true}))
+		f.run(reuse(&o.Add, tt.Add{A: a.h, B: a.down, Output: a.x}))
 		f.release(keep) // the layer's own outputs are done with
 	}
-	normed := f.one(tt.RMSNorm{Input: a.x, Weight: e.w.norm, Epsilon: e.eps})
-	f.run(tt.Linear{Input: normed, Weight: e.w.lmHead, Output: a.logits, TransposeB: true})
+	normed := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: a.x, Weight: e.w.norm, Epsilon: e.eps}))
+	f.run(reuse(&o.Linear, tt.Linear{Input: normed, Weight: e.w.lmHead, Output: a.logits, TransposeB: true}))
 	ops := make([]tt.Op, 0, 3)
 	ops = append(ops,
 		tt.Argmax{Input: a.logits, Output: a.tok},

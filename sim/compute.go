@@ -22,43 +22,43 @@ import (
 // handled is false for any other op. outs are an Allocating op's outputs.
 func (d *Device) runCompute(op tt.Op, outs []tt.Tensor) (handled bool, err error) {
 	switch o := op.(type) {
-	case tt.Embedding:
-		return true, d.embedding(o)
-	case tt.RMSNorm:
-		return true, d.rmsNorm(o, outs[0])
-	case tt.Linear:
-		return true, d.linear(o)
-	case tt.NLPCreateQKVHeadsDecode:
-		return true, d.createHeads(o, outs)
-	case tt.NLPCreateQKVHeads:
-		return true, d.createHeadsPrefill(o, outs)
-	case tt.RotaryEmbeddingHF:
+	case *tt.Embedding:
+		return true, d.embedding(*o)
+	case *tt.RMSNorm:
+		return true, d.rmsNorm(*o, outs[0])
+	case *tt.Linear:
+		return true, d.linear(*o)
+	case *tt.NLPCreateQKVHeadsDecode:
+		return true, d.createHeads(*o, outs)
+	case *tt.NLPCreateQKVHeads:
+		return true, d.createHeadsPrefill(*o, outs)
+	case *tt.RotaryEmbeddingHF:
 		if o.Prefill {
-			return true, d.rotaryPrefill(o, outs[0])
+			return true, d.rotaryPrefill(*o, outs[0])
 		}
 		return true, d.rotary(rotaryArgs{name: o.Name(), in: o.Input, cos: o.Cos, sin: o.Sin, out: outs[0]})
-	case tt.RotaryEmbeddingLlama:
+	case *tt.RotaryEmbeddingLlama:
 		return true, d.rotary(rotaryArgs{name: o.Name(), in: o.Input, cos: o.Cos, sin: o.Sin, trans: &o.TransMat, out: outs[0]})
-	case tt.ToMemoryConfig:
-		return true, d.toMemoryConfig(o, outs[0])
-	case tt.ConcatHeads:
-		return true, d.concatHeads(o)
-	case tt.NLPConcatHeads:
-		return true, d.concatHeadsPrefill(o, outs[0])
-	case tt.SDPA:
-		return true, d.sdpaPrefill(o, outs[0])
-	case tt.Add:
+	case *tt.ToMemoryConfig:
+		return true, d.toMemoryConfig(*o, outs[0])
+	case *tt.ConcatHeads:
+		return true, d.concatHeads(*o)
+	case *tt.NLPConcatHeads:
+		return true, d.concatHeadsPrefill(*o, outs[0])
+	case *tt.SDPA:
+		return true, d.sdpaPrefill(*o, outs[0])
+	case *tt.Add:
 		return true, d.eltwise(o.Name(), o.A, o.B, o.Output, false)
-	case tt.SiluMul:
+	case *tt.SiluMul:
 		return true, d.eltwise(o.Name(), o.Gate, o.Up, o.Output, true)
-	case tt.Argmax:
-		return true, d.argmax(o)
-	case tt.PlusOne:
-		return true, d.plusOne(o)
-	case tt.PagedSDPADecode:
-		return true, d.sdpaDecode(o, outs[0])
-	case tt.PagedFillCache:
-		return true, d.fillCache(o)
+	case *tt.Argmax:
+		return true, d.argmax(*o)
+	case *tt.PlusOne:
+		return true, d.plusOne(*o)
+	case *tt.PagedSDPADecode:
+		return true, d.sdpaDecode(*o, outs[0])
+	case *tt.PagedFillCache:
+		return true, d.fillCache(*o)
 	}
 	return false, nil
 }

@@ -121,7 +121,8 @@
 //
 // Performance: eager launches run on the live buffers from device-owned
 // launch values (program-cache keys are built in a reused buffer from
-// short per-device spec names); op outputs and host uploads are tilized
+// short per-device spec names; an op passed as a pointer is used in place,
+// not copied into a new interface value, and nothing of it is kept); op outputs and host uploads are tilized
 // straight into the memory's chunks (an all-zero upload clears its pages);
 // and linear's dot products run through ref.MatRows (ref's
 // canonical order over once-widened input rows, each weight row read once

@@ -147,38 +147,38 @@ func opArgs(op tt.Op) string {
 	switch o := op.(type) {
 	case boundOp:
 		return opArgs(o.Op)
-	case tt.RMSNorm:
+	case *tt.RMSNorm:
 		return fmt.Sprintf("eps=%g", o.Epsilon)
-	case tt.Linear:
+	case *tt.Linear:
 		return fmt.Sprintf("transpose_b=%t bias=%s", o.TransposeB, tid(o.Bias))
-	case tt.NLPCreateQKVHeadsDecode:
+	case *tt.NLPCreateQKVHeadsDecode:
 		return fmt.Sprintf("num_heads=%d num_kv_heads=%d", o.NumHeads, o.NumKVHeads)
-	case tt.PagedUpdateCache:
+	case *tt.PagedUpdateCache:
 		return ucArgsString(o.UpdateIdxs, o.UpdateIdxsList, o.PageTable, o.ShareCache, o.BatchOffset, o.FP32DestAcc)
-	case tt.PagedFusedUpdateCache:
+	case *tt.PagedFusedUpdateCache:
 		return ucArgsString(o.UpdateIdxs, o.UpdateIdxsList, o.PageTable, o.ShareCache, o.BatchOffset, o.FP32DestAcc)
-	case tt.PagedFillCache:
+	case *tt.PagedFillCache:
 		if o.BatchIdxTensor != nil {
 			return "page_table=" + tid(&o.PageTable) + " batch_idx_tensor=" + tid(o.BatchIdxTensor)
 		}
 		return fmt.Sprintf("page_table=%s batch_idx=%d", tid(&o.PageTable), o.BatchIdx)
-	case tt.PagedSDPADecode:
+	case *tt.PagedSDPADecode:
 		return fmt.Sprintf("cur_pos=%s page_table=%s scale=%g k_chunk_size=%d", tid(&o.CurPos), tid(&o.PageTable), o.Scale, o.KChunkSize)
-	case tt.ConcatHeads:
+	case *tt.ConcatHeads:
 		return fmt.Sprintf("num_heads=%d", o.NumHeads)
-	case tt.NLPCreateQKVHeads:
+	case *tt.NLPCreateQKVHeads:
 		return fmt.Sprintf("num_heads=%d num_kv_heads=%d transpose_k_heads=%t", o.NumHeads, o.KVHeads(), o.TransposeK)
-	case tt.RotaryEmbeddingHF:
+	case *tt.RotaryEmbeddingHF:
 		if o.Prefill {
 			return "is_decode_mode=false"
 		}
-	case tt.SDPA:
+	case *tt.SDPA:
 		s := fmt.Sprintf("is_causal=%t scale=%g q_chunk_size=%d k_chunk_size=%d", o.Causal, o.Scale, o.QChunkSize, o.KChunkSize)
 		if o.ExactExp {
 			s += " exp_approx_mode=false"
 		}
 		return s
-	case tt.PlusOne:
+	case *tt.PlusOne:
 		return fmt.Sprintf("skip_negative_entries=%t", o.SkipNegativeEntries)
 	}
 	return ""

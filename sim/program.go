@@ -122,47 +122,50 @@ type boundOp struct {
 
 func (b boundOp) Outputs() []tt.Tensor { return b.outs }
 
-// derefOp turns a pointer to one of package tt's op structs into the value.
-func derefOp(op tt.Op) tt.Op {
+// opPtr turns one of package tt's op structs into a pointer to it (a
+// pointer stays as it is): the device's switches take the pointers, so a
+// caller that passes one (qwen3.Engine reuses one per op type) boxes no
+// copy into an interface per op. The device keeps nothing of it after Run.
+func opPtr(op tt.Op) tt.Op {
 	switch o := op.(type) {
-	case *tt.Embedding:
-		return *o
-	case *tt.RMSNorm:
-		return *o
-	case *tt.Linear:
-		return *o
-	case *tt.NLPCreateQKVHeadsDecode:
-		return *o
-	case *tt.RotaryEmbeddingHF:
-		return *o
-	case *tt.RotaryEmbeddingLlama:
-		return *o
-	case *tt.ToMemoryConfig:
-		return *o
-	case *tt.PagedUpdateCache:
-		return *o
-	case *tt.PagedFusedUpdateCache:
-		return *o
-	case *tt.PagedFillCache:
-		return *o
-	case *tt.PagedSDPADecode:
-		return *o
-	case *tt.ConcatHeads:
-		return *o
-	case *tt.NLPCreateQKVHeads:
-		return *o
-	case *tt.SDPA:
-		return *o
-	case *tt.NLPConcatHeads:
-		return *o
-	case *tt.Add:
-		return *o
-	case *tt.SiluMul:
-		return *o
-	case *tt.Argmax:
-		return *o
-	case *tt.PlusOne:
-		return *o
+	case tt.Embedding:
+		return &o
+	case tt.RMSNorm:
+		return &o
+	case tt.Linear:
+		return &o
+	case tt.NLPCreateQKVHeadsDecode:
+		return &o
+	case tt.RotaryEmbeddingHF:
+		return &o
+	case tt.RotaryEmbeddingLlama:
+		return &o
+	case tt.ToMemoryConfig:
+		return &o
+	case tt.PagedUpdateCache:
+		return &o
+	case tt.PagedFusedUpdateCache:
+		return &o
+	case tt.PagedFillCache:
+		return &o
+	case tt.PagedSDPADecode:
+		return &o
+	case tt.ConcatHeads:
+		return &o
+	case tt.NLPCreateQKVHeads:
+		return &o
+	case tt.SDPA:
+		return &o
+	case tt.NLPConcatHeads:
+		return &o
+	case tt.Add:
+		return &o
+	case tt.SiluMul:
+		return &o
+	case tt.Argmax:
+		return &o
+	case tt.PlusOne:
+		return &o
 	}
 	return op
 }
@@ -174,7 +177,7 @@ func derefOp(op tt.Op) tt.Op {
 // enqueues are recorded with the op's operands (their ids and addresses at
 // capture time), which strict mode checks on every replay.
 func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
-	op = derefOp(op)
+	op = opPtr(op)
 	var outs []tt.Tensor
 	a, allocating := op.(tt.Allocating)
 	if allocating {
@@ -252,15 +255,15 @@ const outSlabLen = 256
 // specs for the ops a decode step allocates through (no list allocated).
 func allocatingIO(a tt.Allocating, ins []tt.Tensor, specs []tt.Spec) ([]tt.Tensor, []tt.Spec) {
 	switch o := a.(type) {
-	case tt.RMSNorm:
+	case *tt.RMSNorm:
 		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
-	case tt.ToMemoryConfig:
+	case *tt.ToMemoryConfig:
 		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
-	case tt.RotaryEmbeddingHF:
+	case *tt.RotaryEmbeddingHF:
 		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
-	case tt.NLPCreateQKVHeadsDecode:
+	case *tt.NLPCreateQKVHeadsDecode:
 		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
-	case tt.PagedSDPADecode:
+	case *tt.PagedSDPADecode:
 		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
 	}
 	return a.Inputs(), a.OutputSpecs()
@@ -275,10 +278,10 @@ func (d *Device) freeAll(ts []tt.Tensor) {
 // dispatch runs one op; outs are an Allocating op's outputs.
 func (d *Device) dispatch(op tt.Op, outs []tt.Tensor) error {
 	switch o := op.(type) {
-	case tt.PagedUpdateCache:
-		return d.pagedUpdateCache(&o)
-	case tt.PagedFusedUpdateCache:
-		return d.pagedFusedUpdateCache(&o)
+	case *tt.PagedUpdateCache:
+		return d.pagedUpdateCache(o)
+	case *tt.PagedFusedUpdateCache:
+		return d.pagedFusedUpdateCache(o)
 	}
 	if handled, err := d.runCompute(op, outs); handled {
 		return err
@@ -296,20 +299,20 @@ func (d *Device) checkAllocating(op tt.Op, ins []tt.Tensor, specs []tt.Spec) err
 		}
 	}
 	switch o := op.(type) {
-	case tt.NLPCreateQKVHeadsDecode:
+	case *tt.NLPCreateQKVHeadsDecode:
 		sh := o.Input.Spec.Shape
 		if len(sh) != 4 || o.NumHeads <= 0 || o.NumKVHeads <= 0 || sh[3]%(o.NumHeads+2*o.NumKVHeads) != 0 {
 			return opErr(op.Name(), "Input shape %v does not split into %d query and 2x%d kv heads", sh, o.NumHeads, o.NumKVHeads)
 		}
-	case tt.NLPCreateQKVHeads:
-		return checkCreateHeadsShape(o)
-	case tt.NLPConcatHeads:
-		return checkConcatHeadsShape(o)
-	case tt.SDPA:
+	case *tt.NLPCreateQKVHeads:
+		return checkCreateHeadsShape(*o)
+	case *tt.NLPConcatHeads:
+		return checkConcatHeadsShape(*o)
+	case *tt.SDPA:
 		if len(o.Q.Spec.Shape) != 4 {
 			return opErr(op.Name(), "Q, K and V must be rank 4, got shape %v", o.Q.Spec.Shape) // ~
 		}
-	case tt.ToMemoryConfig:
+	case *tt.ToMemoryConfig:
 		if err := specs[0].Validate(); err != nil {
 			return opErr(op.Name(), "%v", err)
 		}

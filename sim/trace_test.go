@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/ref"
 	"github.com/offcard/offcard/tt"
 )
 
@@ -141,4 +144,46 @@ func TestTraceRegionBudget(t *testing.T) {
 	if !tt.HasMsg(err, "Creating trace buffers of size 2048B on MeshDevice 0, but only 1024B is allocated for trace region.") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// Run keeps nothing of an op passed as a pointer (tt.Device.Run): the
+// caller reuses it. An add captured from a pointer, the pointed-to op then
+// rewritten to name other tensors, replays into the tensors it was
+// captured with, and an eager add from the same pointer runs on what it
+// names at the call.
+func TestRunKeepsNothingOfAPointerOp(t *testing.T) {
+	d := cDev(t, Options{Strict: true})
+	spec := cSpec(tt.BF16, tt.Tile, 1, 1, 32, 32)
+	r := rand.New(rand.NewPCG(41, 42))
+	va, vb := cRand(r, 32*32, false), cRand(r, 32*32, false)
+	a, b := cUpload(t, d, spec, va), cUpload(t, d, spec, vb)
+	out, other := cAlloc(t, d, spec), cAlloc(t, d, spec)
+	zero := make([]bf16.BF16, 32*32)
+	if err := d.WriteHost(other, tt.HostBF16(spec.Shape, spec.Layout, zero)); err != nil {
+		t.Fatal(err)
+	}
+	op := &tt.Add{A: a, B: b, Output: out}
+	cRun(t, d, op) // warm the program cache
+	id, err := d.BeginCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cRun(t, d, op)
+	if err := d.EndCapture(id); err != nil {
+		t.Fatal(err)
+	}
+	*op = tt.Add{A: b, B: b, Output: other} // the caller's next op
+	if err := d.WriteHost(out, tt.HostBF16(spec.Shape, spec.Layout, zero)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Execute(id); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]bf16.BF16, len(va))
+	ref.Add(want, va, vb)
+	cSame(t, "the captured add's output", cDown(t, d, out), want)
+	cSame(t, "the rewritten op's output, never run", cDown(t, d, other), zero)
+	cRun(t, d, op)
+	ref.Add(want, vb, vb)
+	cSame(t, "an eager run of the rewritten op", cDown(t, d, other), want)
 }

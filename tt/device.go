@@ -22,9 +22,10 @@ type Device interface {
 	// ReadHost copies a device tensor to the host (logical shape, dst layout
 	// and dtype).
 	ReadHost(src Tensor) (HostTensor, error)
-	// Run executes one op (one of the Op structs of this package), after
-	// validating it as ttnn does on every call (program-cache hits
-	// included). During capture it records the op instead (§5.2). For an
+	// Run executes one op (one of the Op structs of this package, or a
+	// pointer to one), after validating it as ttnn does on every call
+	// (program-cache hits included). A device keeps nothing of op once Run
+	// returns: the caller may reuse it for its next op. During capture it records the op instead (§5.2). For an
 	// Allocating op it returns the tensors the device allocated for the
 	// outputs (in OutputSpecs order; allocated during capture too); for
 	// every other op it returns nil. On error nothing stays allocated.
