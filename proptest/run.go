@@ -599,7 +599,7 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 			*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "peek KV cache: " + err.Error()})
 			return
 		}
-		value, i, ok := r.firstCacheDiff(ps, l, dk, dv, mergeSpans(append(changed, refRows...))) // changed is fresh per PeekKV
+		value, i, ok := r.firstCacheDiff(ps, l, dk, dv, mergeSpans(append(changed, refRows...))) // changed is ours until the next PeekKV
 		if !ok {
 			return
 		}

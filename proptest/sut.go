@@ -185,6 +185,7 @@ type SimSUT struct {
 	ucSeq    []int // op seq of each executed paged_update_cache since the last TakeKVWrites
 	strictOn bool
 	peeks    [][2]peekCache // per layer, K and V (PeekKV)
+	changed  [][2]int       // PeekKV's changed ranges, reused
 }
 
 type cacheID struct {
@@ -293,6 +294,7 @@ func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err erro
 		s.peeks = make([][2]peekCache, s.layers)
 	}
 	var out [2][]bf16.BF16
+	changed = s.changed[:0] // valid until the next PeekKV (KVPeeker)
 	for i, t := range []tt.Tensor{kt, vt} {
 		pc := &s.peeks[layer][i]
 		if pc.t.ID != t.ID || pc.t.Addr != t.Addr || pc.v == nil {
@@ -316,6 +318,7 @@ func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err erro
 		}
 		out[i] = pc.v
 	}
+	s.changed = changed
 	return out[0], out[1], changed, nil
 }
 
