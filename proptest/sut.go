@@ -79,7 +79,8 @@ type OpPos struct {
 }
 
 // OpPosObserver is a SUT that records cur_pos at every op that reads it.
-// TakeOpPos returns the records since the previous call, in device order.
+// TakeOpPos returns the records since the previous call, in device order;
+// they are valid until the SUT's next call.
 type OpPosObserver interface {
 	TakeOpPos() ([]OpPos, error)
 }
@@ -179,6 +180,7 @@ type SimSUT struct {
 	curPos   tt.Tensor
 	posBytes []byte // onOp's peek of cur_pos
 	opPos    []OpPos
+	posBuf   []int32 // the CurPos values of opPos
 	peekErr  error
 	nFind    int   // findings seen by onOp
 	findSeq  []int // op seq of each finding since the last TakeFindings
@@ -389,17 +391,19 @@ func (s *SimSUT) onOp(e sim.OpEvent) {
 		s.peekErr = err
 		return
 	}
-	pos := make([]int32, n)
-	for i := range pos {
-		pos[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	at := len(s.posBuf)
+	for i := range n {
+		s.posBuf = append(s.posBuf, int32(binary.LittleEndian.Uint32(b[4*i:])))
 	}
+	pos := s.posBuf[at : at+n : at+n] // a later append that moves posBuf leaves it as it is
 	s.opPos = append(s.opPos, OpPos{Op: e.Op, Regime: e.Regime.String(), CurPos: pos, Seq: e.Seq})
 }
 
 // TakeOpPos implements OpPosObserver.
+// The list and its CurPos slices are reused from the next call on.
 func (s *SimSUT) TakeOpPos() ([]OpPos, error) {
 	p, err := s.opPos, s.peekErr
-	s.opPos, s.peekErr = nil, nil
+	s.opPos, s.posBuf, s.peekErr = s.opPos[:0], s.posBuf[:0], nil
 	return p, err
 }
 
