@@ -111,11 +111,18 @@ func (d *Device) ResetOpLog() { d.oplog = d.oplog[:0] }
 // touches lists an op's operands with their current placement, inputs
 // first; a tensor named twice appears once (written if either use writes).
 func (d *Device) touches(op tt.Op) []Touch {
-	var out []Touch
+	fp := footprint{refs: d.operandRefs(op)}
+	return fp.touches()
+}
+
+// operandRefs is touches as footprint references, in one allocation.
+func (d *Device) operandRefs(op tt.Op) []operandRef {
+	ins, outs := op.Inputs(), op.Outputs()
+	out := make([]operandRef, 0, len(ins)+len(outs))
 	add := func(t tt.Tensor, write bool) {
 		for i := range out {
-			if out[i].Tensor == t.ID {
-				out[i].Write = out[i].Write || write
+			if out[i].id == t.ID {
+				out[i].write = out[i].write || write
 				return
 			}
 		}
@@ -123,12 +130,12 @@ func (d *Device) touches(op tt.Op) []Touch {
 		if !ok {
 			return
 		}
-		out = append(out, Touch{Tensor: b.id, Write: write, Buffer: b.bt, Addr: b.addr, Bytes: d.allocatorOf(b.bt).allocSize(b.perBank)})
+		out = append(out, operandRef{id: b.id, bt: b.bt, addr: b.addr, perBank: d.allocatorOf(b.bt).allocSize(b.perBank), write: write})
 	}
-	for _, t := range op.Inputs() {
+	for _, t := range ins {
 		add(t, false)
 	}
-	for _, t := range op.Outputs() {
+	for _, t := range outs {
 		add(t, true)
 	}
 	return out

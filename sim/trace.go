@@ -71,11 +71,7 @@ func (d *Device) footprintOf(op tt.Op, start int) footprint {
 	if d.observing() && !d.brief() {
 		fp.args = opArgs(op)
 	}
-	ts := d.touches(op)
-	fp.refs = make([]operandRef, 0, len(ts))
-	for _, t := range ts {
-		fp.refs = append(fp.refs, operandRef{id: t.Tensor, bt: t.Buffer, addr: t.Addr, perBank: t.Bytes, write: t.Write})
-	}
+	fp.refs = d.operandRefs(op)
 	return fp
 }
 
