@@ -263,9 +263,9 @@ func New(o Options) (*Device, error) {
 	if o.L1 != L1Poison {
 		fresh = zeroChunk
 	}
-	for i := 0; i < o.NumCores; i++ {
-		d.l1 = append(d.l1, newMemFresh(o.L1Size, o.Strict, fresh))
-		d.l1[i].clock = &d.clock
+	d.l1 = newMemsFresh(o.NumCores, o.L1Size, o.Strict, fresh)
+	for _, m := range d.l1 {
+		m.clock = &d.clock
 	}
 	d.dram = newAllocator(o.DRAMUnreservedBase, o.DRAMBankSize-o.TraceRegionSize, p.dramAlign, true, o.BestFit)
 	d.l1a = newAllocator(o.L1UnreservedBase, o.L1Size, p.dramAlign, false, false)

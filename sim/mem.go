@@ -156,13 +156,31 @@ func newMem(size uint64, strict bool) *mem { return newMemFresh(size, strict, po
 
 // newMemFresh is a memory whose never-written bytes read as fresh's.
 func newMemFresh(size uint64, strict bool, fresh []byte) *mem {
+	return newMemsFresh(1, size, strict, fresh)[0]
+}
+
+// newMemsFresh is count memories of newMemFresh in a few allocations (a
+// device's cores' L1s).
+func newMemsFresh(count int, size uint64, strict bool, fresh []byte) []*mem {
 	n := (size + chunkMask) >> chunkShift
 	n = (n + dirMask) >> dirShift
-	m := &mem{size: size, fresh: fresh, chunks: make([][][]byte, n), strict: strict, stamps: make([][][]uint64, n)}
+	ms := make([]mem, count)
+	out := make([]*mem, count)
+	chunks := make([][][]byte, uint64(count)*n)
+	stamps := make([][][]uint64, uint64(count)*n)
+	var shadow [][][]uint64
 	if strict {
-		m.shadow = make([][][]uint64, n)
+		shadow = make([][][]uint64, uint64(count)*n)
 	}
-	return m
+	for i := range ms {
+		lo, hi := uint64(i)*n, uint64(i+1)*n
+		ms[i] = mem{size: size, fresh: fresh, chunks: chunks[lo:hi:hi], strict: strict, stamps: stamps[lo:hi:hi]}
+		if strict {
+			ms[i].shadow = shadow[lo:hi:hi]
+		}
+		out[i] = &ms[i]
+	}
+	return out
 }
 
 // in reports whether [a, a+n) lies inside the memory.
