@@ -253,13 +253,8 @@ func drawDecode(rng *rand.Rand, m model) (Cmd, bool) {
 		c.Skip, c.Start = 0, nil
 		return drawPlainDecode(rng, m, c)
 	}
-	for most > 0 {
-		c.Steps = most
-		if m.check(c) == nil {
-			break
-		}
-		most--
-	}
+	most = mostSteps(&m, c, most)
+	c.Steps = most
 	if most < 1 {
 		if c.Skip > 0 || c.Start != nil {
 			c.Skip, c.Start = 0, nil
@@ -287,6 +282,30 @@ func drawDecode(rng *rand.Rand, m model) (Cmd, bool) {
 	return c, true
 }
 
+// mostSteps is the largest Steps in 1..most with which c passes m.check,
+// or 0: what trying most, most-1, ... in turn finds. Steps enters check
+// only as 1 <= Steps <= MaxDecodeSteps, the length limit and the blocks
+// the batch needs, each met by a smaller Steps when met by a larger one,
+// so the passing values are 1..k, and a bisection finds k in a few checks.
+func mostSteps(m *model, c Cmd, most int) int {
+	ok := func(s int) bool {
+		c.Steps = s
+		return m.check(c) == nil
+	}
+	if most < 1 || ok(most) {
+		return max(most, 0)
+	}
+	lo, hi := 0, most-1 // the answer is in lo..hi (0: none passes)
+	for lo < hi {
+		if mid := (lo + hi + 1) / 2; ok(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
 // drawPlainDecode redraws c without starts and jumps (when those left no
 // room).
 func drawPlainDecode(rng *rand.Rand, m model, c Cmd) (Cmd, bool) {
@@ -298,13 +317,7 @@ func drawPlainDecode(rng *rand.Rand, m model, c Cmd) (Cmd, bool) {
 	for _, q := range b {
 		most = min(most, m.maxLen-m.length[q])
 	}
-	for ; most > 0; most-- {
-		c.Steps = most
-		if m.check(c) == nil {
-			break
-		}
-	}
-	if most < 1 {
+	if most = mostSteps(&m, c, most); most < 1 {
 		return Cmd{}, false
 	}
 	c.Steps = 1 + rng.Intn(min(most, 4))

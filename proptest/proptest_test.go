@@ -611,3 +611,51 @@ decode steps=1 skip=3
 		t.Fatal("three starts with two free slots: want a script error")
 	}
 }
+
+// mostSteps finds what trying most, most-1, ... finds, at every decode of
+// generated schedules, for every bound up to MaxDecodeSteps, with the
+// command's starts and jump and without them.
+func TestMostStepsIsTheLinearScan(t *testing.T) {
+	cfg, err := qwen3.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linear := func(m *model, c Cmd, most int) int {
+		for ; most > 0; most-- {
+			if c.Steps = most; m.check(c) == nil {
+				break
+			}
+		}
+		return max(most, 0)
+	}
+	tried, short := 0, 0
+	for i := 0; i < 30; i++ {
+		s, ok := GenerateScript(CaseSeed(DefaultSeed, i), Base{})
+		if !ok {
+			t.Fatalf("case %d: no script", i)
+		}
+		m := newModel(&s.Scenario, s.Scenario.MaxLen(cfg))
+		for _, c := range s.Commands {
+			if c.Kind == Decode {
+				plain := c
+				plain.Start, plain.Skip = nil, 0
+				for _, d := range []Cmd{c, plain} {
+					for most := -1; most <= MaxDecodeSteps; most++ {
+						want := linear(&m, d, most)
+						if got := mostSteps(&m, d, most); got != want {
+							t.Fatalf("case %d %q, most %d: mostSteps %d, the scan %d", i, d, most, got, want)
+						}
+						tried++
+						if want > 0 && want < most {
+							short++
+						}
+					}
+				}
+			}
+			m = m.apply(c)
+		}
+	}
+	if short == 0 {
+		t.Fatalf("none of %d tries was cut short by the pool or a limit: the bisection is not tested", tried)
+	}
+}
