@@ -18,7 +18,7 @@ func TestPageTableOf(t *testing.T) {
 		tt.PagedFillCache{PageTable: pt},
 	}
 	for _, op := range ops {
-		for _, form := range []tt.Op{op, pointerTo(op)} {
+		for _, form := range []tt.Op{op, tt.Ptr(op)} {
 			if id, ok := pageTableOf(form); !ok || id != pt.ID {
 				t.Errorf("%T: page table %v %v, want %v", form, id, ok, pt.ID)
 			}
@@ -29,19 +29,4 @@ func TestPageTableOf(t *testing.T) {
 			t.Errorf("%T: page table %v from an op without one", op, id)
 		}
 	}
-}
-
-// pointerTo returns a pointer to a copy of op.
-func pointerTo(op tt.Op) tt.Op {
-	switch o := op.(type) {
-	case tt.PagedUpdateCache:
-		return &o
-	case tt.PagedFusedUpdateCache:
-		return &o
-	case tt.PagedSDPADecode:
-		return &o
-	case tt.PagedFillCache:
-		return &o
-	}
-	panic("pointerTo: not a paged op")
 }

@@ -122,54 +122,6 @@ type boundOp struct {
 
 func (b boundOp) Outputs() []tt.Tensor { return b.outs }
 
-// opPtr turns one of package tt's op structs into a pointer to it (a
-// pointer stays as it is): the device's switches take the pointers, so a
-// caller that passes one (qwen3.Engine reuses one per op type) boxes no
-// copy into an interface per op. The device keeps nothing of it after Run.
-func opPtr(op tt.Op) tt.Op {
-	switch o := op.(type) {
-	case tt.Embedding:
-		return &o
-	case tt.RMSNorm:
-		return &o
-	case tt.Linear:
-		return &o
-	case tt.NLPCreateQKVHeadsDecode:
-		return &o
-	case tt.RotaryEmbeddingHF:
-		return &o
-	case tt.RotaryEmbeddingLlama:
-		return &o
-	case tt.ToMemoryConfig:
-		return &o
-	case tt.PagedUpdateCache:
-		return &o
-	case tt.PagedFusedUpdateCache:
-		return &o
-	case tt.PagedFillCache:
-		return &o
-	case tt.PagedSDPADecode:
-		return &o
-	case tt.ConcatHeads:
-		return &o
-	case tt.NLPCreateQKVHeads:
-		return &o
-	case tt.SDPA:
-		return &o
-	case tt.NLPConcatHeads:
-		return &o
-	case tt.Add:
-		return &o
-	case tt.SiluMul:
-		return &o
-	case tt.Argmax:
-		return &o
-	case tt.PlusOne:
-		return &o
-	}
-	return op
-}
-
 // Run implements tt.Device.Run. An Allocating op's outputs are allocated
 // through the device's allocator after its input checks and before its
 // program runs (ttnn's create_output_tensors, inside a capture too); they
@@ -177,7 +129,7 @@ func opPtr(op tt.Op) tt.Op {
 // enqueues are recorded with the op's operands (their ids and addresses at
 // capture time), which strict mode checks on every replay.
 func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
-	op = opPtr(op)
+	op = tt.Ptr(op) // the switches below take pointers: one passed in is used in place, and nothing of it is kept
 	var outs []tt.Tensor
 	a, allocating := op.(tt.Allocating)
 	if allocating {

@@ -521,3 +521,52 @@ var (
 	_ Allocating = ToMemoryConfig{}
 	_ Allocating = PagedSDPADecode{}
 )
+
+// Ptr returns op as a pointer to one of this package's op structs: a
+// pointer as it is, a struct as a pointer to a copy of it, any other op as
+// it is. A device that switches on the pointer types takes either form
+// through it, and a caller that passes a pointer (reusing one op value per
+// type) has no op copied into a new interface value per call.
+func Ptr(op Op) Op {
+	switch o := op.(type) {
+	case Embedding:
+		return &o
+	case RMSNorm:
+		return &o
+	case Linear:
+		return &o
+	case NLPCreateQKVHeadsDecode:
+		return &o
+	case RotaryEmbeddingHF:
+		return &o
+	case RotaryEmbeddingLlama:
+		return &o
+	case ToMemoryConfig:
+		return &o
+	case PagedUpdateCache:
+		return &o
+	case PagedFusedUpdateCache:
+		return &o
+	case PagedFillCache:
+		return &o
+	case PagedSDPADecode:
+		return &o
+	case ConcatHeads:
+		return &o
+	case NLPCreateQKVHeads:
+		return &o
+	case SDPA:
+		return &o
+	case NLPConcatHeads:
+		return &o
+	case Add:
+		return &o
+	case SiluMul:
+		return &o
+	case Argmax:
+		return &o
+	case PlusOne:
+		return &o
+	}
+	return op
+}

@@ -254,3 +254,27 @@ func TestAppendForms(t *testing.T) {
 		}
 	}
 }
+
+// Ptr makes every op of the package a pointer to an equal copy, and
+// leaves a pointer as it is.
+func TestPtr(t *testing.T) {
+	x := Tensor{ID: 5, Spec: Spec{Shape: []int{1, 1, 32, 32}, DType: BF16, Layout: Tile}}
+	for _, op := range []Op{
+		Embedding{Input: x}, RMSNorm{Input: x, Epsilon: 1e-6}, Linear{Input: x, TransposeB: true},
+		NLPCreateQKVHeadsDecode{Input: x, NumHeads: 4}, NLPCreateQKVHeads{Input: x, NumHeads: 4},
+		RotaryEmbeddingHF{Input: x}, RotaryEmbeddingLlama{Input: x}, ToMemoryConfig{Input: x, Memory: L1Interleaved},
+		PagedUpdateCache{Cache: x}, PagedFusedUpdateCache{Cache1: x}, PagedFillCache{Cache: x, BatchIdx: 2},
+		PagedSDPADecode{Q: x, Scale: 0.5}, ConcatHeads{Input: x, NumHeads: 4}, SDPA{Q: x, Causal: true},
+		NLPConcatHeads{Input: x}, Add{A: x}, SiluMul{Gate: x}, Argmax{Input: x}, PlusOne{Input: x},
+	} {
+		p := Ptr(op)
+		v := reflect.ValueOf(p)
+		if v.Kind() != reflect.Pointer || !reflect.DeepEqual(v.Elem().Interface(), op) {
+			t.Errorf("%s: Ptr gives %#v", op.Name(), p)
+			continue
+		}
+		if q := Ptr(p); q != p {
+			t.Errorf("%s: Ptr of a pointer is another pointer", op.Name())
+		}
+	}
+}

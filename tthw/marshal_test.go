@@ -38,7 +38,7 @@ func TestMarshalPrefillOps(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.op.Name(), err)
 		}
-		p, err := marshalOp(pointerTo(c.op))
+		p, err := marshalOp(tt.Ptr(c.op))
 		if err != nil {
 			t.Fatalf("%s (pointer): %v", c.op.Name(), err)
 		}
@@ -59,18 +59,4 @@ func TestMarshalPrefillOps(t *testing.T) {
 			}
 		}
 	}
-}
-
-func pointerTo(op tt.Op) tt.Op {
-	switch o := op.(type) {
-	case tt.NLPCreateQKVHeads:
-		return &o
-	case tt.SDPA:
-		return &o
-	case tt.NLPConcatHeads:
-		return &o
-	case tt.RotaryEmbeddingHF:
-		return &o
-	}
-	return op
 }
