@@ -79,17 +79,36 @@ func (d *Device) operands(op string, ts ...*tt.Tensor) ([]*buffer, error) {
 	return out, nil
 }
 
-// snapshots copies the operands for a launch.
-func snapshots(bs []*buffer) []*buffer {
-	out := make([]*buffer, len(bs))
-	copies := make([]buffer, len(bs)) // one allocation for all
+// record is a recorded launch of l with snapshots of its operands: pieces
+// of the device's capture slabs, so a capture allocates a few times per
+// many launches. A piece lives as long as the trace holding it (and keeps
+// its slab alive with it).
+func (d *Device) record(l *opLaunch, bs []*buffer) *opLaunch {
+	const slab = 64
+	if len(d.recSlab) == 0 {
+		d.recSlab = make([]opLaunch, slab)
+	}
+	rec := &d.recSlab[0]
+	d.recSlab = d.recSlab[1:]
+	*rec = *l
+	n := len(bs)
+	if len(d.snapPtrs) < n {
+		d.snapPtrs = make([]*buffer, max(n, 4*slab))
+	}
+	if len(d.snapBufs) < n {
+		d.snapBufs = make([]buffer, max(n, 4*slab))
+	}
+	ptrs, copies := d.snapPtrs[:n:n], d.snapBufs[:n:n]
+	d.snapPtrs, d.snapBufs = d.snapPtrs[n:], d.snapBufs[n:]
 	for i, b := range bs {
+		ptrs[i] = nil
 		if b != nil {
 			copies[i] = *b
-			out[i] = &copies[i]
+			ptrs[i] = &copies[i]
 		}
 	}
-	return out
+	rec.bufs = ptrs
+	return rec
 }
 
 type execFn func(l *opLaunch, x *opIO, s *scratch) error

@@ -190,6 +190,12 @@ type Device struct {
 	wc        wcache   // linear weights decoded, while their bytes are unwritten
 	rows      *rowMemo // linear output rows remembered (linmemo.go); nil until the first launch
 	peekPages []int    // readPagesInto's list of changed pages
+	// recSlab, snapPtrs, snapBufs: what record carves recorded launches
+	// and their operand snapshots from.
+	recSlab  []opLaunch
+	snapPtrs []*buffer
+	snapBufs []buffer
+	refSlab  []operandRef // footprintOf's
 }
 
 // buffer is a live device tensor's allocation.

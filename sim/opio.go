@@ -500,9 +500,7 @@ func (d *Device) runSimple(name string, attrs attrKey, bufs []*buffer, validate 
 	}
 	l.op = name
 	if d.capturing {
-		rec := *l
-		rec.bufs = snapshots(bufs)
-		d.recorded = append(d.recorded, &rec)
+		d.recorded = append(d.recorded, d.record(l, bufs))
 		return nil
 	}
 	d.eager = *l

@@ -111,18 +111,17 @@ func (d *Device) ResetOpLog() { d.oplog = d.oplog[:0] }
 // touches lists an op's operands with their current placement, inputs
 // first; a tensor named twice appears once (written if either use writes).
 func (d *Device) touches(op tt.Op) []Touch {
-	fp := footprint{refs: d.operandRefs(op)}
+	ins, outs := op.Inputs(), op.Outputs()
+	fp := footprint{refs: d.operandRefs(make([]operandRef, 0, len(ins)+len(outs)), ins, outs)}
 	return fp.touches()
 }
 
-// operandRefs is touches as footprint references, in one allocation.
-func (d *Device) operandRefs(op tt.Op) []operandRef {
-	ins, outs := op.Inputs(), op.Outputs()
-	out := make([]operandRef, 0, len(ins)+len(outs))
+// operandRefs appends touches' list to dst, as footprint references.
+func (d *Device) operandRefs(dst []operandRef, ins, outs []tt.Tensor) []operandRef {
 	add := func(t tt.Tensor, write bool) {
-		for i := range out {
-			if out[i].id == t.ID {
-				out[i].write = out[i].write || write
+		for i := range dst {
+			if dst[i].id == t.ID {
+				dst[i].write = dst[i].write || write
 				return
 			}
 		}
@@ -130,7 +129,7 @@ func (d *Device) operandRefs(op tt.Op) []operandRef {
 		if !ok {
 			return
 		}
-		out = append(out, operandRef{id: b.id, bt: b.bt, addr: b.addr, perBank: d.allocatorOf(b.bt).allocSize(b.perBank), write: write})
+		dst = append(dst, operandRef{id: b.id, bt: b.bt, addr: b.addr, perBank: d.allocatorOf(b.bt).allocSize(b.perBank), write: write})
 	}
 	for _, t := range ins {
 		add(t, false)
@@ -138,7 +137,7 @@ func (d *Device) operandRefs(op tt.Op) []operandRef {
 	for _, t := range outs {
 		add(t, true)
 	}
-	return out
+	return dst
 }
 
 func tid(t *tt.Tensor) string {

@@ -130,12 +130,13 @@ func (b boundOp) Outputs() []tt.Tensor { return b.outs }
 // capture time), which strict mode checks on every replay.
 func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	op = tt.Ptr(op) // the switches below take pointers: one passed in is used in place, and nothing of it is kept
-	var outs []tt.Tensor
+	var ins, outs []tt.Tensor
+	var ibuf [5]tt.Tensor
 	a, allocating := op.(tt.Allocating)
 	if allocating {
-		var ibuf [5]tt.Tensor
 		var sbuf [3]tt.Spec
-		ins, specs := allocatingIO(a, ibuf[:0], sbuf[:0]) // fresh shapes: the outputs take them
+		var specs []tt.Spec
+		ins, specs = allocatingIO(a, ibuf[:0], sbuf[:0]) // fresh shapes: the outputs take them
 		if err := d.checkAllocating(op, ins, specs); err != nil {
 			return nil, err
 		}
@@ -168,7 +169,11 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	}
 	if d.capturing {
 		if len(d.recorded) > start {
-			fp := d.footprintOf(eff(), start)
+			fins, fouts := ins, outs
+			if !allocating {
+				fins, fouts = op.Inputs(), op.Outputs()
+			}
+			fp := d.footprintOf(op, fins, fouts, start)
 			d.footprints = append(d.footprints, fp)
 			if d.brief() {
 				d.emit(OpEvent{Op: fp.op, Regime: Capture, Trace: d.traceID})

@@ -66,12 +66,21 @@ const (
 // only matters for the trace-region budget check.
 const traceBytesPerLaunch = 1024
 
-func (d *Device) footprintOf(op tt.Op, start int) footprint {
+// footprintOf is the footprint of op, whose launches are the recorded
+// ones from start on; ins and outs are its operands (outs: the tensors
+// the device allocated for an Allocating op). Its references are a piece
+// of the device's capture slab, as record's launches are.
+func (d *Device) footprintOf(op tt.Op, ins, outs []tt.Tensor, start int) footprint {
 	fp := footprint{op: op.Name(), first: start, last: len(d.recorded) - 1}
 	if d.observing() && !d.brief() {
 		fp.args = opArgs(op)
 	}
-	fp.refs = d.operandRefs(op)
+	n := len(ins) + len(outs)
+	if len(d.refSlab) < n {
+		d.refSlab = make([]operandRef, max(n, 256))
+	}
+	fp.refs = d.operandRefs(d.refSlab[:0:n], ins, outs)
+	d.refSlab = d.refSlab[n:]
 	return fp
 }
 
