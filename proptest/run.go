@@ -152,6 +152,10 @@ type runner struct {
 	reach      Reach
 	runnerErr  string // the runner itself failed (not the SUT)
 	closed     bool
+	// checkWrites' grouping of the KV writes, reused from call to call.
+	wkeys   map[wkey]int
+	wgroups [][]KVWrite
+	worder  []wkey
 }
 
 func newRunner(sc Scenario, f Factory) (*runner, error) {
@@ -977,14 +981,38 @@ type wkey struct {
 
 func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[int]int) {
 	bs := r.sc.BlockSize
-	obs := map[wkey][]KVWrite{}
-	var order []wkey
+	// The writes by cache and slot, in the order the keys first appear:
+	// r.wkeys maps a key to its group in r.wgroups (both reused, emptied
+	// here; a key checked below is deleted).
+	if r.wkeys == nil {
+		r.wkeys = map[wkey]int{}
+	}
+	clear(r.wkeys)
+	groups, order := r.wgroups[:0], r.worder[:0]
 	for _, w := range ws {
 		key := wkey{w.Layer, w.Value, w.Slot}
-		if _, ok := obs[key]; !ok {
+		i, ok := r.wkeys[key]
+		if !ok {
+			i = len(groups)
+			r.wkeys[key] = i
 			order = append(order, key)
+			if i < cap(groups) {
+				groups = groups[:i+1]
+				groups[i] = groups[i][:0]
+			} else {
+				groups = append(groups, nil)
+			}
 		}
-		obs[key] = append(obs[key], w)
+		groups[i] = append(groups[i], w)
+	}
+	r.wgroups, r.worder = groups, order
+	take := func(key wkey) ([]KVWrite, bool) {
+		i, ok := r.wkeys[key]
+		if !ok {
+			return nil, false
+		}
+		delete(r.wkeys, key)
+		return groups[i], true
 	}
 	var curPos, place *problem
 	note := func(dst **problem, p problem) {
@@ -995,9 +1023,7 @@ func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[in
 	for _, a := range k.act {
 		for l := 0; l < r.cfg.NumHiddenLayers; l++ {
 			for _, value := range []bool{false, true} {
-				key := wkey{l, value, a.slot}
-				got := obs[key]
-				delete(obs, key)
+				got, _ := take(wkey{l, value, a.slot})
 				for i, p := range a.pos {
 					wantB, wantR := int64(a.blocks[p/bs]), int64(p%bs)
 					exp := KVWrite{Layer: l, Value: value, Slot: a.slot, Pos: int64(p), Block: wantB, Row: wantR}
@@ -1029,7 +1055,7 @@ func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[in
 		}
 	}
 	for _, key := range order {
-		got, ok := obs[key]
+		got, ok := take(key)
 		if !ok {
 			continue
 		}
