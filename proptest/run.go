@@ -156,6 +156,7 @@ type runner struct {
 	wkeys   map[wkey]int
 	wgroups [][]KVWrite
 	worder  []wkey
+	tm      TapMemory // checkMem's, reused
 }
 
 func newRunner(sc Scenario, f Factory) (*runner, error) {
@@ -536,7 +537,8 @@ func (r *runner) checkMem(ps *[]problem, ev TapEvents) {
 		*ps = append(*ps, problem{prop: PropMemory, seq: -1, pos: -1, detail: ev.Misuse[0]})
 		return
 	}
-	if d := checkMemory(r.tap.Memory(), r.persistent); d != "" {
+	r.tap.memoryInto(&r.tm)
+	if d := checkMemory(r.tm, r.persistent); d != "" {
 		*ps = append(*ps, problem{prop: PropMemory, seq: -1, pos: -1, detail: d})
 	}
 }

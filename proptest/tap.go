@@ -94,25 +94,32 @@ type TapMemory struct {
 
 // Memory reports the live allocations and traces.
 func (t *Tap) Memory() TapMemory {
+	var m TapMemory
+	t.memoryInto(&m)
+	return m
+}
+
+// memoryInto is Memory into m, reusing m's Later and InTrace (the runner
+// reads them at every check).
+func (t *Tap) memoryInto(m *TapMemory) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := TapMemory{Persistent: len(t.live) - len(t.later), Traces: len(t.traces), PageTable: t.pageTable}
-	if len(t.later) > 0 {
-		m.Later = make([]tt.Tensor, len(t.later))
-		for i, a := range t.later {
-			m.Later[i] = a.t
-			for _, ts := range t.traces {
-				if ts[a.t.ID] {
-					if m.InTrace == nil {
-						m.InTrace = map[tt.TensorID]bool{}
-					}
-					m.InTrace[a.t.ID] = true
-					break
+	later, inTrace := m.Later[:0], m.InTrace
+	clear(inTrace)
+	*m = TapMemory{Persistent: len(t.live) - len(t.later), Traces: len(t.traces), PageTable: t.pageTable}
+	for _, a := range t.later {
+		later = append(later, a.t)
+		for _, ts := range t.traces {
+			if ts[a.t.ID] {
+				if inTrace == nil {
+					inTrace = map[tt.TensorID]bool{}
 				}
+				inTrace[a.t.ID] = true
+				break
 			}
 		}
 	}
-	return m
+	m.Later, m.InTrace = later, inTrace // nil when m's were and none was needed
 }
 
 func (t *Tap) misuse(format string, a ...any) {

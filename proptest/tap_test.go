@@ -1,8 +1,10 @@
 package proptest
 
 import (
+	"slices"
 	"testing"
 
+	"github.com/offcard/offcard/sim"
 	"github.com/offcard/offcard/tt"
 )
 
@@ -29,4 +31,51 @@ func TestPageTableOf(t *testing.T) {
 			t.Errorf("%T: page table %v from an op without one", op, id)
 		}
 	}
+}
+
+// The runner's reused memory report (memoryInto) equals a fresh Memory
+// at every call: no tensor of an earlier report stays in Later or InTrace.
+func TestMemoryIntoIsMemory(t *testing.T) {
+	dev, err := sim.New(sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := NewTap(dev)
+	spec := tt.Spec{Shape: []int{1, 1, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}
+	alloc := func() tt.Tensor {
+		x, err := tap.Allocate(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	alloc() // persistent
+	tap.MarkBaseline()
+	var m TapMemory
+	check := func(what string) {
+		t.Helper()
+		tap.memoryInto(&m)
+		want := tap.Memory()
+		if m.Persistent != want.Persistent || m.Traces != want.Traces || len(m.InTrace) != len(want.InTrace) ||
+			!slices.EqualFunc(m.Later, want.Later, func(x, y tt.Tensor) bool { return x.ID == y.ID }) {
+			t.Fatalf("%s: reused report %+v, fresh %+v", what, m, want)
+		}
+		for id := range want.InTrace {
+			if !m.InTrace[id] {
+				t.Fatalf("%s: t%d missing from the reused InTrace", what, id)
+			}
+		}
+	}
+	a, b := alloc(), alloc()
+	tap.traces[1] = map[tt.TensorID]bool{a.ID: true, b.ID: true} // as a capture would record them
+	check("two tensors in a trace")
+	delete(tap.traces, 1) // the trace released
+	check("the trace released")
+	if err := tap.Free(a); err != nil {
+		t.Fatal(err)
+	}
+	check("one freed")
+	c := alloc()
+	tap.traces[2] = map[tt.TensorID]bool{c.ID: true}
+	check("a new one in a new trace")
 }
