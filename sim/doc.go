@@ -122,12 +122,13 @@
 // Performance: eager launches run on the live buffers from device-owned
 // launch values (program-cache keys are built in a reused buffer from
 // short per-device spec names; an op passed as a pointer is used in place,
-// not copied into a new interface value, and nothing of it is kept); op outputs and host uploads are tilized
-// straight into the memory's chunks (an all-zero upload clears its pages);
-// and linear's dot products run through ref.MatRows (ref's
-// canonical order over once-widened input rows, each weight row read once
-// for all rows; a bias goes through ref.DotWidened), so results stay
-// bit-equal to ref. Linear keeps each DRAM weight it decoded while no byte
+// not copied into a new interface value, and nothing of it is kept; a
+// capture carves its recorded launches from slabs); op outputs and host
+// uploads are tilized straight into the memory's chunks (an all-zero
+// upload clears its pages); and linear's dot products run through
+// ref.MatRows (ref's canonical order over once-widened input rows, each
+// weight row read once for all rows; a bias goes through ref.DotWidened),
+// so results stay bit-equal to ref. Linear keeps each DRAM weight it decoded while no byte
 // of the weight's bank range is written (every DRAM write is watched), and
 // remembers output rows from device to device (a memo a device takes at
 // its first linear and gives back at Recycle, so a campaign's workers each

@@ -14,9 +14,9 @@ import (
 // in many schedules, every schedule again while it is shrunk. So output
 // rows are remembered from device to device (rowMemo), keyed by those bits
 // exactly (a hash finds the candidates; the weight, the bias and the row
-// are compared in full), and a launch computes only rows it has not seen. A weight's
-// identity is its contents: weights decoded on any device with the same
-// bytes share one id (canonWeight).
+// are compared in full), and a launch computes only rows it has not seen.
+// A weight's identity is its contents: weights decoded on any device with
+// the same bytes share one id (canonWeight).
 
 var linMemo = struct {
 	sync.Mutex // guards canon and nextID

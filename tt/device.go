@@ -24,8 +24,9 @@ type Device interface {
 	ReadHost(src Tensor) (HostTensor, error)
 	// Run executes one op (one of the Op structs of this package, or a
 	// pointer to one), after validating it as ttnn does on every call
-	// (program-cache hits included). A device keeps nothing of op once Run
-	// returns: the caller may reuse it for its next op. During capture it records the op instead (§5.2). For an
+	// (program-cache hits included). During capture it records the op
+	// instead (§5.2), from copies: a device keeps nothing of op once Run
+	// returns, and the caller may reuse it for its next op. For an
 	// Allocating op it returns the tensors the device allocated for the
 	// outputs (in OutputSpecs order; allocated during capture too); for
 	// every other op it returns nil. On error nothing stays allocated.
