@@ -108,10 +108,10 @@ func (d *Device) OpLog() []OpEvent { return append([]OpEvent(nil), d.oplog...) }
 // ResetOpLog forgets the logged op events (the sequence numbers go on).
 func (d *Device) ResetOpLog() { d.oplog = d.oplog[:0] }
 
-// touches lists an op's operands with their current placement, inputs
-// first; a tensor named twice appears once (written if either use writes).
-func (d *Device) touches(op tt.Op) []Touch {
-	ins, outs := op.Inputs(), op.Outputs()
+// touches lists an op's operands (ins, then outs) with their current
+// placement; a tensor named twice appears once (written if either use
+// writes).
+func (d *Device) touches(ins, outs []tt.Tensor) []Touch {
 	fp := footprint{refs: d.operandRefs(make([]operandRef, 0, len(ins)+len(outs)), ins, outs)}
 	return fp.touches()
 }
@@ -151,8 +151,6 @@ func tid(t *tt.Tensor) string {
 // control tensors).
 func opArgs(op tt.Op) string {
 	switch o := op.(type) {
-	case boundOp:
-		return opArgs(o.Op)
 	case *tt.RMSNorm:
 		return fmt.Sprintf("eps=%g", o.Epsilon)
 	case *tt.Linear:
@@ -212,9 +210,9 @@ func ucArgsString(idx *tt.Tensor, list []int32, pt *tt.Tensor, share bool, batch
 // bytes, as Peek's Data) only the pages written since the clock value
 // since, calls changed (when not nil) with the element range [lo, hi) of
 // every run of host elements it read, in increasing order, and returns
-// the clock value to pass next time. since 0 reads every page. Writes are seen where they land in
-// memory, whatever op or host transfer made them. Like Peek it changes
-// nothing on the device and reports no findings.
+// the clock value to pass next time. since 0 reads every page. Writes are
+// seen where they land in memory, whatever op or host transfer made them.
+// Like Peek it changes nothing on the device and reports no findings.
 func (d *Device) PeekInto(t tt.Tensor, dst []byte, since uint64, changed func(lo, hi int)) (uint64, error) {
 	b, ok := d.live(t)
 	if !ok {

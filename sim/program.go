@@ -113,15 +113,6 @@ func (d *Device) enqueue(op string, p program, l launch) error {
 	return l.exec(d)
 }
 
-// boundOp is an Allocating op with the outputs the device allocated for it:
-// what the launch writes, for op events, footprints and strict checks.
-type boundOp struct {
-	tt.Op
-	outs []tt.Tensor
-}
-
-func (b boundOp) Outputs() []tt.Tensor { return b.outs }
-
 // Run implements tt.Device.Run. An Allocating op's outputs are allocated
 // through the device's allocator after its input checks and before its
 // program runs (ttnn's create_output_tensors, inside a capture too); they
@@ -150,13 +141,13 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 			outs = append(outs, t)
 		}
 	}
-	// eff is op with its device-allocated outputs bound (what the trace
-	// and the observers see).
-	eff := func() tt.Op {
-		if !allocating {
-			return op
+	// operands are op's inputs and outputs, an Allocating op's outputs
+	// those the device allocated (what the trace and the observers see).
+	operands := func() ([]tt.Tensor, []tt.Tensor) {
+		if allocating {
+			return ins, outs
 		}
-		return boundOp{Op: op, outs: outs}
+		return op.Inputs(), op.Outputs()
 	}
 	start := len(d.recorded)
 	err := d.dispatch(op, outs)
@@ -169,10 +160,7 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	}
 	if d.capturing {
 		if len(d.recorded) > start {
-			fins, fouts := ins, outs
-			if !allocating {
-				fins, fouts = op.Inputs(), op.Outputs()
-			}
+			fins, fouts := operands()
 			fp := d.footprintOf(op, fins, fouts, start)
 			d.footprints = append(d.footprints, fp)
 			if d.brief() {
@@ -186,7 +174,7 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	if d.brief() {
 		d.emit(OpEvent{Op: op.Name(), Regime: Eager})
 	} else if d.observing() {
-		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(eff())})
+		d.emit(OpEvent{Op: op.Name(), Regime: Eager, Args: opArgs(op), Touched: d.touches(operands())})
 	}
 	return outs, nil
 }
