@@ -163,9 +163,9 @@ func (d *Device) readPages(b *buffer, op string) []byte {
 // readPagesInto untilizes the buffer's pages into dst, its logical bytes:
 // every page when since is 0, else only the pages (TILE: the face rows of
 // the pages) that share a stripe written while the clock read since or
-// later; changed, when set, hears of every run of elements
-// written [lo, hi), in increasing order. A read by op (not "", i.e. not a Peek) reports the first
-// never-written byte of a page as a strict Finding.
+// later; changed, when set, hears of every run of elements written
+// [lo, hi), in increasing order. A read by op (not "", i.e. not a Peek)
+// reports the first never-written byte of a page as a strict Finding.
 func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, changed func(lo, hi int)) {
 	e := b.spec.DType.Size()
 	var spill []byte // a page that spans two chunks

@@ -142,7 +142,7 @@ func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.
 // device, one per input row index below lastRowsMax, each with the input
 // (and bias) row it came from. A decode step feeds most rows as the step
 // before did (a slot whose input did not change), and comparing a row
-// with its last input costs less than the process-wide memo's look-up
+// with its last input costs less than the row memo's look-up
 // (linmemo.go). An output row is a pure function of the weight, the bias
 // and the input row, so a row whose input and bias equal the last ones
 // takes the last output.
