@@ -127,7 +127,7 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	if allocating {
 		var sbuf [3]tt.Spec
 		var specs []tt.Spec
-		ins, specs = allocatingIO(a, ibuf[:0], sbuf[:0]) // fresh shapes: the outputs take them
+		ins, specs = a.AppendInputs(ibuf[:0]), a.AppendOutputSpecs(sbuf[:0]) // fresh shapes: the outputs take them
 		if err := d.checkAllocating(op, ins, specs); err != nil {
 			return nil, err
 		}
@@ -195,24 +195,6 @@ func (d *Device) outSlice(n int) []tt.Tensor {
 
 // outSlabLen is how many outputs one slab holds.
 const outSlabLen = 256
-
-// allocatingIO is a.Inputs() and a.OutputSpecs(), appended to ins and
-// specs for the ops a decode step allocates through (no list allocated).
-func allocatingIO(a tt.Allocating, ins []tt.Tensor, specs []tt.Spec) ([]tt.Tensor, []tt.Spec) {
-	switch o := a.(type) {
-	case *tt.RMSNorm:
-		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
-	case *tt.ToMemoryConfig:
-		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
-	case *tt.RotaryEmbeddingHF:
-		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
-	case *tt.NLPCreateQKVHeadsDecode:
-		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
-	case *tt.PagedSDPADecode:
-		return o.AppendInputs(ins), o.AppendOutputSpecs(specs)
-	}
-	return a.Inputs(), a.OutputSpecs()
-}
 
 func (d *Device) freeAll(ts []tt.Tensor) {
 	for _, t := range ts {

@@ -36,6 +36,11 @@ type Allocating interface {
 	// attributes. Only meaningful for an op that validates. Each call
 	// returns shapes no one else holds (a device's outputs keep them).
 	OutputSpecs() []Spec
+	// AppendInputs and AppendOutputSpecs append Inputs' and OutputSpecs'
+	// lists to dst, so a device lists them at every launch without
+	// allocating the lists.
+	AppendInputs(dst []Tensor) []Tensor
+	AppendOutputSpecs(dst []Spec) []Spec
 }
 
 func opt(ts ...*Tensor) []Tensor {
@@ -318,11 +323,11 @@ func (o Linear) Inputs() []Tensor {
 func (o Linear) Outputs() []Tensor                  { return []Tensor{o.Output} }
 func (o NLPCreateQKVHeadsDecode) Inputs() []Tensor  { return o.AppendInputs(nil) }
 func (o NLPCreateQKVHeadsDecode) Outputs() []Tensor { return nil }
-func (o NLPCreateQKVHeads) Inputs() []Tensor        { return []Tensor{o.Input} }
+func (o NLPCreateQKVHeads) Inputs() []Tensor        { return o.AppendInputs(nil) }
 func (o NLPCreateQKVHeads) Outputs() []Tensor       { return nil }
 func (o RotaryEmbeddingHF) Inputs() []Tensor        { return o.AppendInputs(nil) }
 func (o RotaryEmbeddingHF) Outputs() []Tensor       { return nil }
-func (o RotaryEmbeddingLlama) Inputs() []Tensor     { return []Tensor{o.Input, o.Cos, o.Sin, o.TransMat} }
+func (o RotaryEmbeddingLlama) Inputs() []Tensor     { return o.AppendInputs(nil) }
 func (o RotaryEmbeddingLlama) Outputs() []Tensor    { return nil }
 func (o ToMemoryConfig) Inputs() []Tensor           { return o.AppendInputs(nil) }
 func (o ToMemoryConfig) Outputs() []Tensor          { return nil }
@@ -340,9 +345,9 @@ func (o PagedFillCache) Inputs() []Tensor {
 func (o PagedFillCache) Outputs() []Tensor  { return []Tensor{o.Cache} }
 func (o PagedSDPADecode) Inputs() []Tensor  { return o.AppendInputs(nil) }
 func (o PagedSDPADecode) Outputs() []Tensor { return nil }
-func (o SDPA) Inputs() []Tensor             { return []Tensor{o.Q, o.K, o.V} }
+func (o SDPA) Inputs() []Tensor             { return o.AppendInputs(nil) }
 func (o SDPA) Outputs() []Tensor            { return nil }
-func (o NLPConcatHeads) Inputs() []Tensor   { return []Tensor{o.Input} }
+func (o NLPConcatHeads) Inputs() []Tensor   { return o.AppendInputs(nil) }
 func (o NLPConcatHeads) Outputs() []Tensor  { return nil }
 func (o ConcatHeads) Inputs() []Tensor      { return []Tensor{o.Input} }
 func (o ConcatHeads) Outputs() []Tensor     { return []Tensor{o.Output} }
@@ -419,10 +424,16 @@ func (o NLPCreateQKVHeadsDecode) AppendOutputSpecs(dst []Spec) []Spec {
 // dims 0 and 2 and D = padded width / (NumHeads+2*NumKVHeads) rounded up to
 // 32; the input's dtype, TILE, in Memory (default the input's config)
 // (nlp_create_qkv_heads_device_operation.cpp compute_output_specs).
-func (o NLPCreateQKVHeads) OutputSpecs() []Spec {
+func (o NLPCreateQKVHeads) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendInputs appends Inputs' list to dst.
+func (o NLPCreateQKVHeads) AppendInputs(dst []Tensor) []Tensor { return append(dst, o.Input) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o NLPCreateQKVHeads) AppendOutputSpecs(dst []Spec) []Spec {
 	in := o.Input.Spec
 	if len(in.Shape) != 4 || o.NumHeads <= 0 || o.NumKVHeads < 0 {
-		return nil
+		return dst
 	}
 	kv := o.KVHeads()
 	d := roundTile(in.Width() / (o.NumHeads + 2*kv))
@@ -436,7 +447,7 @@ func (o NLPCreateQKVHeads) OutputSpecs() []Spec {
 	if o.TransposeK {
 		k = mk(b, kv, d, s)
 	}
-	return []Spec{mk(b, o.NumHeads, s, d), k, mk(b, kv, s, d)}
+	return append(dst, mk(b, o.NumHeads, s, d), k, mk(b, kv, s, d))
 }
 
 // KVHeads is the number of K and V heads the op makes: NumKVHeads, or
@@ -457,8 +468,16 @@ func (o RotaryEmbeddingHF) AppendOutputSpecs(dst []Spec) []Spec {
 }
 
 // OutputSpecs: the input's spec in Memory (default the input's config).
-func (o RotaryEmbeddingLlama) OutputSpecs() []Spec {
-	return []Spec{withMemory(o.Input.Spec, o.Memory)}
+func (o RotaryEmbeddingLlama) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendInputs appends Inputs' list to dst.
+func (o RotaryEmbeddingLlama) AppendInputs(dst []Tensor) []Tensor {
+	return append(dst, o.Input, o.Cos, o.Sin, o.TransMat)
+}
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o RotaryEmbeddingLlama) AppendOutputSpecs(dst []Spec) []Spec {
+	return append(dst, withMemory(o.Input.Spec, o.Memory))
 }
 
 // OutputSpecs: the input's spec in Memory.
@@ -486,28 +505,40 @@ func (o PagedSDPADecode) AppendOutputSpecs(dst []Spec) []Spec {
 
 // OutputSpecs: Q's logical shape and dtype, TILE, in Memory (default DRAM
 // interleaved) (sdpa_device_operation.cpp compute_output_specs).
-func (o SDPA) OutputSpecs() []Spec {
+func (o SDPA) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendInputs appends Inputs' list to dst.
+func (o SDPA) AppendInputs(dst []Tensor) []Tensor { return append(dst, o.Q, o.K, o.V) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o SDPA) AppendOutputSpecs(dst []Spec) []Spec {
 	m := o.Memory
 	if m == (MemoryConfig{}) {
 		m = DRAMInterleaved
 	}
-	return []Spec{{Shape: append([]int(nil), o.Q.Spec.Shape...), DType: o.Q.Spec.DType, Layout: Tile, Memory: m}}
+	return append(dst, Spec{Shape: append([]int(nil), o.Q.Spec.Shape...), DType: o.Q.Spec.DType, Layout: Tile, Memory: m})
 }
 
 // OutputSpecs: [B,1,S,heads*D] from the input's logical [B,heads,S,D], the
 // input's dtype, TILE, in Memory (default the input's config)
 // (nlp_concat_heads_device_operation.cpp compute_output_specs).
-func (o NLPConcatHeads) OutputSpecs() []Spec {
+func (o NLPConcatHeads) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendInputs appends Inputs' list to dst.
+func (o NLPConcatHeads) AppendInputs(dst []Tensor) []Tensor { return append(dst, o.Input) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o NLPConcatHeads) AppendOutputSpecs(dst []Spec) []Spec {
 	in := o.Input.Spec
 	if len(in.Shape) != 4 {
-		return nil
+		return dst
 	}
 	m := o.Memory
 	if m == (MemoryConfig{}) {
 		m = in.Memory
 	}
 	sh := in.Shape
-	return []Spec{{Shape: []int{sh[0], 1, sh[2], sh[1] * sh[3]}, DType: in.DType, Layout: Tile, Memory: m}}
+	return append(dst, Spec{Shape: []int{sh[0], 1, sh[2], sh[1] * sh[3]}, DType: in.DType, Layout: Tile, Memory: m})
 }
 
 var (
