@@ -222,17 +222,16 @@ func TestAppendForms(t *testing.T) {
 	in := Tensor{ID: 1, Spec: Spec{Shape: []int{1, 1, 8, 1024}, DType: BF16, Layout: Tile, Memory: DRAMInterleaved}}
 	w := Tensor{ID: 2, Spec: Spec{Shape: []int{1, 1, 32, 32}, DType: BF16, Layout: RowMajor, Memory: DRAMInterleaved}}
 	q := Tensor{ID: 3, Spec: Spec{Shape: []int{1, 8, 4, 128}, DType: BF16, Layout: Tile, Memory: L1HeightSharded(8, [2]int{32, 128})}}
-	type appender interface {
-		Allocating
-		AppendInputs([]Tensor) []Tensor
-		AppendOutputSpecs([]Spec) []Spec
-	}
-	for _, op := range []appender{
+	for _, op := range []Allocating{
 		RMSNorm{Input: in, Weight: w},
 		ToMemoryConfig{Input: in, Memory: L1Interleaved},
 		RotaryEmbeddingHF{Input: q, Cos: w, Sin: in},
+		RotaryEmbeddingLlama{Input: q, Cos: w, Sin: in, TransMat: w},
 		NLPCreateQKVHeadsDecode{Input: in, NumHeads: 4, NumKVHeads: 2},
+		NLPCreateQKVHeads{Input: in, NumHeads: 4, NumKVHeads: 2},
 		PagedSDPADecode{Q: q, K: in, V: in, PageTable: w, CurPos: w},
+		SDPA{Q: q, K: q, V: q},
+		NLPConcatHeads{Input: q},
 	} {
 		pre := Tensor{ID: 99}
 		if got := op.AppendInputs([]Tensor{pre}); got[0].ID != pre.ID || !reflect.DeepEqual(got[1:], op.Inputs()) {
@@ -275,6 +274,45 @@ func TestPtr(t *testing.T) {
 		}
 		if q := Ptr(p); q != p {
 			t.Errorf("%s: Ptr of a pointer is another pointer", op.Name())
+		}
+	}
+}
+
+// Every tensor an op names is one of its operands: Inputs and Outputs
+// together list each tensor field (set or pointed to) of every op, so a
+// device checks every one is live and records every one in a trace's
+// footprint.
+func TestOperandsAreTheTensorFields(t *testing.T) {
+	tensorT, ptrT := reflect.TypeOf(Tensor{}), reflect.TypeOf(&Tensor{})
+	for _, zero := range []Op{
+		Embedding{}, RMSNorm{}, Linear{}, NLPCreateQKVHeadsDecode{}, NLPCreateQKVHeads{},
+		RotaryEmbeddingHF{}, RotaryEmbeddingLlama{}, ToMemoryConfig{}, PagedUpdateCache{},
+		PagedFusedUpdateCache{}, PagedFillCache{}, PagedSDPADecode{}, ConcatHeads{}, SDPA{},
+		NLPConcatHeads{}, Add{}, SiluMul{}, Argmax{}, PlusOne{},
+	} {
+		v := reflect.New(reflect.TypeOf(zero)).Elem()
+		want := map[TensorID]string{}
+		for i := 0; i < v.NumField(); i++ {
+			f, id := v.Field(i), TensorID(100+i)
+			switch f.Type() {
+			case tensorT:
+				f.Set(reflect.ValueOf(Tensor{ID: id}))
+			case ptrT:
+				f.Set(reflect.ValueOf(&Tensor{ID: id}))
+			default:
+				continue
+			}
+			want[id] = v.Type().Field(i).Name
+		}
+		op := v.Interface().(Op)
+		got := map[TensorID]bool{}
+		for _, x := range append(op.Inputs(), op.Outputs()...) {
+			got[x.ID] = true
+		}
+		for id, name := range want {
+			if !got[id] {
+				t.Errorf("%s: tensor field %s is neither an input nor an output", op.Name(), name)
+			}
 		}
 	}
 }
