@@ -166,15 +166,21 @@ type Device struct {
 	opBufs     []*buffer   // operand scratch of the compute ops
 	spare      []*buffer   // freed tensors' buffers, for later allocations
 	outSlab    []tt.Tensor // room for Run's output slices (outSlice)
-	eager      opLaunch    // the compute launch being run eagerly
-	eagerSDPA  sdpaLaunch  // the SDPA decode launch being run eagerly
-	eagerUC    ucLaunch    // the update-cache launch being run eagerly
-	hits       int
-	misses     int
-	findings   []Finding
-	kvlog      []KVWrite
-	oplog      []OpEvent
-	opSeq      int
+	// runIns and runSpecs back the lists Run makes of an allocating op's
+	// inputs and output specs (an array local to Run would move to the heap
+	// at every launch: the interface's append forms may keep their
+	// argument, as far as the compiler knows). Run is not reentrant.
+	runIns    [5]tt.Tensor
+	runSpecs  [3]tt.Spec
+	eager     opLaunch   // the compute launch being run eagerly
+	eagerSDPA sdpaLaunch // the SDPA decode launch being run eagerly
+	eagerUC   ucLaunch   // the update-cache launch being run eagerly
+	hits      int
+	misses    int
+	findings  []Finding
+	kvlog     []KVWrite
+	oplog     []OpEvent
+	opSeq     int
 
 	capturing   bool
 	recorded    []launch

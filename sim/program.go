@@ -122,12 +122,10 @@ func (d *Device) enqueue(op string, p program, l launch) error {
 func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	op = tt.Ptr(op) // the switches below take pointers: one passed in is used in place, and nothing of it is kept
 	var ins, outs []tt.Tensor
-	var ibuf [5]tt.Tensor
 	a, allocating := op.(tt.Allocating)
 	if allocating {
-		var sbuf [3]tt.Spec
 		var specs []tt.Spec
-		ins, specs = a.AppendInputs(ibuf[:0]), a.AppendOutputSpecs(sbuf[:0]) // fresh shapes: the outputs take them
+		ins, specs = a.AppendInputs(d.runIns[:0]), a.AppendOutputSpecs(d.runSpecs[:0]) // fresh shapes: the outputs take them
 		if err := d.checkAllocating(op, ins, specs); err != nil {
 			return nil, err
 		}
