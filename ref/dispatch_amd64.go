@@ -186,12 +186,20 @@ func matRowsN1(dst []bf16.BF16, w []bf16.BF16, x []float32, cols, lo, hi, fma in
 
 // perInputN1 reports whether matRowsFast takes each of n inputs in turn
 // through the single-input kernel over rows lo..hi-1 of cols columns (see
-// there): always for one input, for two or three over a small part.
-func perInputN1(n, cols, lo, hi int) bool {
-	return n == 1 || n < 4 && (hi-lo)*2*cols <= n1SmallBytes
+// there), whole when they are all the matrix's rows: always for one
+// input; for two or three over a small part; for more over a small whole
+// matrix. The simulator's matrices (the tiny model's, at most 128 KiB)
+// stay in the core's L2 from one launch to the next, where the
+// single-input kernel takes a row a third faster than the blocked ones at
+// 4 to 32 inputs (BenchmarkMatRows: 1.7 against 2.6 µs a row at 128x512).
+// A chunk of a large matrix (the decoder's pool splits qwen3-0.6b's into
+// parts of 64 to 128 rows at batch 8, as small) streams from memory: the
+// blocked kernels read it once for four or eight inputs.
+func perInputN1(n, cols, lo, hi int, whole bool) bool {
+	return n == 1 || (n < 4 || whole) && (hi-lo)*2*cols <= n1SmallBytes
 }
 
-// n1SmallBytes bounds the matrix part that two or three inputs take
+// n1SmallBytes bounds the matrix part that more than one input takes
 // through the single-input kernel in turn (matRowsFast): it stays in the
 // core's L2.
 const n1SmallBytes = 256 << 10
@@ -291,7 +299,7 @@ func matRowsFast(dsts [][]bf16.BF16, w []bf16.BF16, xs [][]float32, cols, lo, hi
 	}
 	stride := 2 * cols
 	o := lo
-	if useN1 && n16 == cols && perInputN1(len(xs), cols, lo, hi) {
+	if useN1 && n16 == cols && perInputN1(len(xs), cols, lo, hi, lo == 0 && len(w) == hi*cols) {
 		// One input streams the rows through the single-input kernel.
 		// So do two or three inputs, in turn, over a small matrix part
 		// (the simulator's): the blocked kernels share too little there,

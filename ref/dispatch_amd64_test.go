@@ -122,24 +122,30 @@ func TestFastPathX4EqualsPureGo(t *testing.T) {
 // test sees (every path gives the same bits): one input always streams
 // through the single-input kernel (the batch-1 decode's fastest path: in
 // its absence qwen3-0.6b on two threads fell from 33 to 26 tok/s), two or
-// three only over a part that stays in cache.
+// three only over a part that stays in cache, more only over a whole small
+// matrix.
 func TestPerInputN1(t *testing.T) {
 	for _, c := range []struct {
 		n, cols, lo, hi int
+		whole           bool
 		want            bool
 	}{
-		{1, 1024, 0, 151936, true}, // qwen3-0.6b's lm_head
-		{1, 128, 0, 4, true},
-		{2, 128, 0, 512, true},   // the tiny model's gate and up
-		{3, 256, 0, 128, true},   // its down
-		{2, 1024, 0, 128, true},  // 256 KiB: at the bound
-		{2, 1024, 0, 132, false}, // past it
-		{3, 1024, 256, 2304, false},
-		{4, 128, 0, 64, false}, // four inputs take the blocked kernels
-		{8, 128, 0, 64, false},
+		{1, 1024, 0, 151936, true, true}, // qwen3-0.6b's lm_head
+		{1, 1024, 0, 9472, false, true},  // a chunk of it
+		{1, 128, 0, 4, true, true},
+		{2, 128, 0, 512, true, true},    // the tiny model's gate and up
+		{3, 256, 0, 128, true, true},    // its down
+		{2, 1024, 0, 128, false, true},  // 256 KiB: at the bound
+		{2, 1024, 0, 132, false, false}, // past it
+		{3, 1024, 256, 2304, false, false},
+		{4, 128, 0, 64, false, false},     // four inputs over a part take the blocked kernels
+		{8, 1024, 128, 256, false, false}, // qwen3-0.6b's q_proj at batch 8 on two threads: a chunk
+		{8, 128, 0, 512, true, true},      // the tiny model's lm_head at batch 8: whole and small
+		{32, 256, 0, 128, true, true},     // its down, a prefill's 32 rows
+		{8, 1024, 0, 1024, true, false},   // a whole matrix past the bound
 	} {
-		if got := perInputN1(c.n, c.cols, c.lo, c.hi); got != c.want {
-			t.Errorf("perInputN1(%d inputs, %d cols, rows %d..%d) = %v, want %v", c.n, c.cols, c.lo, c.hi, got, c.want)
+		if got := perInputN1(c.n, c.cols, c.lo, c.hi, c.whole); got != c.want {
+			t.Errorf("perInputN1(%d inputs, %d cols, rows %d..%d, whole %v) = %v, want %v", c.n, c.cols, c.lo, c.hi, c.whole, got, c.want)
 		}
 	}
 }

@@ -144,7 +144,8 @@ func TestMatVecRowsEqualDot(t *testing.T) {
 // and inputs.
 func TestMatRowsEqualsMatVec(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	// 1030x128 is over n1SmallBytes: two or three inputs take the blocks of four rows.
+	// 1030x128 is over n1SmallBytes: two or more inputs take the blocks of four
+	// rows (the smaller whole matrices take each input in turn from four on).
 	for _, sh := range []struct{ rows, cols int }{{256, 128}, {128, 256}, {512, 128}, {1030, 128}, {37, 48}, {9, 17}, {5, 1}} {
 		for batch := 1; batch <= 10; batch++ {
 			w := randVec(rng, sh.rows*sh.cols, 0.05)
