@@ -45,6 +45,12 @@
 //     at a position depends only on the weights and the tokens up to it):
 //     the same output bits, and the same keys and values written into
 //     ref's cache, without recomputing them.
+//   - ref's matrix products are handed to the simulated device the engine
+//     runs on (ref.Options.Products, sim.Device.RememberLinear): a linear
+//     launch that reads an input row ref has multiplied by the same
+//     weight contents takes ref's output row, the bits it would compute
+//     (both are ref.MatRows), instead of computing it. Any other input is
+//     computed, so what the device writes does not change (rowshare.go).
 //   - RunScript replays a script; TestRegressions replays every script in
 //     testdata/regressions; FuzzPageTableWidths decodes bytes into a
 //     width sequence and a schedule.

@@ -39,6 +39,8 @@ type oracle struct {
 	// padTiles: the engine under test prefills with paged_fill_cache
 	// (qwen3.PrefillProgram), which writes the prompt's last tile whole.
 	padTiles bool
+	// share, when set, is told ref's matrix products (rowShare).
+	share func(ws [][]bf16.BF16, cols int, xs [][]float32, outs [][][]bf16.BF16)
 }
 
 // useOracleMemo turns the memo on; tests turn it off to show it changes
@@ -83,13 +85,22 @@ var memoHits, memoMisses atomic.Int64
 func memoStats() (hits, misses int64) { return memoHits.Load(), memoMisses.Load() }
 
 func newOracle(w *qwen3.Weights, opt ref.Options) (*oracle, error) {
+	m, _ := memos.LoadOrStore(w, &trajMemo{root: trajNode{pos: -1}})
+	o := &oracle{memo: m.(*trajMemo), cfg: w.Config,
+		at: map[qwen3.SeqID]*trajNode{}, live: map[qwen3.SeqID]bool{}}
+	opt.Products = o.products
 	d, err := ref.New(w, opt)
 	if err != nil {
 		return nil, err
 	}
-	m, _ := memos.LoadOrStore(w, &trajMemo{root: trajNode{pos: -1}})
-	return &oracle{d: d, memo: m.(*trajMemo), cfg: w.Config, bs: d.BlockSize(),
-		at: map[qwen3.SeqID]*trajNode{}, live: map[qwen3.SeqID]bool{}}, nil
+	o.d, o.bs = d, d.BlockSize()
+	return o, nil
+}
+
+func (o *oracle) products(ws [][]bf16.BF16, cols int, xs [][]float32, outs [][][]bf16.BF16) {
+	if o.share != nil {
+		o.share(ws, cols, xs, outs)
+	}
 }
 
 func (o *oracle) Close()           { o.d.Close() }

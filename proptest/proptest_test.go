@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/sim"
 	"github.com/offcard/offcard/tt"
 )
 
@@ -365,6 +366,7 @@ func BenchmarkCampaign(b *testing.B) {
 	const cases = 200
 	steps := 0
 	cpu0 := cpuTime(0)
+	c0, _ := linRows()
 	for i := 0; i < b.N; i++ {
 		for _, r := range Campaign(Options{Seed: DefaultSeed, Cases: cases, Factory: SimFactory}) {
 			steps += r.DeviceSteps
@@ -384,6 +386,9 @@ func BenchmarkCampaign(b *testing.B) {
 	}
 	if h, m := memoStats(); h+m > 0 {
 		b.ReportMetric(100*float64(h)/float64(h+m), "oracle-memo-%")
+	}
+	if c, f := linRows(); c+f > 0 {
+		b.ReportMetric(float64(c-c0)/float64(b.N), "rows-computed/op")
 	}
 }
 
@@ -474,6 +479,46 @@ func TestOracleMemoChangesNothing(t *testing.T) {
 	t.Logf("memo: %d positions answered, %d computed", hits, miss)
 	if hits == 0 || miss == 0 {
 		t.Fatalf("memo answered %d positions and computed %d: want both", hits, miss)
+	}
+}
+
+// Handing ref's rows to the simulated device changes nothing: a campaign
+// with it and one without give the same results, byte for byte, and the
+// devices compute fewer rows with it (they find ref's).
+func TestRowSharingChangesNothing(t *testing.T) {
+	enc := func(rs []CaseResult) string {
+		b, err := json.Marshal(rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	// Both runs start with empty row memos, and ref computes every
+	// position (the trajectory memo would answer the second run's).
+	defer func(v bool) { useOracleMemo = v }(useOracleMemo)
+	useOracleMemo = false
+	run := func(share bool) (string, int64, int64) {
+		defer func(v bool) { shareRows = v }(shareRows)
+		shareRows = share
+		sim.DropRowMemos()
+		c0, f0 := linRows()
+		out := enc(Campaign(Options{Seed: 77, Cases: 8, Factory: SimFactory}))
+		c, f := linRows()
+		return out, c - c0, f - f0
+	}
+	off, cOff, fOff := run(false)
+	on, cOn, fOn := run(true)
+	if on != off {
+		t.Fatalf("with row sharing:\n%s\nwithout:\n%s", on, off)
+	}
+	t.Logf("rows computed %d -> %d, found %d -> %d", cOff, cOn, fOff, fOn)
+	// ref computes every position before the engine does, so the devices
+	// find nearly every row: what they compute is the rows of their own
+	// (those of inactive slots, of a prefill program's padding): under 1%.
+	// Without the fused q|k|v rows they computed 17% as many as without
+	// sharing, without the others 78%.
+	if cOn+fOn != cOff+fOff || cOn*20 > cOff {
+		t.Fatalf("rows computed %d -> %d, found %d -> %d: want as many rows, at most 5%% as many computed", cOff, cOn, fOff, fOn)
 	}
 }
 

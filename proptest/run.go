@@ -181,6 +181,9 @@ func newRunner(sc Scenario, f Factory) (*runner, error) {
 		return nil, err
 	}
 	r.dec = r.sut.Decoder()
+	if s, ok := r.sut.(*SimSUT); ok && shareRows {
+		r.ref.share = (&rowShare{dev: s.Dev}).products // ref's rows, to the device (rowshare.go)
+	}
 	r.regime = newRegimeModel()
 	if dt, ok := r.sut.(DeviceTapper); ok && dt.DeviceTap() != nil {
 		r.tap = dt.DeviceTap()
@@ -241,6 +244,11 @@ func (r *runner) close() *Failure {
 // recycle hands the SUT's device memory to later cases (Recycler) once the
 // run has read all it reads of it.
 func (r *runner) recycle() {
+	if s, ok := r.sut.(*SimSUT); ok {
+		c, f := s.Dev.LinearRows()
+		linComputed.Add(int64(c))
+		linFound.Add(int64(f))
+	}
 	if rc, ok := r.sut.(Recycler); ok {
 		rc.Recycle()
 	}

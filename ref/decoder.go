@@ -21,6 +21,14 @@ type Options struct {
 	// Threads is the number of goroutines a matrix-vector product is split
 	// over (0 means GOMAXPROCS). Results do not depend on it.
 	Threads int
+	// Products, when set, is told each matrix job of a forward pass once it
+	// is done: the matrices that shared the inputs (q, k and v together;
+	// gate and up together; o, down and lm_head each alone), each as Hugging
+	// Face stores it (len(ws[m])/cols rows of cols values); the inputs,
+	// widened from bf16; and outs[m][b], matrix m's output row for input b
+	// (MatRows' bits). Everything passed belongs to the decoder and is valid
+	// during the call only; Products must not change it.
+	Products func(ws [][]bf16.BF16, cols int, xs [][]float32, outs [][][]bf16.BF16)
 }
 
 // Default option values.
@@ -68,6 +76,10 @@ type Decoder struct {
 	// per weight matrix (keyed by its first element) and number of chunks,
 	// the cached ranges of its chunks
 	ranges map[rangeKey][]partRange
+
+	products func(ws [][]bf16.BF16, cols int, xs [][]float32, outs [][][]bf16.BF16)
+	prodWs   [3][]bf16.BF16
+	prodOuts [3][][]bf16.BF16
 }
 
 var _ qwen3.Decoder = (*Decoder)(nil)
@@ -199,10 +211,11 @@ func New(w *qwen3.Weights, opt Options) (*Decoder, error) {
 	}
 	d := &Decoder{
 		w: w, cfg: cfg, bs: opt.BlockSize, kv: kv,
-		live:   map[qwen3.SeqID]bool{},
-		ranges: map[rangeKey][]partRange{},
-		eps:    float32(cfg.RMSNormEps),
-		scale:  AttnScale(cfg.HeadDim),
+		live:     map[qwen3.SeqID]bool{},
+		ranges:   map[rangeKey][]partRange{},
+		eps:      float32(cfg.RMSNormEps),
+		scale:    AttnScale(cfg.HeadDim),
+		products: opt.Products,
 	}
 	d.jobFn = d.runJob
 	d.attnFn = d.runAttn
@@ -513,6 +526,12 @@ func (d *Decoder) matmul(slots []*slot, cols int, ws [3][]bf16.BF16, dsts [3]fun
 		j.nm++
 	}
 	d.pool.run(d.jobFn)
+	if d.products != nil {
+		for m := range j.nm {
+			d.prodWs[m], d.prodOuts[m] = j.mats[m].w, j.mats[m].dsts
+		}
+		d.products(d.prodWs[:j.nm], cols, j.xs, d.prodOuts[:j.nm])
+	}
 }
 
 func selQ(s *slot) []bf16.BF16      { return s.q }

@@ -502,3 +502,89 @@ func TestDecodeAllocations(t *testing.T) {
 		t.Fatalf("decode allocates %v times per step", n)
 	}
 }
+
+// Options.Products is told every matrix job of a forward pass, in order,
+// with the matrices grouped as documented and each output row MatRows'
+// bits for its input; the decoder's results do not change.
+func TestProductsAreMatRows(t *testing.T) {
+	w := tinyWeights(t, 3)
+	c := w.Config
+	type job struct {
+		ws   [][]bf16.BF16
+		cols int
+	}
+	var jobs []job
+	checked := 0
+	opt := Options{BlockSize: 32, NumBlocks: 8, Threads: 2}
+	opt.Products = func(ws [][]bf16.BF16, cols int, xs [][]float32, outs [][][]bf16.BF16) {
+		jobs = append(jobs, job{slices.Clone(ws), cols})
+		for m, mat := range ws {
+			want := make([]bf16.BF16, len(mat)/cols)
+			for b, xf := range xs {
+				x := make([]bf16.BF16, cols)
+				for i, f := range xf[:cols] {
+					x[i] = bf16.FromFloat32(f)
+				}
+				MatVec(want, mat, x)
+				if !slices.Equal(outs[m][b], want) {
+					t.Fatalf("job %d, matrix %d, input %d: outs is not MatVec's", len(jobs)-1, m, b)
+				}
+				checked++
+			}
+		}
+	}
+	with, err := New(w, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer with.Close()
+	without := newTiny(t, 3, Options{BlockSize: 32, NumBlocks: 8, Threads: 2})
+	p := qwen3.Prefill{Seq: 0, Tokens: promptTokens(3, 1), Blocks: seqTable(0, 4)}
+	steps := []qwen3.Step{{Seq: 0, Token: 5, Pos: 3, Blocks: seqTable(0, 4)}, {Seq: 1, Token: 9, Pos: 0, Blocks: seqTable(4, 4)}}
+	for _, d := range []*Decoder{with, without} {
+		if _, err := d.Prefill(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := with.Decode(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := without.Decode(steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		if a[i].Token != b[i].Token || !slices.Equal(a[i].Logits, b[i].Logits) {
+			t.Fatalf("output %d differs with Products set", i)
+		}
+	}
+	// Four passes (three prompt positions, one decode step), each of
+	// layers×4 jobs and the lm_head.
+	perPass := []job{}
+	for l := range w.Layers {
+		L := &w.Layers[l]
+		perPass = append(perPass, job{[][]bf16.BF16{L.Q, L.K, L.V}, c.HiddenSize}, job{[][]bf16.BF16{L.O}, c.QDim()},
+			job{[][]bf16.BF16{L.Gate, L.Up}, c.HiddenSize}, job{[][]bf16.BF16{L.Down}, c.IntermediateSize})
+	}
+	perPass = append(perPass, job{[][]bf16.BF16{w.LMHead}, c.HiddenSize})
+	if len(jobs) != 4*len(perPass) {
+		t.Fatalf("%d jobs, want %d", len(jobs), 4*len(perPass))
+	}
+	for i, j := range jobs {
+		e := perPass[i%len(perPass)]
+		if j.cols != e.cols || len(j.ws) != len(e.ws) {
+			t.Fatalf("job %d: %d matrices of %d columns, want %d of %d", i, len(j.ws), j.cols, len(e.ws), e.cols)
+		}
+		for m := range j.ws {
+			if &j.ws[m][0] != &e.ws[m][0] || len(j.ws[m]) != len(e.ws[m]) {
+				t.Fatalf("job %d: matrix %d is not the weight it should be", i, m)
+			}
+		}
+	}
+	// Five inputs in all (the prompt's three, the step's two), each through
+	// seven matrices a layer and the lm_head.
+	if want := 5 * (7*len(w.Layers) + 1); checked != want {
+		t.Fatalf("checked %d output rows, want %d", checked, want)
+	}
+}

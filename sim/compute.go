@@ -426,17 +426,20 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 		xr, out := src[a:a+k], dst[gout.prow(m)*gout.wp:][:n]
 		if wid != 0 {
 			if last.get(m, bv, xr, out) {
+				x.d.linFound++
 				continue
 			}
 			key := rowKey(wid, bv, xr)
 			keys[2*m], keys[2*m+1] = uint32(key), uint32(key>>32)
 			if rm.get(key, wid, bv, xr, out) {
+				x.d.linFound++
 				last.put(m, bv, xr, out)
 				continue
 			}
 		}
 		todo = append(todo, uint32(m))
 	}
+	x.d.linComputed += len(todo)
 	// Widen the input rows once: ref.MatRows and ref.DotWidened take them so.
 	xf := s.floats(len(todo) * k)
 	for i, m := range todo {

@@ -193,9 +193,10 @@ type Device struct {
 	warned      bool
 	warnings    []string
 
-	wc        wcache   // linear weights decoded, while their bytes are unwritten
-	rows      *rowMemo // linear output rows remembered (linmemo.go); nil until the first launch
-	peekPages []int    // readPagesInto's list of changed pages
+	wc                    wcache   // linear weights decoded, while their bytes are unwritten
+	rows                  *rowMemo // linear output rows remembered (linmemo.go); nil until the first launch
+	linComputed, linFound int      // linear output rows computed, and found (LinearRows)
+	peekPages             []int    // readPagesInto's list of changed pages
 	// recSlab, snapPtrs, snapBufs: what record carves recorded launches
 	// and their operand snapshots from.
 	recSlab  []opLaunch

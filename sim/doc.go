@@ -135,7 +135,10 @@
 // keep one warm and none takes a lock per row), keyed exactly by the
 // weight's contents, the bias and the input row's bits, so a row seen
 // before (the same prompt in another schedule, a schedule run again while
-// shrinking) is not computed again; before the memo, a kept weight answers
+// shrinking) is not computed again. A caller that computed rows with
+// ref.MatRows itself can hand them to the memo (RememberLinear, with the
+// weight's LinearWeightID): proptest hands over ref's rows of each
+// position before the engine under test runs it. Before the memo, a kept weight answers
 // a row whose input is the one it saw at that row index last time (a
 // decode step feeds most rows as the step before did). All of these give
 // the bytes the banks hold, as before (wcache.go, linmemo.go). Device.Recycle hands a finished device's

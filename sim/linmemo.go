@@ -57,6 +57,17 @@ func giveMemo(m *rowMemo) {
 	memoPool.free = append(memoPool.free, m)
 }
 
+// DropRowMemos empties the row memos devices hand on to later devices:
+// the next devices find only rows they compute or are handed
+// (RememberLinear). It changes no output, only what is computed again;
+// tests and benchmarks call it to compare runs from the same start. No
+// device may be running.
+func DropRowMemos() {
+	memoPool.Lock()
+	defer memoPool.Unlock()
+	memoPool.free = nil
+}
+
 // rowMemo: slots, an open-addressed table (linear probing, at most half
 // full), maps a row key to its newest entry; entries with the same key
 // chain through next. Nothing here holds a pointer the collector must
@@ -71,8 +82,11 @@ type rowMemo struct {
 }
 
 // linMemoBytes bounds the rows one memo keeps; past it the memo starts
-// again empty.
-const linMemoBytes = 8 << 20
+// again empty. With ref's rows handed over (RememberLinear), the rows
+// `offcard check --cases 200` computes fall with the size (8, 16, 32 MiB:
+// 162,000, 106,000, 71,000 of 507,000); past 16 MiB the kernel's zeroing
+// of the new memory costs what the rows save.
+const linMemoBytes = 16 << 20
 
 type canonW struct {
 	wt []bf16.BF16
@@ -140,7 +154,7 @@ type memoSlot struct {
 
 // memoSlots is the table's size; a memo starts again empty before it
 // holds more than memoSlots/2 entries, so a probe always ends.
-const memoSlots = 1 << 15
+const memoSlots = 1 << 16
 
 // slot returns the slot of key in the table, or the empty slot (ent1 0)
 // where it would go.
@@ -208,3 +222,31 @@ func (m *rowMemo) reset() {
 	m.ents = m.ents[:0]
 	m.used = 0
 }
+
+// LinearWeightID is the id the row memo knows a linear's weight by: w
+// holds n rows of k values, [out][in], as a linear with TransposeB reads
+// its weight (Hugging Face's layout). Equal contents have equal ids in the
+// whole process, whichever device or caller met them first.
+func LinearWeightID(w []bf16.BF16, n, k int) uint64 {
+	id, _ := canonWeight(w, n, k)
+	return id
+}
+
+// RememberLinear tells the device's row memo that the linear with weight
+// wid (LinearWeightID) and no bias maps input row x to output row out: a
+// later launch that reads x through that weight takes out instead of
+// computing it. out must be what the device would compute, ref.MatRows'
+// bits for the row; the device does not check it. proptest hands the
+// device the rows ref computed for the same position before the engine
+// under test runs it.
+func (d *Device) RememberLinear(wid uint64, x, out []bf16.BF16) {
+	if d.rows == nil {
+		d.rows = takeMemo()
+	}
+	d.rows.put(rowKey(wid, nil, x), wid, nil, x, out)
+}
+
+// LinearRows reports how many output rows the device's linear launches
+// computed, and how many they found instead: the same as at the weight's
+// last launch, or in the row memo.
+func (d *Device) LinearRows() (computed, found int) { return d.linComputed, d.linFound }

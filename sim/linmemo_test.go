@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/ref"
 	"github.com/offcard/offcard/tt"
 	"github.com/stretchr/testify/require"
 )
@@ -144,4 +145,56 @@ func TestRowMemoPassesFromDeviceToDevice(t *testing.T) {
 	d4 := cDev(t, Options{})
 	lin(d4)
 	require.NotSame(t, d3.rows, d4.rows, "a memo handed out twice")
+}
+
+// A remembered row is what a later launch writes for that input through
+// that weight, without computing it; other inputs, another weight with the
+// same shape, and a weight whose contents changed are computed.
+// LinearRows counts both.
+func TestRememberLinear(t *testing.T) {
+	const m, k, n = 3, 64, 96
+	r := rand.New(rand.NewPCG(21, 22))
+	x := cRand(r, m*k, false)
+	w1, w2 := cRand(r, n*k, false), cRand(r, n*k, false)
+	d := cDev(t, Options{Strict: true})
+	defer d.Recycle()
+	in := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, m, k), x)
+	wSpec := cSpec(tt.BF16, tt.Tile, 1, 1, n, k)
+	wa, wb := cUpload(t, d, wSpec, w1), cUpload(t, d, wSpec, w2)
+	out := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, m, n))
+	lin := func(w tt.Tensor) []bf16.BF16 {
+		cRun(t, d, tt.Linear{Input: in, Weight: w, Output: out, TransposeB: true})
+		return cDown(t, d, out)
+	}
+	want := make([]bf16.BF16, m*n)
+	for i := range m {
+		ref.MatVec(want[i*n:(i+1)*n], w1, x[i*k:(i+1)*k])
+	}
+	// Row 1's remembered output is not ref's: seeing it proves the launch
+	// took it.
+	fake := slices.Clone(want[n : 2*n])
+	fake[0], fake[n-1] = bf16.FromFloat32(7), bf16.FromFloat32(-7)
+	d.RememberLinear(LinearWeightID(w1, n, k), x[k:2*k], fake)
+	got := lin(wa)
+	cSame(t, "row 0", got[:n], want[:n])
+	cSame(t, "row 1 (remembered)", got[n:2*n], fake)
+	cSame(t, "row 2", got[2*n:], want[2*n:])
+	if c, f := d.LinearRows(); c != 2 || f != 1 {
+		t.Fatalf("LinearRows = %d computed, %d found; want 2 and 1", c, f)
+	}
+	// The same input through another weight is computed.
+	got = lin(wb)
+	ref.MatVec(want[n:2*n], w2, x[k:2*k])
+	cSame(t, "row 1 through another weight", got[n:2*n], want[n:2*n])
+	// So it is once the remembered weight's contents change.
+	if err := d.WriteHost(wa, tt.HostBF16(wSpec.Shape, wSpec.Layout, w2)); err != nil {
+		t.Fatal(err)
+	}
+	got = lin(wa)
+	cSame(t, "row 1 after the weight changed", got[n:2*n], want[n:2*n])
+	// The id is the contents': equal contents anywhere share it.
+	if LinearWeightID(slices.Clone(w1), n, k) != LinearWeightID(w1, n, k) || LinearWeightID(w1, n, k) == LinearWeightID(w2, n, k) ||
+		LinearWeightID(w1, k, n) == LinearWeightID(w1, n, k) {
+		t.Fatal("LinearWeightID is not the contents' and shape's id")
+	}
 }
