@@ -1,6 +1,7 @@
 package proptest
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -28,7 +29,7 @@ var shareRows = true
 // the fused weight, every other matrix as itself.
 type rowShare struct {
 	dev *sim.Device
-	x   []bf16.BF16 // an input row, narrowed back to bf16
+	x   []bf16.BF16 // the input rows, narrowed back to bf16
 	cat []bf16.BF16 // a fused output row
 }
 
@@ -68,29 +69,28 @@ func fusedID(ws [][]bf16.BF16, cols int) uint64 {
 
 // products is the oracle's ref.Options.Products.
 func (r *rowShare) products(ws [][]bf16.BF16, cols int, xs [][]float32, outs [][][]bf16.BF16) {
-	if cap(r.x) < cols {
-		r.x = make([]bf16.BF16, cols)
+	if cap(r.x) < len(xs)*cols {
+		r.x = make([]bf16.BF16, len(xs)*cols)
 	}
-	x := r.x[:cols]
-	narrow := func(xf []float32) {
+	x := r.x[:len(xs)*cols]
+	for b, xf := range xs {
 		for i, f := range xf[:cols] {
-			x[i] = bf16.FromFloat32(f) // exact: xf holds widened bf16 values
+			x[b*cols+i] = bf16.BF16(math.Float32bits(f) >> 16) // exact: xf holds widened bf16 values
 		}
 	}
+	row := func(b int) []bf16.BF16 { return x[b*cols : (b+1)*cols] }
 	if len(ws) == 3 { // q, k and v
 		wid := fusedID(ws, cols)
-		for b, xf := range xs {
-			narrow(xf)
+		for b := range xs {
 			r.cat = append(append(append(r.cat[:0], outs[0][b]...), outs[1][b]...), outs[2][b]...)
-			r.dev.RememberLinear(wid, x, r.cat)
+			r.dev.RememberLinear(wid, row(b), r.cat)
 		}
 		return
 	}
 	for m := range ws {
 		wid := fusedID(ws[m:m+1], cols)
-		for b, xf := range xs {
-			narrow(xf)
-			r.dev.RememberLinear(wid, x, outs[m][b])
+		for b := range xs {
+			r.dev.RememberLinear(wid, row(b), outs[m][b])
 		}
 	}
 }
