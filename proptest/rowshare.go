@@ -42,7 +42,9 @@ type weightKey struct {
 }
 
 // weightIDs caches sim.LinearWeightID by weightKey: the id hashes the
-// whole matrix, once per process instead of once per case.
+// whole matrix, once per process instead of once per case. A key holds its
+// matrix's first element, so the matrix stays allocated (its address is not
+// reused for other contents) while cached; ref's weights are read only.
 var weightIDs sync.Map // weightKey -> uint64
 
 // fusedID is the id of ws's matrices (cols columns each) fused in order.
