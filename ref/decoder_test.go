@@ -10,6 +10,7 @@ import (
 
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/qwen3"
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -526,39 +527,25 @@ func TestProductsAreMatRows(t *testing.T) {
 					x[i] = bf16.FromFloat32(f)
 				}
 				MatVec(want, mat, x)
-				if !slices.Equal(outs[m][b], want) {
-					t.Fatalf("job %d, matrix %d, input %d: outs is not MatVec's", len(jobs)-1, m, b)
-				}
+				require.Equal(t, want, outs[m][b], "job %d, matrix %d, input %d: outs is not MatVec's", len(jobs)-1, m, b)
 				checked++
 			}
 		}
 	}
 	with, err := New(w, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer with.Close()
 	without := newTiny(t, 3, Options{BlockSize: 32, NumBlocks: 8, Threads: 2})
 	p := qwen3.Prefill{Seq: 0, Tokens: promptTokens(3, 1), Blocks: seqTable(0, 4)}
 	steps := []qwen3.Step{{Seq: 0, Token: 5, Pos: 3, Blocks: seqTable(0, 4)}, {Seq: 1, Token: 9, Pos: 0, Blocks: seqTable(4, 4)}}
-	for _, d := range []*Decoder{with, without} {
-		if _, err := d.Prefill(p); err != nil {
-			t.Fatal(err)
-		}
+	var outs [2][]qwen3.Output
+	for i, d := range []*Decoder{with, without} {
+		_, err := d.Prefill(p)
+		require.NoError(t, err)
+		outs[i], err = d.Decode(steps)
+		require.NoError(t, err)
 	}
-	a, err := with.Decode(steps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := without.Decode(steps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range a {
-		if a[i].Token != b[i].Token || !slices.Equal(a[i].Logits, b[i].Logits) {
-			t.Fatalf("output %d differs with Products set", i)
-		}
-	}
+	require.Equal(t, outs[1], outs[0], "outputs differ with Products set")
 	// Four passes (three prompt positions, one decode step), each of
 	// layers×4 jobs and the lm_head.
 	perPass := []job{}
@@ -568,23 +555,16 @@ func TestProductsAreMatRows(t *testing.T) {
 			job{[][]bf16.BF16{L.Gate, L.Up}, c.HiddenSize}, job{[][]bf16.BF16{L.Down}, c.IntermediateSize})
 	}
 	perPass = append(perPass, job{[][]bf16.BF16{w.LMHead}, c.HiddenSize})
-	if len(jobs) != 4*len(perPass) {
-		t.Fatalf("%d jobs, want %d", len(jobs), 4*len(perPass))
-	}
+	require.Len(t, jobs, 4*len(perPass))
 	for i, j := range jobs {
 		e := perPass[i%len(perPass)]
-		if j.cols != e.cols || len(j.ws) != len(e.ws) {
-			t.Fatalf("job %d: %d matrices of %d columns, want %d of %d", i, len(j.ws), j.cols, len(e.ws), e.cols)
-		}
+		require.Equal(t, e.cols, j.cols, "job %d: columns", i)
+		require.Len(t, j.ws, len(e.ws), "job %d: matrices", i)
 		for m := range j.ws {
-			if &j.ws[m][0] != &e.ws[m][0] || len(j.ws[m]) != len(e.ws[m]) {
-				t.Fatalf("job %d: matrix %d is not the weight it should be", i, m)
-			}
+			require.True(t, &j.ws[m][0] == &e.ws[m][0] && len(j.ws[m]) == len(e.ws[m]), "job %d: matrix %d is not the weight it should be", i, m)
 		}
 	}
 	// Five inputs in all (the prompt's three, the step's two), each through
 	// seven matrices a layer and the lm_head.
-	if want := 5 * (7*len(w.Layers) + 1); checked != want {
-		t.Fatalf("checked %d output rows, want %d", checked, want)
-	}
+	require.Equal(t, 5*(7*len(w.Layers)+1), checked, "output rows checked")
 }
