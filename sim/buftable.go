@@ -10,7 +10,8 @@ import "github.com/offcard/offcard/tt"
 // the current step's). A look-up is two indexings, not a hash.
 type bufTable struct {
 	pages []*bufPage
-	n     int // live ids
+	n     int      // live ids
+	spare *bufPage // the last page dropped (all nil), for the next new one
 }
 
 type bufPage struct {
@@ -38,7 +39,12 @@ func (t *bufTable) put(id tt.TensorID, b *buffer) {
 	}
 	pg := t.pages[p]
 	if pg == nil {
-		pg = new(bufPage)
+		// A step frees all its tensors, so the page of the next ids is
+		// dropped and made again step after step: take the one dropped.
+		pg, t.spare = t.spare, nil
+		if pg == nil {
+			pg = new(bufPage)
+		}
 		t.pages[p] = pg
 	}
 	if pg.b[uint64(id)%bufPageLen] == nil {
@@ -59,6 +65,7 @@ func (t *bufTable) del(id tt.TensorID) {
 	t.n--
 	if pg.live--; pg.live == 0 {
 		t.pages[p] = nil
+		t.spare = pg
 	}
 }
 

@@ -118,3 +118,22 @@ func BenchmarkBufTable(b *testing.B) {
 		}
 	})
 }
+
+// A step that frees every tensor it made drops the page of its ids; the
+// next step's first id takes that page again instead of a new one (a new
+// 2 KiB page of pointers at every step, before).
+func TestBufTableReusesADroppedPage(t *testing.T) {
+	var tab bufTable
+	b := &buffer{}
+	id := tt.TensorID(1)
+	if n := testing.AllocsPerRun(1000, func() {
+		tab.put(id, b)
+		tab.del(id)
+		id++
+	}); n != 0 {
+		t.Fatalf("a put and a del of one id allocate %v times", n)
+	}
+	if tab.n != 0 || tab.at(id-1) != nil {
+		t.Fatal("the table is not empty")
+	}
+}
