@@ -198,3 +198,36 @@ func TestRememberLinear(t *testing.T) {
 		t.Fatal("LinearWeightID is not the contents' and shape's id")
 	}
 }
+
+// rowKey depends on each of its parts: the weight id, the bias (and its
+// presence), every input element; and its low bits (the table's index)
+// spread.
+func TestRowKeyParts(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	x := cRand(r, 128, false)
+	bias := cRand(r, 128, false)
+	base := rowKey(7, nil, x)
+	seen := map[uint64]string{base: "base"}
+	add := func(what string, k uint64) {
+		t.Helper()
+		if prev, ok := seen[k]; ok {
+			t.Fatalf("%s has the key of %s", what, prev)
+		}
+		seen[k] = what
+	}
+	add("another weight", rowKey(8, nil, x))
+	add("a bias", rowKey(7, bias, x))
+	add("a zero bias", rowKey(7, make([]bf16.BF16, 128), x))
+	for i := range x {
+		y := slices.Clone(x)
+		y[i] ^= 1
+		add("input element "+string(rune('0'+i%10)), rowKey(7, nil, y))
+	}
+	slots := map[uint64]bool{}
+	for w := range uint64(4096) {
+		slots[rowKey(w, nil, x)&(memoSlots-1)] = true
+	}
+	if len(slots) < 3500 { // 4096 keys into 65536 slots: about 3,970 distinct
+		t.Fatalf("4096 weight ids land in %d slots", len(slots))
+	}
+}
