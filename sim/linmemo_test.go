@@ -231,3 +231,12 @@ func TestRowKeyParts(t *testing.T) {
 		t.Fatalf("4096 weight ids land in %d slots", len(slots))
 	}
 }
+
+// BenchmarkRowKey is the memo's key of a 128-value input row (the tiny
+// model's hidden size).
+func BenchmarkRowKey(b *testing.B) {
+	x := cRand(rand.New(rand.NewPCG(43, 44)), 128, false)
+	for b.Loop() {
+		_ = rowKey(5, nil, x)
+	}
+}
