@@ -58,11 +58,12 @@ func giveMemo(m *rowMemo) {
 	memoPool.free = append(memoPool.free, m)
 }
 
-// DropRowMemos empties the row memos devices hand on to later devices:
-// the next devices find only rows they compute or are handed
-// (RememberLinear). It changes no output, only what is computed again;
-// tests and benchmarks call it to compare runs from the same start. No
-// device may be running.
+// DropRowMemos forgets the row memos waiting to be handed to later
+// devices, so devices made next start with empty ones and find only rows
+// they compute or are handed (RememberLinear); a memo a live device holds
+// goes back to the pool as usual. It changes no output, only what is
+// computed again: tests and benchmarks call it to compare runs from the
+// same start.
 func DropRowMemos() {
 	memoPool.Lock()
 	defer memoPool.Unlock()
