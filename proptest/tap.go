@@ -187,6 +187,7 @@ func (t *Tap) ReadHost(src tt.Tensor) (tt.HostTensor, error) {
 // Run implements tt.Device. The outputs a device allocates for an
 // Allocating op are allocations like any other (the caller frees them).
 func (t *Tap) Run(op tt.Op) ([]tt.Tensor, error) {
+	op = tt.Ptr(op) // once: the device and pageTableOf take a pointer as it is
 	outs, err := t.Device.Run(op)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -263,24 +264,16 @@ func (t *Tap) Release(id tt.TraceID) error {
 	return err
 }
 
-// pageTableOf is the page table a paged op reads (value or pointer form;
-// false: none).
+// pageTableOf is the page table a paged op reads (value or pointer form,
+// through tt.Ptr; false: none).
 func pageTableOf(op tt.Op) (tt.TensorID, bool) {
 	var pt *tt.Tensor
-	switch o := op.(type) {
-	case tt.PagedUpdateCache:
-		pt = o.PageTable
+	switch o := tt.Ptr(op).(type) {
 	case *tt.PagedUpdateCache:
-		pt = o.PageTable
-	case tt.PagedFusedUpdateCache:
 		pt = o.PageTable
 	case *tt.PagedFusedUpdateCache:
 		pt = o.PageTable
-	case tt.PagedSDPADecode:
-		return o.PageTable.ID, true
 	case *tt.PagedSDPADecode:
-		return o.PageTable.ID, true
-	case tt.PagedFillCache:
 		return o.PageTable.ID, true
 	case *tt.PagedFillCache:
 		return o.PageTable.ID, true
