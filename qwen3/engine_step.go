@@ -644,8 +644,6 @@ func (e *Engine) freeTensors(ts []tt.Tensor) {
 	}
 }
 
-// fwd runs the ops of one forward pass and tracks the outputs the device
-// allocated for them.
 // opSlots holds one op of each type the engine runs. An op passed to
 // tt.Device.Run as a value is boxed into a new interface value; passed as
 // a pointer to its slot it is not, and the device keeps nothing of it once
@@ -675,6 +673,8 @@ func reuse[T any](slot *T, op T) *T {
 	return slot
 }
 
+// fwd runs the ops of one forward pass and tracks the outputs the device
+// allocated for them.
 type fwd struct {
 	e   *Engine
 	tmp []tt.Tensor
