@@ -205,11 +205,26 @@ func (o *oracle) step(st qwen3.Step) (qwen3.Output, error) {
 	return outs[0], nil
 }
 
+// parent is the memo node st's position follows: the root for position 0
+// (ref's output and cache row there depend on the token alone, so a
+// sequence a decode starts, or one fed position 0 again, is on the memo),
+// else the sequence's node for position st.Pos-1; nil when the sequence is
+// off the memo (it jumped, or its trajectory was not remembered).
+func (o *oracle) parent(st qwen3.Step) *trajNode {
+	if st.Pos == 0 {
+		return &o.memo.root
+	}
+	if cur := o.at[st.Seq]; cur != nil && cur.pos == st.Pos-1 {
+		return cur
+	}
+	return nil
+}
+
 // hit returns the memo's node for st, or nil; on a miss the sequence's
 // position in the memo is kept for remember.
 func (o *oracle) hit(st qwen3.Step) *trajNode {
-	cur := o.at[st.Seq]
-	if cur == nil || cur.pos != st.Pos-1 {
+	cur := o.parent(st)
+	if cur == nil {
 		o.at[st.Seq] = nil
 		memoMisses.Add(1)
 		return nil
@@ -234,8 +249,8 @@ func (o *oracle) output(n *trajNode, st qwen3.Step) qwen3.Output {
 
 // remember adds what ref computed for st under the sequence's node.
 func (o *oracle) remember(st qwen3.Step, out qwen3.Output) {
-	cur := o.at[st.Seq]
-	if cur == nil || cur.pos != st.Pos-1 {
+	cur := o.parent(st)
+	if cur == nil {
 		o.at[st.Seq] = nil
 		return
 	}
