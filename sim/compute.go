@@ -824,6 +824,15 @@ func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
 	pb, po := pa[n:2*n], pa[2*n:3*n]
 	pa = pa[:n]
 	vo := bf16.FromBytes(po)
+	// used: the rows of page p that hold logical rows (a speed hint for
+	// eltwisePage, which computes or checks every element either way).
+	g := geomOf(a.spec)
+	used := func(p int) int {
+		if a.spec.Layout != tt.Tile {
+			return tt.TileSize
+		}
+		return g.tileRowsUsed(p / (g.wp / tt.TileSize))
+	}
 	for p := 0; p < a.numPages; p++ {
 		// Views of the input pages: the output is written only after
 		// both are read, so an in-place add reads its input whole.
@@ -835,7 +844,7 @@ func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
 		if err != nil {
 			return err
 		}
-		eltwisePage(vo, ra, rb, l.flag)
+		eltwisePage(vo, ra, rb, l.flag, used(p))
 		if err := x.pageIO(out, p, bf16Bytes(po, vo), true); err != nil {
 			return err
 		}
@@ -843,35 +852,75 @@ func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
 	return nil
 }
 
-// eltwiseBlock is the run of elements eltwisePage tests for zeros before
-// SiluMul: one tile face.
-const eltwiseBlock = tt.FaceSize * tt.FaceSize
-
-var zeroBlock = make([]byte, 2*eltwiseBlock)
-
 // eltwisePage is ref.Add (silu false) or ref.SiluMul over one page of
 // inputs pa and pb (little-endian bf16 bytes) into vo, bit for bit. Add
 // runs over the whole page: its vector kernel costs less than looking for
-// zeros. SiluMul gathers from a table, so a face where both inputs hold
-// +0 (bits 0x0000) is cleared without the kernel: R(R(silu(0))·0) = +0.
-// The padding rows of a decode activation's tiles are such faces.
-func eltwisePage(vo []bf16.BF16, pa, pb []byte, silu bool) {
+// zeros. SiluMul gathers from a table, so it takes a tile page in runs:
+// used is how many of its rows hold logical rows (tt.TileSize, or a page
+// that is not a whole tile: all of it is computed), and a run of the
+// padding rows below them, face by face, where both inputs hold +0 (bits
+// 0x0000) is cleared without the kernel: R(R(silu(+0))·+0) = +0. A decode
+// activation's tiles hold their users in the first rows and zeros below.
+// used only splits the work: padding that is not +0 is computed.
+func eltwisePage(vo []bf16.BF16, pa, pb []byte, silu bool, used int) {
+	const face = tt.FaceSize * tt.FaceSize
 	n := len(vo)
 	pa, pb = pa[:2*n], pb[:2*n]
-	if !silu {
-		ref.Add(vo, bf16.FromBytes(pa), bf16.FromBytes(pb))
+	if !silu || used >= tt.TileSize || n != 4*face {
+		eltwiseRun(vo, pa, pb, silu)
 		return
 	}
-	for i := 0; i < n; i += eltwiseBlock {
-		e := min(i+eltwiseBlock, n)
-		a, b := pa[2*i:2*e], pb[2*i:2*e]
-		if bytes.Equal(a, zeroBlock[:len(a)]) && bytes.Equal(b, zeroBlock[:len(b)]) {
-			clear(vo[i:e])
-			continue
+	// The page's runs of logical rows and of padding, face by face,
+	// adjacent runs of a kind merged (at most 8 runs).
+	var runs [8]struct {
+		lo, hi int
+		pad    bool
+	}
+	k := 0
+	add := func(lo, hi int, pad bool) {
+		if lo == hi {
+			return
 		}
-		ref.SiluMul(vo[i:e], bf16.FromBytes(a), bf16.FromBytes(b))
+		if k > 0 && runs[k-1].pad == pad && runs[k-1].hi == lo {
+			runs[k-1].hi = hi
+			return
+		}
+		runs[k].lo, runs[k].hi, runs[k].pad = lo, hi, pad
+		k++
+	}
+	for f := range 4 {
+		lo, hi := f*face, (f+1)*face
+		d := lo + max(0, min(tt.FaceSize, used-f/2*tt.FaceSize))*tt.FaceSize // the face's logical rows end here
+		add(lo, d, false)
+		add(d, hi, true)
+	}
+	for _, r := range runs[:k] {
+		a, b := pa[2*r.lo:2*r.hi], pb[2*r.lo:2*r.hi]
+		if r.pad && allZero(a) && allZero(b) {
+			clear(vo[r.lo:r.hi])
+		} else {
+			eltwiseRun(vo[r.lo:r.hi], a, b, silu)
+		}
 	}
 }
+
+// eltwiseRun is ref.Add or ref.SiluMul of the bf16 bytes a and b into vo.
+func eltwiseRun(vo []bf16.BF16, a, b []byte, silu bool) {
+	if len(vo) == 0 {
+		return
+	}
+	if silu {
+		ref.SiluMul(vo, bf16.FromBytes(a), bf16.FromBytes(b))
+	} else {
+		ref.Add(vo, bf16.FromBytes(a), bf16.FromBytes(b))
+	}
+}
+
+// zeroPage is a tile page of zero bytes.
+var zeroPage = make([]byte, 2*tt.TileSize*tt.TileSize)
+
+// allZero reports whether every byte of b (at most a tile page) is zero.
+func allZero(b []byte) bool { return bytes.Equal(b, zeroPage[:len(b)]) }
 
 // ---- argmax ----
 

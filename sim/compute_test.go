@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -391,23 +392,29 @@ func cPaddingZero(t *testing.T, d *Device, what string, x tt.Tensor) {
 	}
 }
 
-// TestEltwisePageZeroRuns: eltwisePage (Add over the whole page, SiluMul
-// with its zero-face shortcut) gives the kernels' bits on pages mixing
-// runs of +0, -0, one nonzero side and random values, with lengths off the
-// face size.
+// TestEltwisePageZeroRuns: eltwisePage (Add or SiluMul, with its +0
+// shortcut past a tile's used rows) gives the kernels' bits on pages mixing
+// runs of +0, -0, one nonzero side and random values: tile pages with every
+// count of used rows (the count only splits the work: padding that is not
+// +0 in both inputs is computed), and pages of other lengths.
 func TestEltwisePageZeroRuns(t *testing.T) {
+	const face = tt.FaceSize * tt.FaceSize
 	r := rand.New(rand.NewPCG(11, 12))
-	for trial := 0; trial < 200; trial++ {
-		n := 1 + r.IntN(3*eltwiseBlock)
+	for trial := 0; trial < 400; trial++ {
+		n := tt.TileSize * tt.TileSize
+		if trial%3 == 0 {
+			n = 1 + r.IntN(3*face)
+		}
+		used := r.IntN(tt.TileSize + 1)
 		a, b := cRand(r, n, true), cRand(r, n, true)
 		for i := 0; i < n; {
 			run := tt.FaceSize
 			if r.IntN(3) == 0 {
-				run = eltwiseBlock - i%eltwiseBlock // to the end of a face
+				run = face - i%face // to the end of a face
 			}
 			e := min(i+run, n)
 			switch r.IntN(6) {
-			case 0: // both +0
+			case 0, 5: // both +0
 				clear(a[i:e])
 				clear(b[i:e])
 			case 1: // +0 and -0
@@ -441,8 +448,8 @@ func TestEltwisePageZeroRuns(t *testing.T) {
 			} else {
 				ref.Add(want, a, b)
 			}
-			eltwisePage(got, bf16.Bytes(a), bf16.Bytes(b), silu)
-			cSame(t, "eltwisePage", got, want)
+			eltwisePage(got, bf16.Bytes(a), bf16.Bytes(b), silu, used)
+			cSame(t, fmt.Sprintf("eltwisePage (%d elements, %d rows used, silu %v)", n, used, silu), got, want)
 		}
 	}
 }
