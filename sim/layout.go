@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 
 	"github.com/offcard/offcard/tt"
@@ -62,8 +63,9 @@ func (t tileRuns) tilize(page, data []byte, e int) {
 // logical elements that lie in the face rows (16 elements, 16*e bytes,
 // numbered by their place in the page) whose bits mask sets (all of them:
 // ^0), and calls changed (when set) with them as runs in increasing order,
-// adjacent ones told as one.
-func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed func(lo, hi int)) {
+// adjacent ones told as one. With diff, a face row whose bytes dst holds
+// already is left and not told.
+func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, diff bool, changed func(lo, hi int)) {
 	const fs = tt.FaceSize
 	lo, hi := 0, 0
 	for r := 0; r < t.rows; r++ {
@@ -74,9 +76,16 @@ func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed fu
 			}
 			li, ti := t.first+r*t.stride+half*fs, j*fs
 			if n == fs && e == 2 {
+				if diff && sameFaceRow(dst[li*2:], page[ti*2:]) {
+					continue
+				}
 				moveFaceRow(dst[li*2:], page[ti*2:])
 			} else {
-				copy(dst[li*e:(li+n)*e], page[ti*e:])
+				to, from := dst[li*e:(li+n)*e], page[ti*e:(ti+n)*e]
+				if diff && bytes.Equal(to, from) {
+					continue
+				}
+				copy(to, from)
 			}
 			if changed == nil {
 				continue
@@ -93,6 +102,15 @@ func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed fu
 	if changed != nil && lo < hi {
 		changed(lo, hi)
 	}
+}
+
+// sameFaceRow reports whether the bf16 face rows (32 bytes) at a and b
+// hold the same bytes, in four word loads each.
+func sameFaceRow(a, b []byte) bool {
+	x, y := (*[2 * tt.FaceSize]byte)(a), (*[2 * tt.FaceSize]byte)(b)
+	le := binary.LittleEndian
+	return le.Uint64(x[0:]) == le.Uint64(y[0:]) && le.Uint64(x[8:]) == le.Uint64(y[8:]) &&
+		le.Uint64(x[16:]) == le.Uint64(y[16:]) && le.Uint64(x[24:]) == le.Uint64(y[24:])
 }
 
 // moveFaceRow copies one bf16 face row (16 elements, 32 bytes) from src to
@@ -227,7 +245,7 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 			}
 		}
 		if b.spec.Layout == tt.Tile {
-			tileRunsOf(b.spec, p).untilizeUnits(dst, page, e, mask, changed)
+			tileRunsOf(b.spec, p).untilizeUnits(dst, page, e, mask, since > 0, changed)
 		} else {
 			lo := int(uint64(p) * b.pageSize)
 			n := copy(dst[lo:], page)

@@ -306,10 +306,19 @@ func TestPeekInto(t *testing.T) {
 			covered += r[1] - r[0]
 		}
 		// Writes are tracked per stripeSize bytes: what shares the
-		// written stripe is re-read too, nothing else: the face rows of
-		// TILE pages, whole ROW_MAJOR pages.
+		// written stripe is re-read too, nothing else: whole ROW_MAJOR
+		// pages; of TILE pages, the face rows that changed (the one
+		// written).
 		s0 := (a + 10) &^ (stripeSize - 1)
-		meets := func(m2 *mem, lo, n uint64) bool { return m2 == m && lo < s0+stripeSize && s0 < lo+n }
+		if layout == tt.Tile {
+			s0 = (a + 10) &^ (2*tt.FaceSize - 1)
+		}
+		meets := func(m2 *mem, lo, n uint64) bool {
+			if layout == tt.Tile {
+				return m2 == m && lo == s0
+			}
+			return m2 == m && lo < s0+stripeSize && s0 < lo+n
+		}
 		want := 0
 		for q := 0; q < b.numPages; q++ {
 			m2, a2 := d.memAt(d.pageLoc(b, q))
@@ -399,7 +408,7 @@ func TestTileRuns(t *testing.T) {
 			slices.Sort(logical)
 			var spans []int
 			last := -1
-			tr.untilizeUnits(back, page, 2, ^uint64(0), func(lo, hi int) {
+			tr.untilizeUnits(back, page, 2, ^uint64(0), false, func(lo, hi int) {
 				if lo >= hi || lo <= last {
 					t.Fatalf("%v page %d: span [%d,%d) after %d", shape, p, lo, hi, last)
 				}
