@@ -583,9 +583,9 @@ type rotaryArgs struct {
 // ref.Rope does: R(R(x·cos) + R(rot·sin)).
 func (d *Device) rotary(o rotaryArgs) error {
 	name := o.name
-	ts := []*tt.Tensor{&o.in, &o.cos, &o.sin, &o.out}
-	if o.trans != nil {
-		ts = append(ts, o.trans)
+	ts := []*tt.Tensor{&o.in, &o.cos, &o.sin, &o.out, o.trans} // not appended to: o stays on the stack
+	if o.trans == nil {
+		ts = ts[:4]
 	}
 	llama := o.trans != nil
 	return d.launchOp(name, attrKey{b2u(llama)}, ts, func(bs []*buffer) error {
