@@ -212,10 +212,10 @@ func ucArgsString(idx *tt.Tensor, list []int32, pt *tt.Tensor, share bool, batch
 // every run of host elements it read, in increasing order, and returns
 // the clock value to pass next time. since 0 reads every page. After
 // since > 0, dst must hold what the previous call left there: the face
-// rows of a TILE tensor whose bytes it holds already are neither read nor
-// told (a write of a row of a KV cache tile tells that row, not the rows
-// sharing its stripe). Writes are
-// seen where they land in memory, whatever op or host transfer made them.
+// rows of a TILE tensor whose bytes it holds already are left and not
+// told (a write of one row of a KV cache tile tells that row, not the
+// rows sharing its stripe). Writes are seen where they land in memory,
+// whatever op or host transfer made them.
 // Like Peek it changes nothing on the device and reports no findings.
 func (d *Device) PeekInto(t tt.Tensor, dst []byte, since uint64, changed func(lo, hi int)) (uint64, error) {
 	b, ok := d.live(t)
