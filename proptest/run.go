@@ -597,8 +597,9 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 	kp := r.sut.(KVPeeker)
 	kvh, hd, bs := r.cfg.NumKeyValueHeads, r.cfg.HeadDim, r.sc.BlockSize
 	rows := expectedRows(k.act, bs)
-	// The caches were equal after the previous call (or the case ended):
-	// only what the device or ref wrote since can differ.
+	// The caches were equal after the previous call (before the first
+	// one both held +0, as PeekKV's ranges count from): only what the
+	// device or ref wrote since can differ.
 	var refRows [][2]int
 	for _, slot := range r.ref.takeWritten() {
 		blk, row := slot/bs, slot%bs

@@ -107,9 +107,9 @@ type DeviceTapper interface {
 // host transfer the engine or the sanitizer would see (sim: PeekInto),
 // after every call; in ref's layout (per layer, [block][kvHead][row]
 // [headDim]). PeekKV also returns the element ranges [lo, hi) of k and v
-// that may have changed since the layer's previous PeekKV (every element
-// the first time): outside them both hold what they held then. The slices
-// are valid until the next PeekKV.
+// that may have changed since the layer's previous PeekKV: outside them
+// both hold what they held then (the first time: +0, bits 0x0000, as
+// ref's caches start). The slices are valid until the next PeekKV.
 type KVPeeker interface {
 	PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err error)
 }
@@ -278,10 +278,12 @@ func (s *SimSUT) Recycle() {
 // case does not fault in fresh memory for its first whole-cache read.
 var peekBufs sync.Pool // of *[]byte
 
-// peekBuf is a buffer of n bytes of unspecified contents.
+// peekBuf is a buffer of n zero bytes.
 func peekBuf(n int) []byte {
 	if p, ok := peekBufs.Get().(*[]byte); ok && cap(*p) >= n {
-		return (*p)[:n]
+		b := (*p)[:n]
+		clear(b)
+		return b
 	}
 	return make([]byte, n)
 }
@@ -299,8 +301,12 @@ func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err erro
 	changed = s.changed[:0] // valid until the next PeekKV (KVPeeker)
 	for i, t := range []tt.Tensor{kt, vt} {
 		pc := &s.peeks[layer][i]
+		all := false
 		if pc.t.ID != t.ID || pc.t.Addr != t.Addr || pc.v == nil {
-			// Unspecified contents: a first read (since 0) writes every element.
+			// The first read (since 0) into +0 tells what is not +0: the
+			// first PeekKV is told from all +0. A tensor that replaced
+			// another is told whole.
+			all = pc.v != nil
 			b := peekBuf(2 * t.Spec.Volume())
 			v := bf16.FromBytes(b)
 			*pc = peekCache{t: t, b: b, v: v, alias: len(v) > 0 && &bf16.FromBytes(b[:2])[0] == &v[0]}
@@ -317,6 +323,9 @@ func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err erro
 		})
 		if err != nil {
 			return nil, nil, nil, err
+		}
+		if all {
+			changed = append(changed[:0], [2]int{0, len(pc.v)})
 		}
 		out[i] = pc.v
 	}

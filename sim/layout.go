@@ -63,9 +63,9 @@ func (t tileRuns) tilize(page, data []byte, e int) {
 // logical elements that lie in the face rows (16 elements, 16*e bytes,
 // numbered by their place in the page) whose bits mask sets (all of them:
 // ^0), and calls changed (when set) with them as runs in increasing order,
-// adjacent ones told as one. With diff, a face row whose bytes dst holds
-// already is left and not told.
-func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, diff bool, changed func(lo, hi int)) {
+// adjacent ones told as one. A face row whose bytes dst holds already is
+// left and not told.
+func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed func(lo, hi int)) {
 	const fs = tt.FaceSize
 	lo, hi := 0, 0
 	for r := 0; r < t.rows; r++ {
@@ -76,13 +76,13 @@ func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, diff bool,
 			}
 			li, ti := t.first+r*t.stride+half*fs, j*fs
 			if n == fs && e == 2 {
-				if diff && sameFaceRow(dst[li*2:], page[ti*2:]) {
+				if sameFaceRow(dst[li*2:], page[ti*2:]) {
 					continue
 				}
 				moveFaceRow(dst[li*2:], page[ti*2:])
 			} else {
 				to, from := dst[li*e:(li+n)*e], page[ti*e:(ti+n)*e]
-				if diff && bytes.Equal(to, from) {
+				if bytes.Equal(to, from) {
 					continue
 				}
 				copy(to, from)
@@ -245,7 +245,7 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 			}
 		}
 		if b.spec.Layout == tt.Tile {
-			tileRunsOf(b.spec, p).untilizeUnits(dst, page, e, mask, since > 0, changed)
+			tileRunsOf(b.spec, p).untilizeUnits(dst, page, e, mask, changed)
 		} else {
 			lo := int(uint64(p) * b.pageSize)
 			n := copy(dst[lo:], page)

@@ -369,6 +369,52 @@ func TestPeekInto(t *testing.T) {
 	}
 }
 
+// PeekInto tells the runs it changed in dst: a first read into zeros
+// tells the rows that are not +0, one into other bytes tells every
+// element; dst ends as Peek's data either way.
+func TestPeekIntoTellsWhatItChanged(t *testing.T) {
+	d := newDev(t, Options{Arch: Wormhole})
+	x := mustAlloc(t, d, tt.Spec{Shape: []int{2, 64, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved})
+	n := x.Spec.Volume()
+	v := make([]bf16.BF16, n)
+	var want [][2]int // rows 3..9 of each slice, and one element of row 40
+	for o := 0; o < 2; o++ {
+		for r := 3; r < 10; r++ {
+			for c := 0; c < 32; c++ {
+				v[(o*64+r)*32+c] = bf16.FromFloat32(float32(1 + r + c))
+			}
+		}
+		v[(o*64+40)*32+20] = 0x8000 // -0: not +0
+		want = append(want, [2]int{(o*64 + 3) * 32, (o*64 + 10) * 32}, [2]int{(o*64+40)*32 + 16, (o*64+40)*32 + 32})
+	}
+	if err := d.WriteHost(x, tt.HostBF16(x.Spec.Shape, tt.Tile, v)); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := d.Peek(x)
+	for _, c := range []struct {
+		fill byte
+		want [][2]int
+	}{{0, want}, {0xEE, [][2]int{{0, n}}}} {
+		dst := bytes.Repeat([]byte{c.fill}, 2*n)
+		var got [][2]int
+		if _, err := d.PeekInto(x, dst, 0, func(lo, hi int) {
+			if k := len(got); k > 0 && got[k-1][1] == lo { // runs meet across pages
+				got[k-1][1] = hi
+				return
+			}
+			got = append(got, [2]int{lo, hi})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dst, h.Data) {
+			t.Fatalf("into %#x: dst differs from Peek", c.fill)
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Fatalf("into %#x: told %v, want %v", c.fill, got, c.want)
+		}
+	}
+}
+
 // tileRuns against the definition, element by element: logical element
 // (o, h, w) of a TILE tensor is in page (o*hp/32 + h/32)*wp/32 + w/32 at
 // TileElem(h%32, w%32). Shapes with padding rows and columns, narrow and
@@ -408,7 +454,7 @@ func TestTileRuns(t *testing.T) {
 			slices.Sort(logical)
 			var spans []int
 			last := -1
-			tr.untilizeUnits(back, page, 2, ^uint64(0), false, func(lo, hi int) {
+			tr.untilizeUnits(back, page, 2, ^uint64(0), func(lo, hi int) {
 				if lo >= hi || lo <= last {
 					t.Fatalf("%v page %d: span [%d,%d) after %d", shape, p, lo, hi, last)
 				}

@@ -209,13 +209,14 @@ func ucArgsString(idx *tt.Tensor, list []int32, pt *tt.Tensor, share bool, batch
 // PeekInto is an incremental Peek: it reads into dst (the tensor's host
 // bytes, as Peek's Data) only the pages written since the clock value
 // since, calls changed (when not nil) with the element range [lo, hi) of
-// every run of host elements it read, in increasing order, and returns
-// the clock value to pass next time. since 0 reads every page. After
-// since > 0, dst must hold what the previous call left there: the face
-// rows of a TILE tensor whose bytes it holds already are left and not
+// every run of host elements it changed in dst, in increasing order, and
+// returns the clock value to pass next time. since 0 reads every page;
+// after since > 0, dst must hold what the previous call left there. Of a
+// TILE tensor, a face row whose bytes dst holds already is left and not
 // told (a write of one row of a KV cache tile tells that row, not the
-// rows sharing its stripe). Writes are seen where they land in memory,
-// whatever op or host transfer made them.
+// rows sharing its stripe; a first read into zeros tells what is not +0);
+// of a ROW_MAJOR tensor, every page read is told. Writes are seen where
+// they land in memory, whatever op or host transfer made them.
 // Like Peek it changes nothing on the device and reports no findings.
 func (d *Device) PeekInto(t tt.Tensor, dst []byte, since uint64, changed func(lo, hi int)) (uint64, error) {
 	b, ok := d.live(t)
