@@ -15,8 +15,8 @@ import (
 func TestPeekKVTellsFromZero(t *testing.T) {
 	sc := Scenario{Model: "tiny", ModelSeed: 1, Device: "sim", Arch: "wormhole", BlockSize: 32, NumBlocks: 8,
 		Capacity: 1, Mode: qwen3.ModeEager, Strict: true, Width: kvpage.Dynamic()}
-	// A recycled buffer of the caches' size, not zero: PeekKV must clear
-	// what it takes from the pool (when the pool hands this one out).
+	// A recycled buffer of the caches' size, not zero (when the pool hands
+	// this one out): the first read writes every element all the same.
 	cfg, err := qwen3.Preset("tiny")
 	require.NoError(t, err)
 	dirty := make([]byte, 2*sc.NumBlocks*cfg.NumKeyValueHeads*sc.BlockSize*cfg.HeadDim)

@@ -278,12 +278,10 @@ func (s *SimSUT) Recycle() {
 // case does not fault in fresh memory for its first whole-cache read.
 var peekBufs sync.Pool // of *[]byte
 
-// peekBuf is a buffer of n zero bytes.
+// peekBuf is a buffer of n bytes of unspecified contents.
 func peekBuf(n int) []byte {
 	if p, ok := peekBufs.Get().(*[]byte); ok && cap(*p) >= n {
-		b := (*p)[:n]
-		clear(b)
-		return b
+		return (*p)[:n]
 	}
 	return make([]byte, n)
 }
@@ -303,9 +301,8 @@ func (s *SimSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err erro
 		pc := &s.peeks[layer][i]
 		all := false
 		if pc.t.ID != t.ID || pc.t.Addr != t.Addr || pc.v == nil {
-			// The first read (since 0) into +0 tells what is not +0: the
-			// first PeekKV is told from all +0. A tensor that replaced
-			// another is told whole.
+			// The first read (since 0) counts from +0, as the first
+			// PeekKV does. A tensor that replaced another is told whole.
 			all = pc.v != nil
 			b := peekBuf(2 * t.Spec.Volume())
 			v := bf16.FromBytes(b)

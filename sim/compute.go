@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math"
 
@@ -896,7 +895,7 @@ func eltwisePage(vo []bf16.BF16, pa, pb []byte, silu bool, used int) {
 	}
 	for _, r := range runs[:k] {
 		a, b := pa[2*r.lo:2*r.hi], pb[2*r.lo:2*r.hi]
-		if r.pad && allZero(a) && allZero(b) {
+		if r.pad && isZero(a) && isZero(b) {
 			clear(vo[r.lo:r.hi])
 		} else {
 			eltwiseRun(vo[r.lo:r.hi], a, b, silu)
@@ -915,12 +914,6 @@ func eltwiseRun(vo []bf16.BF16, a, b []byte, silu bool) {
 		ref.Add(vo, bf16.FromBytes(a), bf16.FromBytes(b))
 	}
 }
-
-// zeroPage is a tile page of zero bytes.
-var zeroPage = make([]byte, 2*tt.TileSize*tt.TileSize)
-
-// allZero reports whether every byte of b (at most a tile page) is zero.
-func allZero(b []byte) bool { return bytes.Equal(b, zeroPage[:len(b)]) }
 
 // ---- argmax ----
 

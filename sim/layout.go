@@ -63,9 +63,9 @@ func (t tileRuns) tilize(page, data []byte, e int) {
 // logical elements that lie in the face rows (16 elements, 16*e bytes,
 // numbered by their place in the page) whose bits mask sets (all of them:
 // ^0), and calls changed (when set) with them as runs in increasing order,
-// adjacent ones told as one. A face row whose bytes dst holds already is
-// left and not told.
-func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed func(lo, hi int)) {
+// adjacent ones told as one. With diff, a face row whose bytes dst holds
+// already is left and not told.
+func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, diff bool, changed func(lo, hi int)) {
 	const fs = tt.FaceSize
 	lo, hi := 0, 0
 	for r := 0; r < t.rows; r++ {
@@ -76,13 +76,13 @@ func (t tileRuns) untilizeUnits(dst, page []byte, e int, mask uint64, changed fu
 			}
 			li, ti := t.first+r*t.stride+half*fs, j*fs
 			if n == fs && e == 2 {
-				if sameFaceRow(dst[li*2:], page[ti*2:]) {
+				if diff && sameFaceRow(dst[li*2:], page[ti*2:]) {
 					continue
 				}
 				moveFaceRow(dst[li*2:], page[ti*2:])
 			} else {
 				to, from := dst[li*e:(li+n)*e], page[ti*e:(ti+n)*e]
-				if bytes.Equal(to, from) {
+				if diff && bytes.Equal(to, from) {
 					continue
 				}
 				copy(to, from)
@@ -181,8 +181,10 @@ func (d *Device) readPages(b *buffer, op string) []byte {
 // readPagesInto untilizes the buffer's pages into dst, its logical bytes:
 // every page when since is 0, else only the pages (TILE: the face rows of
 // the pages) that share a stripe written while the clock read since or
-// later; changed, when set, hears of every run of elements written
-// [lo, hi), in increasing order. A read by op (not "", i.e. not a Peek)
+// later; changed, when set, hears in increasing order of the runs of
+// elements [lo, hi) that may differ from what dst held: when since is 0,
+// every run but those of pages holding only +0 bytes; after since, the
+// runs read (TILE: the face rows whose bytes changed). A read by op (not "", i.e. not a Peek)
 // reports the first never-written byte of a page as a strict Finding.
 func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, changed func(lo, hi int)) {
 	e := b.spec.DType.Size()
@@ -244,13 +246,18 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 					Detail: spaceName(loc) + " byte " + hex(at-a+loc.Addr) + " of page " + itoa(p) + " was never written (poison)"})
 			}
 		}
+		// A first read counts from +0: a page of +0 is read but not told.
+		tell := changed
+		if since == 0 && tell != nil && isZero(page) {
+			tell = nil
+		}
 		if b.spec.Layout == tt.Tile {
-			tileRunsOf(b.spec, p).untilizeUnits(dst, page, e, mask, changed)
+			tileRunsOf(b.spec, p).untilizeUnits(dst, page, e, mask, since > 0, tell)
 		} else {
 			lo := int(uint64(p) * b.pageSize)
 			n := copy(dst[lo:], page)
-			if changed != nil {
-				changed(lo/e, (lo+n)/e)
+			if tell != nil {
+				tell(lo/e, (lo+n)/e)
 			}
 		}
 	}

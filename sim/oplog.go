@@ -209,14 +209,17 @@ func ucArgsString(idx *tt.Tensor, list []int32, pt *tt.Tensor, share bool, batch
 // PeekInto is an incremental Peek: it reads into dst (the tensor's host
 // bytes, as Peek's Data) only the pages written since the clock value
 // since, calls changed (when not nil) with the element range [lo, hi) of
-// every run of host elements it changed in dst, in increasing order, and
-// returns the clock value to pass next time. since 0 reads every page;
-// after since > 0, dst must hold what the previous call left there. Of a
-// TILE tensor, a face row whose bytes dst holds already is left and not
-// told (a write of one row of a KV cache tile tells that row, not the
-// rows sharing its stripe; a first read into zeros tells what is not +0);
-// of a ROW_MAJOR tensor, every page read is told. Writes are seen where
-// they land in memory, whatever op or host transfer made them.
+// every run of host elements that may differ from what dst held, in
+// increasing order, and returns the clock value to pass next time.
+//   - since 0 reads every page and counts from +0 (bits 0x0000): the runs
+//     of pages that hold only +0 bytes are written into dst but not told.
+//   - After since > 0, dst must hold what the previous call left there:
+//     the runs of the pages written since are told, but of a TILE tensor
+//     only its face rows whose bytes changed (a write of one row of a KV
+//     cache tile tells that row, not the rows sharing its stripe).
+//
+// Writes are seen where they land in memory, whatever op or host transfer
+// made them.
 // Like Peek it changes nothing on the device and reports no findings.
 func (d *Device) PeekInto(t tt.Tensor, dst []byte, since uint64, changed func(lo, hi int)) (uint64, error) {
 	b, ok := d.live(t)
