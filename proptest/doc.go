@@ -68,9 +68,11 @@
 //     does not hold ref's values is a write that went elsewhere or was
 //     dropped; any other row that differs is a stray write. The bytes are
 //     read where the kernel wrote, not from any log. As the caches were
-//     equal after the previous call, only what changed is compared: the
-//     pages the device's memory saw written since (sim's write stamps) and
-//     the rows ref was asked to write; the verdict is the whole diff's. The device's KV write
+//     equal after the previous call (before the first, both held +0), only
+//     what changed is compared: what the device's memory saw written since
+//     (sim's write stamps; of a tile, the face rows whose bytes changed;
+//     the first time, what is not +0) and the rows ref was asked to write;
+//     the verdict is the whole diff's. The device's KV write
 //     log (KVObserver) is checked too: exactly one write per position,
 //     slot, layer and K/V, none for inactive slots, none by finish or
 //     recapture. A prefill by one program (paged_fill_cache) writes the
