@@ -113,11 +113,12 @@
 // in one look; a DRAM tensor's changed pages are found from its banks'
 // stamps, not page by page), so a later PeekInto re-reads only the pages
 // (of a TILE tensor: the tile face rows) in stripes written since the
-// previous one, whatever op or transfer wrote them. The cache kernels'
-// writes of whole tiles (paged_update_cache, paged_fill_cache) stamp only
-// the stripes whose bytes they changed (the memory ends the same, and
-// strict marks the whole tile written), so a decode step's peek re-reads
-// a row, not a tile.
+// previous one, whatever op or transfer wrote them, and tells the face
+// rows whose bytes changed (a first PeekInto counts from +0). The cache
+// kernels' writes of whole tiles (paged_update_cache, paged_fill_cache)
+// stamp only the stripes whose bytes they changed (the memory ends the
+// same, and strict marks the whole tile written), so a decode step's peek
+// re-reads two stripes and tells one row, not a tile.
 //
 // Performance: eager launches run on the live buffers from device-owned
 // launch values (program-cache keys are built in a reused buffer from

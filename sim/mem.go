@@ -126,7 +126,7 @@ const (
 	// A stripe is 8 face rows of a bf16 tile (16 elements, 32 bytes each):
 	// a decode step's KV write changes one row of a cache tile, two face
 	// rows in two stripes, so PeekInto re-reads those 16 face rows (a
-	// quarter of the tile), not the whole tile.
+	// quarter of the tile), not the whole tile, and tells the two.
 	stripeShift = 8
 	stripeSize  = 1 << stripeShift
 )

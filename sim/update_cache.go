@@ -33,7 +33,7 @@ func (f *Fault) Error() string {
 // kernels that write DRAM here write whole cache tiles (paged_update_cache
 // the tiles it read and modified, paged_fill_cache the prompt's), so a
 // write goes through mem.rewrite: the stripes a write leaves as they were
-// keep their stamps, and PeekInto re-reads only the changed rows. Memory
+// keep their stamps, and PeekInto re-reads only their stripes. Memory
 // ends the same as after a plain write, and strict marks the whole slot
 // written, as the card's write of the whole tile does.
 func (d *Device) dramIO(op string, core, bank int, addr uint64, buf []byte, write bool) error {
