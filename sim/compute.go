@@ -254,7 +254,7 @@ func execEmbedding(l *opLaunch, x *opIO, s *scratch) error {
 			return err
 		}
 	}
-	g := geomOf(out.spec)
+	g := out.g
 	hidden := w.spec.Width()
 	dst := s.buf(0, g.size())
 	clear(dst)
@@ -319,8 +319,8 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 		if !shapeEqual(in.spec.Shape, out.spec.Shape) {
 			return opErr(name, "Output shape %v != input shape %v", out.spec.Shape, in.spec.Shape)
 		}
-		if w.spec.Volume() != geomOf(in.spec).w {
-			return opErr(name, "Weight tensor has %d elements, want %d (the last dim)", w.spec.Volume(), geomOf(in.spec).w)
+		if w.spec.Volume() != in.g.w {
+			return opErr(name, "Weight tensor has %d elements, want %d (the last dim)", w.spec.Volume(), in.g.w)
 		}
 		return nil
 	}, opLaunch{eps: o.Epsilon, run: execRMSNorm})
@@ -328,7 +328,7 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 
 func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {
 	in, w, out := l.bufs[0], l.bufs[1], l.bufs[2]
-	gi, go_ := geomOf(in.spec), geomOf(out.spec)
+	gi, go_ := in.g, out.g
 	src := s.buf(0, gi.size())
 	if err := x.readRows(s, in, src); err != nil {
 		return err
@@ -367,7 +367,7 @@ func (d *Device) linear(o tt.Linear) error {
 				return err
 			}
 		}
-		gi, gw, gout := geomOf(in.spec), geomOf(w.spec), geomOf(out.spec)
+		gi, gw, gout := in.g, w.g, out.g
 		k, n := gw.h*gw.outer, gw.w
 		if o.TransposeB {
 			k, n = n, k
@@ -387,7 +387,7 @@ func (d *Device) linear(o tt.Linear) error {
 
 func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	in, w, out, bias := l.bufs[0], l.bufs[1], l.bufs[2], l.bufs[3]
-	gi, gout := geomOf(in.spec), geomOf(out.spec)
+	gi, gout := in.g, out.g
 	k := gi.w
 	n := gout.w
 	src := s.buf(0, gi.size())
@@ -507,7 +507,7 @@ func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode, outs []tt.Tensor) err
 				return err
 			}
 		}
-		gi := geomOf(in.spec)
+		gi := in.g
 		q := bs[1].spec
 		if err := wantRank(name, "Q", bs[1], 4); err != nil {
 			return err
@@ -535,7 +535,7 @@ func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode, outs []tt.Tensor) err
 
 func execCreateHeads(l *opLaunch, x *opIO, s *scratch) error {
 	in := l.bufs[0]
-	gi := geomOf(in.spec)
+	gi := in.g
 	src := s.buf(0, gi.size())
 	if err := x.readRows(s, in, src); err != nil {
 		return err
@@ -547,7 +547,7 @@ func execCreateHeads(l *opLaunch, x *opIO, s *scratch) error {
 		if i > 0 {
 			heads = nkv
 		}
-		g := geomOf(out.spec)
+		g := out.g
 		dst := s.buf(1, g.size())
 		dh := g.w
 		for b := 0; b < gi.rows(); b++ {
@@ -640,7 +640,7 @@ func (d *Device) rotary(o rotaryArgs) error {
 
 func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 	in, cb, sb, out := l.bufs[0], l.bufs[1], l.bufs[2], l.bufs[3]
-	gi, gout := geomOf(in.spec), geomOf(out.spec)
+	gi, gout := in.g, out.g
 	src := s.buf(0, gi.size())
 	if err := x.readRows(s, in, src); err != nil {
 		return err
@@ -768,7 +768,7 @@ func (d *Device) concatHeads(o tt.ConcatHeads) error {
 		if o.NumHeads <= 0 || o.NumHeads > sh[2] {
 			return opErr(name, "num_heads %d out of range for input shape %v", o.NumHeads, sh)
 		}
-		g := geomOf(out.spec)
+		g := out.g
 		if g.rows() != sh[0]*sh[1] || g.w != o.NumHeads*sh[3] {
 			return opErr(name, "Output shape %v, want [1, 1, %d, %d]", out.spec.Shape, sh[0]*sh[1], o.NumHeads*sh[3])
 		}
@@ -778,7 +778,7 @@ func (d *Device) concatHeads(o tt.ConcatHeads) error {
 
 func execConcat(l *opLaunch, x *opIO, s *scratch) error {
 	in, out := l.bufs[0], l.bufs[1]
-	gi, gout := geomOf(in.spec), geomOf(out.spec)
+	gi, gout := in.g, out.g
 	src := s.buf(0, gi.size())
 	if err := x.readRows(s, in, src); err != nil {
 		return err
@@ -825,7 +825,7 @@ func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
 	vo := bf16.FromBytes(po)
 	// used: the rows of page p that hold logical rows (a speed hint for
 	// eltwisePage, which computes or checks every element either way).
-	g := geomOf(a.spec)
+	g := a.g
 	used := func(p int) int {
 		if a.spec.Layout != tt.Tile {
 			return tt.TileSize
@@ -935,8 +935,8 @@ func (d *Device) argmax(o tt.Argmax) error {
 		if err := wantLayout(name, "Output tensor", out, tt.RowMajor); err != nil {
 			return err
 		}
-		if out.spec.Volume() < geomOf(in.spec).rows() {
-			return opErr(name, "Output tensor %v holds fewer than %d indices", out.spec.Shape, geomOf(in.spec).rows())
+		if out.spec.Volume() < in.g.rows() {
+			return opErr(name, "Output tensor %v holds fewer than %d indices", out.spec.Shape, in.g.rows())
 		}
 		return nil
 	}, opLaunch{run: execArgmax})
@@ -944,7 +944,7 @@ func (d *Device) argmax(o tt.Argmax) error {
 
 func execArgmax(l *opLaunch, x *opIO, s *scratch) error {
 	in, out := l.bufs[0], l.bufs[1]
-	g := geomOf(in.spec)
+	g := in.g
 	src := s.buf(0, g.size())
 	if err := x.readRows(s, in, src); err != nil {
 		return err

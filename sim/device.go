@@ -217,6 +217,7 @@ type buffer struct {
 	perBank   uint64 // bytes per bank (before allocator rounding)
 	shardPage int    // pages per shard (sharded only)
 	key       string // specKey(spec), the tensor's part of program-cache keys
+	g         geom   // geomOf(spec): ops read it at every launch
 }
 
 // New builds a device.
@@ -367,7 +368,7 @@ func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
 	} else {
 		b = new(buffer)
 	}
-	*b = buffer{spec: spec, bt: spec.Memory.Buffer, pageSize: uint64(spec.PageSize()), numPages: spec.NumPages()}
+	*b = buffer{spec: spec, bt: spec.Memory.Buffer, pageSize: uint64(spec.PageSize()), numPages: spec.NumPages(), g: geomOf(spec)}
 	al := d.arch.dramAlign
 	if b.bt == tt.L1 {
 		al = d.arch.l1Align

@@ -23,9 +23,8 @@ func TileElem(r, c int) int {
 // padded height is a multiple of 32.
 type tileRuns struct{ rows, first, stride, n0, n1 int }
 
-// tileRunsOf describes tile page t of a tensor of spec s.
-func tileRunsOf(s tt.Spec, t int) tileRuns {
-	g := geomOf(s)
+// tileRunsOf describes tile page t of a TILE tensor of geometry g.
+func tileRunsOf(g geom, t int) tileRuns {
 	wt := g.wp / tt.TileSize
 	tr, tc := t/wt, t%wt
 	o, hh0 := tr*tt.TileSize/g.hp, tr*tt.TileSize%g.hp
@@ -144,7 +143,7 @@ func (d *Device) writePages(b *buffer, data []byte) {
 		case zero:
 			clear(page)
 		case b.spec.Layout == tt.Tile:
-			t := tileRunsOf(b.spec, p)
+			t := tileRunsOf(b.g, p)
 			if !t.full() || n > b.pageSize {
 				clear(page)
 			}
@@ -252,7 +251,7 @@ func (d *Device) readPagesInto(b *buffer, dst []byte, op string, since uint64, c
 			tell = nil
 		}
 		if b.spec.Layout == tt.Tile {
-			tileRunsOf(b.spec, p).untilizeUnits(dst, page, e, mask, since > 0, tell)
+			tileRunsOf(b.g, p).untilizeUnits(dst, page, e, mask, since > 0, tell)
 		} else {
 			lo := int(uint64(p) * b.pageSize)
 			n := copy(dst[lo:], page)

@@ -328,7 +328,7 @@ func TestPeekInto(t *testing.T) {
 				}
 				continue
 			}
-			tr := tileRunsOf(b.spec, q)
+			tr := tileRunsOf(b.g, q)
 			for r := 0; r < tr.rows; r++ {
 				for half, n := range [2]int{tr.n0, tr.n1} {
 					if n > 0 && meets(m2, a2+uint64(2*TileElem(r, 16*half)), 32) {
@@ -435,7 +435,7 @@ func TestTileRuns(t *testing.T) {
 		}
 		back := make([]byte, len(data))
 		for p := 0; p < pages; p++ {
-			tr := tileRunsOf(s, p)
+			tr := tileRunsOf(geomOf(s), p)
 			page := make([]byte, 2048)
 			tr.tilize(page, data, 2)
 			var logical []int

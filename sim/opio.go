@@ -283,7 +283,7 @@ func (x *opIO) untilize(s *scratch, b *buffer, dst []bf16.BF16, logicalOnly bool
 		}
 		return nil
 	}
-	g := geomOf(b.spec)
+	g := b.g
 	wt := g.wp / tt.TileSize
 	for p := 0; p < b.numPages; p++ {
 		v, err := x.pageView(b, p, pg)
@@ -318,7 +318,7 @@ func (x *opIO) writePadded(s *scratch, b *buffer, src []bf16.BF16, only func(p i
 		}
 		return nil
 	}
-	wp := geomOf(b.spec).wp
+	wp := b.g.wp
 	wt := wp / tt.TileSize
 	for p := 0; p < b.numPages; p++ {
 		if only != nil && !only(p) {
@@ -349,7 +349,7 @@ func (x *opIO) writeRows(s *scratch, b *buffer, src []bf16.BF16) error {
 		return x.writePadded(s, b, src, nil) // the padded view is the logical one
 	}
 	sb := bf16.View(src) // read only
-	g := geomOf(b.spec)
+	g := b.g
 	wt := g.wp / tt.TileSize
 	for p := 0; p < b.numPages; p++ {
 		tr, tc := p/wt, p%wt
@@ -401,7 +401,7 @@ func bf16Bytes(pg []byte, view []bf16.BF16) []byte {
 
 // readLogical reads a BF16 tensor's logical elements in row-major order.
 func (x *opIO) readLogical(s *scratch, slot int, b *buffer, dst []bf16.BF16) error {
-	g := geomOf(b.spec)
+	g := b.g
 	if g.h == g.hp && g.w == g.wp {
 		return x.readPadded(s, b, dst)
 	}

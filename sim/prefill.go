@@ -381,7 +381,7 @@ func (d *Device) sdpaPrefill(o tt.SDPA, output tt.Tensor) error {
 
 func execSDPAPrefill(l *opLaunch, x *opIO, s *scratch) error {
 	qb, kb, vb, out := l.bufs[0], l.bufs[1], l.bufs[2], l.bufs[3]
-	gq, gk, gout := geomOf(qb.spec), geomOf(kb.spec), geomOf(out.spec)
+	gq, gk, gout := qb.g, kb.g, out.g
 	qv := s.buf(0, gq.size())
 	if err := x.readPadded(s, qb, qv); err != nil {
 		return err

@@ -250,7 +250,7 @@ func (l *sdpaLaunch) exec(d *Device) error {
 		return err
 	}
 	x.checkReads = false // Q rows of skipped users may be garbage
-	gq, gout := geomOf(l.q.spec), geomOf(l.out.spec)
+	gq, gout := l.q.g, l.out.g
 	qv := s.buf(0, gq.size())
 	if err := x.readRows(s, l.q, qv); err != nil {
 		return err

@@ -107,7 +107,7 @@ func (x *opIO) linearWeight(s *scratch, w *buffer, flag bool, k, n int) ([]bf16.
 			return e.wt, e.id, &e.last, nil
 		}
 	}
-	gw := geomOf(w.spec)
+	gw := w.g
 	wt := s.buf(1, n*k) // a kept weight is read from its canonical copy
 	if flag && gw.w == gw.wp && gw.h == gw.hp {
 		if err := x.readPadded(s, w, wt); err != nil {
