@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/ref"
 	"github.com/offcard/offcard/tt"
 	"github.com/stretchr/testify/require"
@@ -450,6 +451,32 @@ func TestEltwisePageZeroRuns(t *testing.T) {
 			}
 			eltwisePage(got, bf16.Bytes(a), bf16.Bytes(b), silu, used)
 			cSame(t, fmt.Sprintf("eltwisePage (%d elements, %d rows used, silu %v)", n, used, silu), got, want)
+		}
+	}
+}
+
+// argmaxBF16 is qwen3.Argmax over the widened values, on random rows of
+// every bit pattern and of the edge values (±0, ±Inf, NaNs of both signs,
+// the smallest subnormals).
+func TestArgmaxBF16IsQwen3Argmax(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	edges := []bf16.BF16{0, 0x8000, 0x7F80, 0xFF80, 0x7FC1, 0xFFC1, 0x7F81, 1, 0x8001}
+	for trial := 0; trial < 100000; trial++ {
+		v := make([]bf16.BF16, 1+r.IntN(40))
+		for i := range v {
+			switch r.IntN(5) {
+			case 0:
+				v[i] = bf16.BF16(r.IntN(1 << 16))
+			case 1:
+				v[i] = edges[r.IntN(len(edges))]
+			default:
+				v[i] = bf16.FromFloat32(float32(r.NormFloat64()))
+			}
+		}
+		f := make([]float32, len(v))
+		bf16.ToFloat32s(f, v)
+		if got, want := argmaxBF16(v), qwen3.Argmax(f); int32(got) != want {
+			t.Fatalf("%#04x: argmaxBF16 %d, qwen3.Argmax %d", v, got, want)
 		}
 	}
 }
