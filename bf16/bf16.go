@@ -79,8 +79,13 @@ func ULP(b BF16) float32 {
 // ToFloat32s widens each element of src into dst (len(dst) >= len(src)).
 func ToFloat32s(dst []float32, src []BF16) {
 	dst = dst[:len(src)]
-	for i, b := range src {
-		dst[i] = b.Float32()
+	i := 0
+	for ; i+4 <= len(src); i += 4 { // four at a time: one bounds check each
+		s, d := src[i:i+4:i+4], dst[i:i+4:i+4]
+		d[0], d[1], d[2], d[3] = s[0].Float32(), s[1].Float32(), s[2].Float32(), s[3].Float32()
+	}
+	for ; i < len(src); i++ {
+		dst[i] = src[i].Float32()
 	}
 }
 

@@ -58,6 +58,37 @@ func TestWideningIsExact(t *testing.T) {
 	}
 }
 
+// ToFloat32s widens every element, at every length (its four-at-a-time
+// body and its tail), and writes nothing past len(src).
+func TestToFloat32s(t *testing.T) {
+	src := make([]BF16, 1<<16)
+	for u := range src {
+		src[u] = BF16(u)
+	}
+	for n := 0; n <= 40; n++ {
+		for _, off := range []int{0, 1, 3, 1 << 15, 1<<16 - 40} {
+			dst := make([]float32, n+1)
+			dst[n] = -1
+			ToFloat32s(dst, src[off:off+n])
+			for i := 0; i < n; i++ {
+				if math.Float32bits(dst[i]) != uint32(off+i)<<16 {
+					t.Fatalf("n %d: element %d of %#04x: %#08x", n, i, off+i, math.Float32bits(dst[i]))
+				}
+			}
+			if dst[n] != -1 {
+				t.Fatalf("n %d: wrote past the end", n)
+			}
+		}
+	}
+	all := make([]float32, len(src))
+	ToFloat32s(all, src)
+	for u, f := range all {
+		if math.Float32bits(f) != uint32(u)<<16 {
+			t.Fatalf("%#04x widened to %#08x", u, math.Float32bits(f))
+		}
+	}
+}
+
 // Every float32 rounds to one of its two bf16 neighbours, the nearer one, and
 // on a tie the even one. Checked on a dense sweep against float64 arithmetic.
 func TestRoundingIsNearestEven(t *testing.T) {
