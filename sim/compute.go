@@ -443,7 +443,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	xf := s.floats(len(todo) * k)
 	for i, m := range todo {
 		a := gi.prow(int(m)) * gi.wp
-		widen(xf[i*k:(i+1)*k], src[a:a+k])
+		bf16.ToFloat32s(xf[i*k:(i+1)*k], src[a:a+k])
 	}
 	if bv == nil {
 		dsts, xs := s.rowsOut(len(todo)), s.rowsIn(len(todo))
@@ -992,12 +992,4 @@ func argmaxBF16(v []bf16.BF16) uint32 {
 		}
 	}
 	return uint32(best)
-}
-
-// widen converts src into dst (len(dst) >= len(src)).
-func widen(dst []float32, src []bf16.BF16) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = math.Float32frombits(uint32(v) << 16)
-	}
 }
