@@ -1,6 +1,7 @@
 package proptest
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,4 +52,31 @@ func TestOracleMemoFollowsDecodeStarts(t *testing.T) {
 	hits, misses := run()
 	require.Equal(t, int64(len(steps)), hits, "second run: every position from the memo")
 	require.Zero(t, misses)
+}
+
+// ModelWeights hands every caller of a (preset, seed) the same weights,
+// also callers racing for it (the oracle's memo is keyed by them), and
+// other seeds other weights; an unknown preset is an error.
+func TestModelWeightsOncePerModel(t *testing.T) {
+	sc := Scenario{Model: "tiny", ModelSeed: 93}
+	got := make([]*qwen3.Weights, 8)
+	errs := make([]error, len(got))
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = ModelWeights(sc)
+		}()
+	}
+	wg.Wait()
+	for i, w := range got {
+		require.NoError(t, errs[i])
+		require.Same(t, got[0], w)
+	}
+	other, err := ModelWeights(Scenario{Model: "tiny", ModelSeed: 94})
+	require.NoError(t, err)
+	require.NotSame(t, got[0], other)
+	_, err = ModelWeights(Scenario{Model: "no-such-model", ModelSeed: 1})
+	require.Error(t, err)
 }

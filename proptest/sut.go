@@ -140,30 +140,29 @@ type PageTableObserver interface {
 }
 
 // The model weights are synthesised once per (preset, seed) and shared,
-// read-only, by every run.
-var (
-	weightsMu    sync.Mutex
-	weightsCache = map[string]*qwen3.Weights{}
-)
+// read-only, by every run; workers that need different models synthesise
+// them at the same time (a campaign's first cases need all three).
+var weightsCache sync.Map // key -> *modelWeights
+
+type modelWeights struct {
+	once sync.Once
+	w    *qwen3.Weights
+	err  error
+}
 
 // ModelWeights returns the scenario's (cached) synthetic weights.
 func ModelWeights(sc Scenario) (*qwen3.Weights, error) {
-	key := fmt.Sprintf("%s/%d", sc.Model, sc.ModelSeed)
-	weightsMu.Lock()
-	defer weightsMu.Unlock()
-	if w, ok := weightsCache[key]; ok {
-		return w, nil
-	}
-	cfg, err := qwen3.Preset(sc.Model)
-	if err != nil {
-		return nil, err
-	}
-	w, err := qwen3.Synth(cfg, sc.ModelSeed)
-	if err != nil {
-		return nil, err
-	}
-	weightsCache[key] = w
-	return w, nil
+	v, _ := weightsCache.LoadOrStore(fmt.Sprintf("%s/%d", sc.Model, sc.ModelSeed), &modelWeights{})
+	m := v.(*modelWeights)
+	m.once.Do(func() {
+		cfg, err := qwen3.Preset(sc.Model)
+		if err != nil {
+			m.err = err
+			return
+		}
+		m.w, m.err = qwen3.Synth(cfg, sc.ModelSeed)
+	})
+	return m.w, m.err
 }
 
 // SimSUT is qwen3.Engine on the simulator, with every observation: the
