@@ -338,7 +338,7 @@ func (d *Device) pageLoc(b *buffer, p int) PageLoc {
 	if m := b.spec.Memory; m.Layout == tt.WidthSharded {
 		// Tile (tr, tc) of the [Height/32, Width/32] grid lives in shard
 		// tc / (shard width / 32), row-major inside the shard.
-		wt := b.g.w / tt.TileSize
+		wt := b.g.wp / tt.TileSize // Width(): the padded width
 		swt := m.Shard.Shape[1] / tt.TileSize
 		tr, tc := p/wt, p%wt
 		return PageLoc{tt.L1, m.Shard.FirstCore + tc/swt, b.addr + uint64(tr*swt+tc%swt)*b.aligned}
