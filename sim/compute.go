@@ -412,10 +412,7 @@ func execLinear(l *opLaunch, x *opIO, s *scratch) error {
 	// memo (linmemo.go) hold.
 	var rm *rowMemo
 	if wid != 0 {
-		if x.d.rows == nil {
-			x.d.rows = takeMemo()
-		}
-		rm = x.d.rows
+		rm = x.d.rowMemo()
 	}
 	rows := gi.rows()
 	todo := s.u32(rows)[:0]

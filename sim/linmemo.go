@@ -242,10 +242,15 @@ func LinearWeightID(w []bf16.BF16, n, k int) uint64 {
 // device the rows ref computed for the same position before the engine
 // under test runs it.
 func (d *Device) RememberLinear(wid uint64, x, out []bf16.BF16) {
+	d.rowMemo().put(rowKey(wid, nil, x), wid, nil, x, out)
+}
+
+// rowMemo is the device's row memo, taken from the pool at first use.
+func (d *Device) rowMemo() *rowMemo {
 	if d.rows == nil {
 		d.rows = takeMemo()
 	}
-	d.rows.put(rowKey(wid, nil, x), wid, nil, x, out)
+	return d.rows
 }
 
 // LinearRows reports how many output rows the device's linear launches
