@@ -2,6 +2,7 @@ package proptest
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -60,11 +61,15 @@ type trajMemo struct {
 }
 
 type trajNode struct {
-	tok  int32
-	pos  int
-	out  qwen3.Output // Seq is not meaningful
-	k, v []bf16.BF16  // [layer][kvHeads*headDim]
-	kids []*trajNode
+	tok int32
+	pos int
+	out qwen3.Output // Seq is not meaningful; Logits nil (see logits)
+	// logits are out's logits as bf16 (exact: ref's logits are widened
+	// bf16), half the memory of the float32 ones in a memo that lives as
+	// long as the process.
+	logits []bf16.BF16
+	k, v   []bf16.BF16 // [layer][kvHeads*headDim]
+	kids   []*trajNode
 }
 
 func (n *trajNode) child(tok int32) *trajNode {
@@ -244,6 +249,8 @@ func (o *oracle) hit(st qwen3.Step) *trajNode {
 func (o *oracle) output(n *trajNode, st qwen3.Step) qwen3.Output {
 	out := n.out
 	out.Seq = st.Seq
+	out.Logits = make([]float32, len(n.logits))
+	bf16.ToFloat32s(out.Logits, n.logits)
 	return out
 }
 
@@ -254,8 +261,11 @@ func (o *oracle) remember(st qwen3.Step, out qwen3.Output) {
 		o.at[st.Seq] = nil
 		return
 	}
-	n := &trajNode{tok: st.Token, pos: st.Pos, out: out}
-	n.out.Seq = 0
+	n := &trajNode{tok: st.Token, pos: st.Pos, out: out, logits: make([]bf16.BF16, len(out.Logits))}
+	n.out.Seq, n.out.Logits = 0, nil
+	for i, f := range out.Logits {
+		n.logits[i] = bf16.BF16(math.Float32bits(f) >> 16) // exact: widened bf16
+	}
 	n.k, n.v = o.readKV(st)
 	o.memo.mu.Lock()
 	defer o.memo.mu.Unlock()
