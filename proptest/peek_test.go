@@ -1,10 +1,12 @@
 package proptest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 )
@@ -47,4 +49,49 @@ func TestPeekKVTellsFromZero(t *testing.T) {
 	_, _, changed, err = s.PeekKV(0)
 	require.NoError(t, err)
 	require.Equal(t, [][2]int{{0, len(k)}}, mergeSpans(changed))
+}
+
+// strayKVSUT reports, from its second KV peek on, a value in the last
+// block of layer 1's V cache: a device write no position maps to, in a
+// block far past any ref wrote (ref holds memory only up to its highest
+// written block).
+type strayKVSUT struct {
+	*SimSUT
+	peeks *int
+}
+
+func (s strayKVSUT) PeekKV(layer int) (k, v []bf16.BF16, changed [][2]int, err error) {
+	k, v, changed, err = s.SimSUT.PeekKV(layer)
+	if err == nil && layer == 1 {
+		if *s.peeks++; *s.peeks >= 2 {
+			v[len(v)-1] = 0x3F80 // 1.0
+			changed = append(changed, [2]int{len(v) - 1, len(v)})
+		}
+	}
+	return k, v, changed, err
+}
+
+func TestStrayWritePastRefsBlocks(t *testing.T) {
+	s, err := ParseScript(strings.NewReader(`model tiny seed=1
+device sim arch=wormhole strict
+engine block=32 blocks=64 width=fixed:2 capacity=2 mode=eager
+admit seq=0 prompt=5
+decode steps=2
+`))
+	require.NoError(t, err)
+	f, _, err := RunScript(s, SimFactory)
+	require.NoError(t, err)
+	require.Nil(t, f, "real engine")
+	f, _, err = RunScript(s, func(sc Scenario) (SUT, error) {
+		sut, err := SimFactory(sc)
+		if err != nil {
+			return nil, err
+		}
+		return strayKVSUT{sut.(*SimSUT), new(int)}, nil
+	})
+	require.NoError(t, err)
+	require.NotNil(t, f, "a stray value in block 63 went unseen")
+	require.Equal(t, PropKVWrite, f.Property)
+	require.Contains(t, f.Detail, "stray write")
+	require.Contains(t, f.Detail, "layer 1 V cache block 63 row 31 (head 1 dim 31): device bits 0x3f80, ref 0x0000")
 }

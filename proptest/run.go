@@ -636,25 +636,46 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 // firstCacheDiff is the first element, K before V, where layer l's device
 // caches dk and dv differ from ref's, looking only inside spans (sorted
 // and disjoint; allSpans: everywhere); i is -1 when they agree. ok is false
-// when the sizes differ (a problem is added).
+// when the sizes differ (a problem is added). ref holds the memory of its
+// first blocks only (ref.KVStore.Layer): past them its values are +0.
 func (r *runner) firstCacheDiff(ps *[]problem, l int, dk, dv []bf16.BF16, spans [][2]int) (value bool, i int, ok bool) {
 	rk, rv := r.ref.KV().Layer(l)
+	size := r.ref.KV().LayerSize()
 	for _, x := range []struct {
 		value      bool
 		dev, oracl []bf16.BF16
 	}{{false, dk, rk}, {true, dv, rv}} {
-		if len(x.dev) != len(x.oracl) {
-			*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("device cache has %d values, ref %d", len(x.dev), len(x.oracl))})
+		if len(x.dev) != size {
+			*ps = append(*ps, problem{prop: PropKVCache, seq: -1, pos: -1, detail: fmt.Sprintf("device cache has %d values, ref %d", len(x.dev), size)})
 			return false, -1, false
 		}
+		held := len(x.oracl)
 		for _, sp := range spans {
-			hi := min(sp[1], len(x.oracl))
-			if j := firstDiff(x.dev[sp[0]:hi], x.oracl[sp[0]:hi]); j >= 0 {
-				return x.value, sp[0] + j, true
+			lo, hi := sp[0], min(sp[1], size)
+			if m := min(hi, held); lo < m {
+				if j := firstDiff(x.dev[lo:m], x.oracl[lo:m]); j >= 0 {
+					return x.value, lo + j, true
+				}
+			}
+			if lo = max(lo, held); lo < hi {
+				if j := firstNonZero(x.dev[lo:hi]); j >= 0 {
+					return x.value, lo + j, true
+				}
 			}
 		}
 	}
 	return false, -1, true
+}
+
+// firstNonZero is the index of the first value of a whose bits are not
+// +0's, or -1.
+func firstNonZero(a []bf16.BF16) int {
+	for i, x := range a {
+		if x != 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 // allSpans is the one span that covers a whole cache.
@@ -671,10 +692,14 @@ func (r *runner) cacheCoord(i int) (blk, row, head, dim int) {
 // in ref.
 func (r *runner) cacheBits(l int, value bool, i int, dk, dv []bf16.BF16) (dev, oracl uint16) {
 	rk, rv := r.ref.KV().Layer(l)
+	d, o := dk, rk
 	if value {
-		return uint16(dv[i]), uint16(rv[i])
+		d, o = dv, rv
 	}
-	return uint16(dk[i]), uint16(rk[i])
+	if i < len(o) { // past ref's held blocks: +0
+		oracl = uint16(o[i])
+	}
+	return uint16(d[i]), oracl
 }
 
 // mergeSpans sorts the ranges [lo, hi) and merges those that overlap or

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/offcard/offcard/bf16"
 )
 
@@ -447,6 +449,68 @@ func TestKernelsDoNotAllocate(t *testing.T) {
 	})
 	if n != 0 {
 		t.Fatalf("kernels allocate %v times per run", n)
+	}
+}
+
+// TestKVStoreHoldsWrittenBlocks: the store holds memory for the blocks
+// below the highest written one only (grown at least twofold), keeps what
+// was written when it grows, and reads the blocks past it as zero.
+func TestKVStoreHoldsWrittenBlocks(t *testing.T) {
+	const layers, nb, bs, kvh, hd = 2, 256, 4, 2, 3
+	s, err := NewKVStore(layers, nb, bs, kvh, hd)
+	require.NoError(t, err)
+	require.Equal(t, 0, s.Blocks())
+	require.Equal(t, nb*kvh*bs*hd, s.LayerSize())
+	row := func(seed int) []bf16.BF16 {
+		r := make([]bf16.BF16, kvh*hd)
+		for i := range r {
+			r[i] = bf16.BF16(seed*16 + i + 1)
+		}
+		return r
+	}
+	// Blocks 0, 1, 5, 2 then 40: held 1, 2, 6, 6, 41.
+	table := []int32{0, 1, 5, 2, 40}
+	for i, want := range []int{1, 2, 6, 6, 41} {
+		for l := range layers {
+			require.NoError(t, s.Write(l, table, i*bs, row(10*i+l), row(10*i+l+5)))
+		}
+		require.Equal(t, want, s.Blocks(), "after writing block %d", table[i])
+		k, v := s.Layer(1)
+		require.Len(t, k, want*kvh*bs*hd)
+		require.Len(t, v, want*kvh*bs*hd)
+	}
+	// Every write survived the growth, at its block; position 1 of each
+	// block (never written) and block 3 (never named) read as zero.
+	kd, vd := make([]bf16.BF16, 5*bs*hd), make([]bf16.BF16, 5*bs*hd)
+	for l := range layers {
+		for h := range kvh {
+			for i := range kd {
+				kd[i], vd[i] = 0x7FC1, 0x7FC1 // not zero: the gather must write every value
+			}
+			require.NoError(t, s.Gather(l, h, table, 5*bs, kd, vd))
+			for i := range 5 {
+				for p := range bs {
+					for d := range hd {
+						wk, wv := bf16.BF16(0), bf16.BF16(0)
+						if p == 0 {
+							wk, wv = row(10*i + l)[h*hd+d], row(10*i + l + 5)[h*hd+d]
+						}
+						at := (i*bs+p)*hd + d
+						require.Equal(t, wk, kd[at], "layer %d head %d block %d row %d dim %d", l, h, table[i], p, d)
+						require.Equal(t, wv, vd[at], "layer %d head %d block %d row %d dim %d", l, h, table[i], p, d)
+					}
+				}
+			}
+		}
+	}
+	// A gather through blocks no write reached reads zeros.
+	for i := range kd {
+		kd[i], vd[i] = 1, 1
+	}
+	require.NoError(t, s.Gather(0, 1, []int32{3, 200}, 2*bs, kd, vd))
+	for i := range 2 * bs * hd {
+		require.Zero(t, kd[i])
+		require.Zero(t, vd[i])
 	}
 }
 

@@ -10,25 +10,26 @@ import (
 // and values are each laid out [block][kvHead][row][headDim]: position pos
 // of a sequence with block table t lives in block t[pos/blockSize], row
 // pos%blockSize. Fresh memory is zero.
+//
+// Memory is held for blocks [0, Blocks()) only, grown as writes reach
+// higher blocks: the blocks past it were never written and read as zero. A
+// block pool that hands out the lowest free id (kvpage.Pool) keeps a large
+// cache that few sequences use small here.
 type KVStore struct {
 	layers, numBlocks, blockSize, kvHeads, headDim int
-	k, v                                           [][]bf16.BF16 // per layer
+	held                                           int           // blocks held per layer
+	k, v                                           [][]bf16.BF16 // per layer, held blocks
 }
 
-// NewKVStore allocates a store for the given shape.
+// NewKVStore makes a store for the given shape.
 func NewKVStore(layers, numBlocks, blockSize, kvHeads, headDim int) (*KVStore, error) {
 	if layers <= 0 || numBlocks <= 0 || blockSize <= 0 || kvHeads <= 0 || headDim <= 0 {
 		return nil, fmt.Errorf("ref: bad KV store shape layers=%d blocks=%d blockSize=%d kvHeads=%d headDim=%d",
 			layers, numBlocks, blockSize, kvHeads, headDim)
 	}
 	s := &KVStore{layers: layers, numBlocks: numBlocks, blockSize: blockSize, kvHeads: kvHeads, headDim: headDim}
-	per := numBlocks * kvHeads * blockSize * headDim
 	s.k = make([][]bf16.BF16, layers)
 	s.v = make([][]bf16.BF16, layers)
-	for l := range layers {
-		s.k[l] = make([]bf16.BF16, per)
-		s.v[l] = make([]bf16.BF16, per)
-	}
 	return s, nil
 }
 
@@ -38,10 +39,38 @@ func (s *KVStore) NumBlocks() int { return s.numBlocks }
 // BlockSize is the number of positions per block.
 func (s *KVStore) BlockSize() int { return s.blockSize }
 
-// Layer returns the raw key and value memory of one layer, laid out
-// [block][kvHead][row][headDim] (for tests and inspection; do not retain
+// Blocks is the number of blocks whose memory the store holds, from block
+// 0: every block written so far is below it.
+func (s *KVStore) Blocks() int { return s.held }
+
+// LayerSize is the number of values of one layer's keys (or values), all
+// NumBlocks blocks.
+func (s *KVStore) LayerSize() int { return s.numBlocks * s.blockVals() }
+
+func (s *KVStore) blockVals() int { return s.kvHeads * s.blockSize * s.headDim }
+
+// Layer returns the raw key and value memory of one layer's first Blocks()
+// blocks, laid out [block][kvHead][row][headDim]; the rest of the layer's
+// LayerSize() values are zero (for tests and inspection; do not retain
 // across writes if you need a snapshot).
 func (s *KVStore) Layer(layer int) (k, v []bf16.BF16) { return s.k[layer], s.v[layer] }
+
+// hold grows the memory held to cover block b (at least doubling it, up to
+// NumBlocks), keeping what was written.
+func (s *KVStore) hold(b int) {
+	if b < s.held {
+		return
+	}
+	n := min(max(b+1, 2*s.held), s.numBlocks)
+	for l := range s.layers {
+		for _, x := range []*[]bf16.BF16{&s.k[l], &s.v[l]} {
+			grown := make([]bf16.BF16, n*s.blockVals())
+			copy(grown, *x)
+			*x = grown
+		}
+	}
+	s.held = n
+}
 
 // block returns the block id holding pos after checking the table and the
 // id.
@@ -80,6 +109,7 @@ func (s *KVStore) Write(layer int, blocks []int32, pos int, k, v []bf16.BF16) er
 	if err != nil {
 		return err
 	}
+	s.hold(b)
 	row := pos % s.blockSize
 	hd := s.headDim
 	for h := 0; h < s.kvHeads; h++ {
@@ -117,6 +147,11 @@ func (s *KVStore) Gather(layer, head int, blocks []int32, n int, kdst, vdst []bf
 			return fmt.Errorf("ref: block id %d (table entry %d) out of range [0,%d)", b, p/bs, s.numBlocks)
 		}
 		rows := min(bs, n-p)
+		if int(b) >= s.held { // never written: zero
+			clear(kdst[p*hd : (p+rows)*hd])
+			clear(vdst[p*hd : (p+rows)*hd])
+			continue
+		}
 		off := ((int(b)*s.kvHeads + head) * bs) * hd
 		copy(kdst[p*hd:(p+rows)*hd], kl[off:off+rows*hd])
 		copy(vdst[p*hd:(p+rows)*hd], vl[off:off+rows*hd])
