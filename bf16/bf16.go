@@ -89,6 +89,17 @@ func ToFloat32s(dst []float32, src []BF16) {
 	}
 }
 
+// Narrow is ToFloat32s' inverse: it keeps the top 16 bits of each element
+// of src in dst (len(dst) >= len(src)), exact for values widened from
+// bfloat16, NaN payloads included; other values are truncated, not rounded
+// (FromFloat32 rounds).
+func Narrow(dst []BF16, src []float32) {
+	dst = dst[:len(src)]
+	for i, f := range src {
+		dst[i] = BF16(math.Float32bits(f) >> 16)
+	}
+}
+
 // FromBytes views little-endian bytes as bfloat16 values without copying when
 // the slice is 2-byte aligned, and copies otherwise. len(p) must be even.
 func FromBytes(p []byte) []BF16 {

@@ -89,6 +89,34 @@ func TestToFloat32s(t *testing.T) {
 	}
 }
 
+// Narrow undoes ToFloat32s for every pattern (NaN payloads too), keeps
+// the top 16 bits of other values (truncating, not rounding), and writes
+// nothing past len(src).
+func TestNarrow(t *testing.T) {
+	src := make([]BF16, 1<<16)
+	for u := range src {
+		src[u] = BF16(u)
+	}
+	wide := make([]float32, len(src))
+	ToFloat32s(wide, src)
+	back := make([]BF16, len(src)+1)
+	back[len(src)] = 0x1234
+	Narrow(back, wide)
+	for u := range src {
+		if back[u] != src[u] {
+			t.Fatalf("%#04x came back as %#04x", u, back[u])
+		}
+	}
+	if back[len(src)] != 0x1234 {
+		t.Fatal("wrote past the end")
+	}
+	var one [1]BF16
+	Narrow(one[:], []float32{math.Float32frombits(0x3F80FFFF)}) // rounds up to 0x3F81
+	if one[0] != 0x3F80 {
+		t.Fatalf("0x3F80FFFF narrowed to %#04x, want the truncation 0x3F80", one[0])
+	}
+}
+
 // Every float32 rounds to one of its two bf16 neighbours, the nearer one, and
 // on a tie the even one. Checked on a dense sweep against float64 arithmetic.
 func TestRoundingIsNearestEven(t *testing.T) {

@@ -2,7 +2,6 @@ package proptest
 
 import (
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 
@@ -263,9 +262,7 @@ func (o *oracle) remember(st qwen3.Step, out qwen3.Output) {
 	}
 	n := &trajNode{tok: st.Token, pos: st.Pos, out: out, logits: make([]bf16.BF16, len(out.Logits))}
 	n.out.Seq, n.out.Logits = 0, nil
-	for i, f := range out.Logits {
-		n.logits[i] = bf16.BF16(math.Float32bits(f) >> 16) // exact: widened bf16
-	}
+	bf16.Narrow(n.logits, out.Logits) // exact: ref's logits are widened bf16
 	n.k, n.v = o.readKV(st)
 	o.memo.mu.Lock()
 	defer o.memo.mu.Unlock()

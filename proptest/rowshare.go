@@ -1,7 +1,6 @@
 package proptest
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 
@@ -76,9 +75,7 @@ func (r *rowShare) products(ws [][]bf16.BF16, cols int, xs [][]float32, outs [][
 	}
 	x := r.x[:len(xs)*cols]
 	for b, xf := range xs {
-		for i, f := range xf[:cols] {
-			x[b*cols+i] = bf16.BF16(math.Float32bits(f) >> 16) // exact: xf holds widened bf16 values
-		}
+		bf16.Narrow(x[b*cols:(b+1)*cols], xf[:cols]) // exact: xf holds widened bf16 values
 	}
 	row := func(b int) []bf16.BF16 { return x[b*cols : (b+1)*cols] }
 	if len(ws) == 3 { // q, k and v
