@@ -17,8 +17,7 @@ import (
 // cache that few sequences use small here.
 type KVStore struct {
 	layers, numBlocks, blockSize, kvHeads, headDim int
-	held                                           int           // blocks held per layer
-	k, v                                           [][]bf16.BF16 // per layer, held blocks
+	k, v                                           [][]bf16.BF16 // per layer, the held blocks
 }
 
 // NewKVStore makes a store for the given shape.
@@ -41,7 +40,7 @@ func (s *KVStore) BlockSize() int { return s.blockSize }
 
 // Blocks is the number of blocks whose memory the store holds, from block
 // 0: every block written so far is below it.
-func (s *KVStore) Blocks() int { return s.held }
+func (s *KVStore) Blocks() int { return len(s.k[0]) / s.blockVals() }
 
 // LayerSize is the number of values of one layer's keys (or values), all
 // NumBlocks blocks.
@@ -58,10 +57,11 @@ func (s *KVStore) Layer(layer int) (k, v []bf16.BF16) { return s.k[layer], s.v[l
 // hold grows the memory held to cover block b (at least doubling it, up to
 // NumBlocks), keeping what was written.
 func (s *KVStore) hold(b int) {
-	if b < s.held {
+	held := s.Blocks()
+	if b < held {
 		return
 	}
-	n := min(max(b+1, 2*s.held), s.numBlocks)
+	n := min(max(b+1, 2*held), s.numBlocks)
 	for l := range s.layers {
 		for _, x := range []*[]bf16.BF16{&s.k[l], &s.v[l]} {
 			grown := make([]bf16.BF16, n*s.blockVals())
@@ -69,7 +69,6 @@ func (s *KVStore) hold(b int) {
 			*x = grown
 		}
 	}
-	s.held = n
 }
 
 // block returns the block id holding pos after checking the table and the
@@ -147,7 +146,7 @@ func (s *KVStore) Gather(layer, head int, blocks []int32, n int, kdst, vdst []bf
 			return fmt.Errorf("ref: block id %d (table entry %d) out of range [0,%d)", b, p/bs, s.numBlocks)
 		}
 		rows := min(bs, n-p)
-		if int(b) >= s.held { // never written: zero
+		if int(b) >= len(kl)/s.blockVals() { // never written: zero
 			clear(kdst[p*hd : (p+rows)*hd])
 			clear(vdst[p*hd : (p+rows)*hd])
 			continue
