@@ -139,14 +139,14 @@ func (s *KVStore) Gather(layer, head int, blocks []int32, n int, kdst, vdst []bf
 		return err
 	}
 	kl, vl := s.k[layer], s.v[layer]
-	bs := s.blockSize
+	bs, held := s.blockSize, s.Blocks()
 	for p := 0; p < n; p += bs {
 		b := blocks[p/bs]
 		if b < 0 || int(b) >= s.numBlocks {
 			return fmt.Errorf("ref: block id %d (table entry %d) out of range [0,%d)", b, p/bs, s.numBlocks)
 		}
 		rows := min(bs, n-p)
-		if int(b) >= len(kl)/s.blockVals() { // never written: zero
+		if int(b) >= held { // never written: zero
 			clear(kdst[p*hd : (p+rows)*hd])
 			clear(vdst[p*hd : (p+rows)*hd])
 			continue
