@@ -503,12 +503,13 @@ func TestKVStoreHoldsWrittenBlocks(t *testing.T) {
 			}
 		}
 	}
-	// A gather through blocks no write reached reads zeros.
+	// A gather through blocks no write reached reads zeros: one below the
+	// held ones, the first past them (41) and one far past.
 	for i := range kd {
 		kd[i], vd[i] = 1, 1
 	}
-	require.NoError(t, s.Gather(0, 1, []int32{3, 200}, 2*bs, kd, vd))
-	for i := range 2 * bs * hd {
+	require.NoError(t, s.Gather(0, 1, []int32{3, 41, 200}, 3*bs, kd, vd))
+	for i := range 3 * bs * hd {
 		require.Zero(t, kd[i])
 		require.Zero(t, vd[i])
 	}
