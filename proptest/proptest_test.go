@@ -552,6 +552,9 @@ func TestGeneratorReach(t *testing.T) {
 		if !sc.Strict {
 			got["faithful"]++
 		}
+		if sc.Prefill == qwen3.PrefillDecode {
+			got["prefill-by-decode"]++
+		}
 		m := newModel(&sc, sc.MaxLen(cfg))
 		var prev, prev2 *Cmd
 		for j := range s.Commands {
@@ -593,7 +596,7 @@ func TestGeneratorReach(t *testing.T) {
 		}
 	}
 	t.Logf("reach over 300 generated schedules: %v", got)
-	for _, k := range []string{"faithful", "start", "start-several", "force", "skip", "prefill-between", "pool-full", "one-seq-fills-pool", "width-full-cache"} {
+	for _, k := range []string{"faithful", "prefill-by-decode", "start", "start-several", "force", "skip", "prefill-between", "pool-full", "one-seq-fills-pool", "width-full-cache"} {
 		if got[k] < 10 {
 			t.Errorf("only %d schedules' commands reach %s", got[k], k)
 		}

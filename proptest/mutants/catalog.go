@@ -383,4 +383,17 @@ var Catalog = []Mutant{
 				New: "if st.Regime != RegimeReplay || posDiffers && st.Regime != RegimeReplay { // mutant: posDiffers ignored in replays"},
 		},
 	},
+
+	// Issue 15: the guard of the prefill-by-decode mode, drawn in one
+	// case in eight.
+	{
+		Name:   "prefill-decode-slot-zero",
+		Idea:   "a prefill by decode steps returns each step's output of slot 0, not of the slot the sequence took",
+		Expect: "red (logits) at the first prefill by decode steps into a slot other than 0: the outputs are another sequence's",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "outs[i] = o[s]",
+				New: "outs[i] = o[0] // mutant"},
+		},
+	},
 }

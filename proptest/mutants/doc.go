@@ -58,47 +58,50 @@
 // (its packages shared through the build cache) and are skipped with
 // -short.
 //
-// # Measured (2 cores, quiet machine, seed 1, 200 cases, 2026-12-01)
+// # Measured (2 cores, seed 1, 200 cases, 2026-12-02)
 //
-// The whole catalog (28 mutants): 11.3–13.8 s wall with the build cached
-// (23–27 s of CPU). One schema build serves 27 mutants, pad-one builds
-// alone beside it; the checks take 19 s of CPU in all; the slowest
-// (jump-not-reseeded-in-replay, red at case 46) starts first. Every mutant
-// is killed. Times to red are the check's own (campaign start to the first
-// failing command, before shrinking); "check" is the whole check run,
-// shrinking included. Prompts run as one prefill program in three cases in
-// four (qwen3.PrefillProgram), so the mutants of the decode inputs die at
-// the first decode step after a prompt.
+// The whole catalog (29 mutants): 6.4 s wall with the build cached (9.2 s
+// of user CPU, 3.2 s of system). One schema build serves 28 mutants,
+// pad-one builds alone beside it; the checks take 8.2 s in all; the
+// slowest (jump-not-reseeded-in-replay, red at case 46) starts first.
+// Every mutant is killed. Times to red are the check's own (campaign
+// start to the first failing command, before shrinking); "check" is the
+// whole check run, shrinking included. Prompts run as one prefill program
+// in seven cases in eight (qwen3.PrefillProgram), so the mutants of the
+// decode inputs die at the first decode step after a prompt; each of the
+// first 28 dies at the same case and step as when one case in four
+// prefilled by decode steps.
 //
 //	mutant                           property       case  step  shrunk  time to red  check
-//	pt-one-column                    kv-write       0     0     1       0.04 s       0.24 s
-//	warm-pos-global                  cur-pos        0     64    2       0.09 s       0.49 s
-//	free-not-retire                  strict         0     64    2       0.09 s       0.61 s
-//	width-grow-only                  kv-write       3     33    2       0.30 s       0.97 s
-//	plus-one-no-skip                 cur-pos        0     1     2       0.06 s       0.26 s
-//	stale-tail                       page-table     2     33    2       0.23 s       0.49 s
-//	reseed-off-by-one                cur-pos        0     1     2       0.06 s       0.28 s
-//	rope-not-advanced                kv-write       0     3     2       0.07 s       0.33 s
-//	refresh-never                    kv-write       7     3     3       0.47 s       0.84 s
-//	alloc-after-capture              strict         0     2     2       0.07 s       0.30 s
-//	warm-pos-global-pure             cur-pos        7     4     5       0.47 s       1.10 s
-//	trace-kept-on-width-change       strict         0     64    2       0.09 s       0.49 s
-//	capture-outputs-freed            strict         0     2     2       0.06 s       0.30 s
-//	pool-same-block                  kv-write       0     64    1       0.07 s       0.27 s
-//	sim-plus-one-no-skip             cur-pos        0     1     2       0.06 s       0.28 s
-//	width-headroom                   page-table     0     0     1       0.05 s       0.21 s
-//	pad-one                          page-table     0     0     1       0.05 s       0.23 s
-//	leak-pt-on-width-change          device-memory  3     16    2       0.31 s       0.79 s
-//	recapture-one-late               replay         7     13    2       0.49 s       0.78 s
-//	token-rewritten-in-replay        host-writes    0     3     2       0.06 s       0.30 s
-//	decode-new-seqs-one-slot         cur-pos        7     0     1       0.49 s       0.82 s
-//	trace-kept-on-batch-change       replay         7     4     4       0.47 s       1.13 s
-//	close-keeps-trace                device-memory  7     132   7       0.47 s       0.85 s
-//	pt-tracked-twice                 device-memory  0     65    1       0.13 s       0.52 s
-//	leak-retired-on-release          device-memory  0     64    2       0.09 s       0.51 s
-//	recapture-every-ignored          replay         7     13    2       0.45 s       0.71 s
-//	teacher-token-dropped-in-replay  kv-write       15    3     2       0.83 s       1.19 s
-//	jump-not-reseeded-in-replay      cur-pos        46    3     4       2.82 s       3.86 s
+//	pt-one-column                    kv-write       0     0     1       0.03 s       0.11 s
+//	warm-pos-global                  cur-pos        0     64    2       0.03 s       0.22 s
+//	free-not-retire                  strict         0     64    2       0.03 s       0.21 s
+//	width-grow-only                  kv-write       3     33    2       0.09 s       0.41 s
+//	plus-one-no-skip                 cur-pos        0     1     2       0.03 s       0.13 s
+//	stale-tail                       page-table     2     33    2       0.08 s       0.20 s
+//	reseed-off-by-one                cur-pos        0     1     2       0.02 s       0.12 s
+//	rope-not-advanced                kv-write       0     3     2       0.03 s       0.14 s
+//	refresh-never                    kv-write       7     3     3       0.21 s       0.39 s
+//	alloc-after-capture              strict         0     2     2       0.02 s       0.14 s
+//	warm-pos-global-pure             cur-pos        7     4     5       0.16 s       0.40 s
+//	trace-kept-on-width-change       strict         0     64    2       0.04 s       0.23 s
+//	capture-outputs-freed            strict         0     2     2       0.02 s       0.11 s
+//	pool-same-block                  kv-write       0     64    1       0.02 s       0.13 s
+//	sim-plus-one-no-skip             cur-pos        0     1     2       0.02 s       0.14 s
+//	width-headroom                   page-table     0     0     1       0.02 s       0.12 s
+//	pad-one                          page-table     0     0     1       0.03 s       0.14 s
+//	leak-pt-on-width-change          device-memory  3     16    2       0.09 s       0.27 s
+//	recapture-one-late               replay         7     13    2       0.15 s       0.24 s
+//	token-rewritten-in-replay        host-writes    0     3     2       0.02 s       0.13 s
+//	decode-new-seqs-one-slot         cur-pos        7     0     1       0.16 s       0.32 s
+//	trace-kept-on-batch-change       replay         7     4     4       0.15 s       0.41 s
+//	close-keeps-trace                device-memory  7     132   7       0.26 s       0.45 s
+//	pt-tracked-twice                 device-memory  0     65    1       0.04 s       0.23 s
+//	leak-retired-on-release          device-memory  0     64    2       0.03 s       0.22 s
+//	recapture-every-ignored          replay         7     13    2       0.16 s       0.26 s
+//	teacher-token-dropped-in-replay  kv-write       15    3     2       0.38 s       0.54 s
+//	jump-not-reseeded-in-replay      cur-pos        46    3     4       1.06 s       1.41 s
+//	prefill-decode-slot-zero         logits         3     1     2       0.11 s       0.36 s
 //
 // Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
 // so step 64 is the first position past the first block.
