@@ -359,14 +359,21 @@ func (d *Device) memAt(l PageLoc) (*mem, uint64) {
 }
 
 func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
 	var b *buffer
 	if n := len(d.spare); n > 0 {
 		b, d.spare = d.spare[n-1], d.spare[:n-1]
 	} else {
 		b = new(buffer)
+	}
+	e := d.specSlotOf(spec)
+	if e != nil && e.geo != nil {
+		*b = *e.geo
+		b.spec = spec
+		return b, nil
+	}
+	if err := spec.Validate(); err != nil {
+		d.spare = append(d.spare, b)
+		return nil, err
 	}
 	*b = buffer{spec: spec, bt: spec.Memory.Buffer, pageSize: uint64(spec.PageSize()), numPages: spec.NumPages(), g: geomOf(spec)}
 	al := d.arch.dramAlign
@@ -377,6 +384,7 @@ func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
 	if spec.Memory.Sharded() {
 		sh := spec.Memory.Shard
 		if sh.FirstCore+sh.NumCores > d.opt.NumCores {
+			d.spare = append(d.spare, b)
 			return nil, fmt.Errorf("sim: shard grid of %d cores from core %d exceeds the %d worker cores", sh.NumCores, sh.FirstCore, d.opt.NumCores)
 		}
 		if spec.Layout == tt.Tile {
@@ -385,10 +393,17 @@ func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
 			b.shardPage = sh.Shape[0]
 		}
 		b.perBank = uint64(b.shardPage) * b.aligned
+	} else {
+		n := b.nbanks(d)
+		b.perBank = uint64((b.numPages+n-1)/n) * b.aligned
+	}
+	if e == nil {
+		b.key = spec.String()
 		return b, nil
 	}
-	n := b.nbanks(d)
-	b.perBank = uint64((b.numPages+n-1)/n) * b.aligned
+	b.key = e.key
+	geo := *b
+	e.geo = &geo
 	return b, nil
 }
 
@@ -408,14 +423,23 @@ type specID struct {
 // same few specs over and over, and short keys hash fast); one of rank
 // over 6 is named by spec.String() (which starts with "[").
 func (d *Device) specKey(spec tt.Spec) string {
+	if e := d.specSlotOf(spec); e != nil {
+		return e.key
+	}
+	return spec.String()
+}
+
+// specSlotOf returns spec's entry in specLast, naming the spec when it is
+// new; nil for a spec of rank over 6.
+func (d *Device) specSlotOf(spec tt.Spec) *specSlot {
 	if len(spec.Shape) > len(specID{}.shape) {
-		return spec.String()
+		return nil
 	}
 	id := specID{rank: len(spec.Shape), dtype: spec.DType, layout: spec.Layout, mem: spec.Memory}
 	copy(id.shape[:], spec.Shape)
 	e := &d.specLast[id.slot()]
 	if e.key != "" && e.id == id {
-		return e.key
+		return e
 	}
 	k, ok := d.specKeys[id]
 	if !ok {
@@ -426,12 +450,16 @@ func (d *Device) specKey(spec tt.Spec) string {
 		d.specKeys[id] = k
 	}
 	*e = specSlot{id: id, key: k}
-	return k
+	return e
 }
 
 type specSlot struct {
 	id  specID
 	key string
+	// geo is the buffer of the spec's last allocation, before its
+	// address and id (geometry copies it: the spec's validation, page
+	// size and layout are functions of the spec and the device).
+	geo *buffer
 }
 
 // slot is id's place in specLast (a multiplicative hash of its fields).
@@ -471,7 +499,6 @@ func (d *Device) allocate(spec tt.Spec) (tt.Tensor, error) {
 			b.pageSize*uint64(b.numPages), b.bt, b.nbanks(d), b.perBank)
 	}
 	b.addr = addr
-	b.key = d.specKey(spec)
 	b.id = d.nextID
 	d.nextID++
 	d.bufs.put(b.id, b)

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"math/rand"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -262,6 +265,74 @@ func TestSpecKeyIsTheSpec(t *testing.T) {
 			t.Fatalf("two specs share the name %q: %v", k, names)
 		}
 		seen[k] = true
+	}
+}
+
+// A buffer's geometry taken from its spec's slot (geometry) is the one
+// computed afresh, for every spec and however the slots were last filled;
+// a refused spec is refused again, never remembered.
+func TestGeometryFromSlotIsFresh(t *testing.T) {
+	sharded := func(cores, h, w, first int) tt.MemoryConfig {
+		return tt.MemoryConfig{Layout: tt.HeightSharded, Buffer: tt.L1, Shard: tt.ShardSpec{NumCores: cores, Shape: [2]int{h, w}, FirstCore: first}}
+	}
+	var specs []tt.Spec
+	for _, sh := range [][]int{{1, 1, 32, 128}, {1, 1, 8, 512}, {1, 8, 32, 32}, {1, 1, 1, 1, 1, 1, 32, 64}, {4, 256}} {
+		for _, m := range []tt.MemoryConfig{tt.DRAMInterleaved, tt.L1Interleaved} {
+			for _, l := range []tt.Layout{tt.Tile, tt.RowMajor} {
+				specs = append(specs, tt.Spec{Shape: sh, DType: tt.BF16, Layout: l, Memory: m})
+			}
+		}
+	}
+	specs = append(specs,
+		tt.Spec{Shape: []int{1, 8, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: sharded(8, 32, 32, 0)},
+		tt.Spec{Shape: []int{1, 8, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: sharded(8, 32, 32, 3)},
+		tt.Spec{Shape: []int{1, 1, 32, 32}, DType: tt.UINT32, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved},
+		tt.Spec{Shape: []int{3}, DType: tt.BF16, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved},
+	)
+	bad := []tt.Spec{
+		{Shape: []int{1, 8, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: sharded(8, 32, 32, 1000)}, // past the grid
+		{Shape: []int{}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved},                   // no shape
+		{Shape: []int{3}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved},                  // TILE of rank 1
+	}
+	for _, arch := range []Arch{Wormhole, Blackhole} {
+		d, err := New(Options{Arch: arch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewSource(1))
+		for i := 0; i < 400; i++ {
+			if i%7 == 0 {
+				s := bad[rng.Intn(len(bad))]
+				if _, err := d.allocate(s); err == nil {
+					t.Fatalf("%v: allocation %d of the refused %v succeeded", arch, i, s)
+				}
+				continue
+			}
+			s := specs[rng.Intn(len(specs))]
+			s.Shape = slices.Clone(s.Shape)
+			tn, err := d.allocate(s)
+			if err != nil {
+				t.Fatalf("%v: allocate %v: %v", arch, s, err)
+			}
+			got, _ := d.live(tn)
+			fresh, err := New(Options{Arch: arch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := fresh.geometry(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want.key, want.id, want.addr = d.specKey(s), got.id, got.addr
+			if !reflect.DeepEqual(got, want) || &got.spec.Shape[0] != &s.Shape[0] {
+				t.Fatalf("%v: allocation %d of %v: buffer %+v, afresh %+v", arch, i, s, *got, *want)
+			}
+			if rng.Intn(2) == 0 {
+				if err := d.Free(tn); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
 }
 
