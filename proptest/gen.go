@@ -92,10 +92,11 @@ func drawScenario(rng *rand.Rand, b Base) Scenario {
 	sc.Verify = rng.Intn(4) == 0
 	// One case in eight prefills by decode steps: prompts through the
 	// decode graph (paged_update_cache and SDPA decode at every prompt
-	// position, block boundaries inside the prompt). Such a step costs
-	// about 1.7 times a program prefill's position (a whole eager pass at
-	// full capacity with one slot active), so one case in four spent 39% of
-	// a campaign's CPU on 27% of its steps; the mutant catalog's kills are
+	// position, block boundaries inside the prompt). Such a case costs
+	// about 1.7 times as much per device step as one with prefill
+	// programs (each prompt position is a whole eager pass at full
+	// capacity with one slot active): at one case in four they took 39% of
+	// a campaign's CPU for 27% of its steps. The mutant catalog's kills are
 	// the same at either share, and prefill-decode-slot-zero guards the
 	// mode.
 	if rng.Intn(8) == 0 {
