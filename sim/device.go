@@ -358,24 +358,46 @@ func (d *Device) memAt(l PageLoc) (*mem, uint64) {
 	return d.l1[l.Bank], l.Addr
 }
 
+// geometry returns a buffer (not allocated yet: no address or id) with
+// spec's geometry and program-cache name. A spec that allocated before
+// takes its slot's copy (specSlot.geo).
 func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
+	e := d.specSlotOf(spec)
+	if e == nil || e.geo == nil {
+		g, err := d.geometryOf(spec)
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			g.key = d.specKey(spec) // rank over 6
+		} else {
+			g.key, e.geo = e.key, g
+		}
+		return d.spareCopy(g, spec), nil
+	}
+	return d.spareCopy(e.geo, spec), nil
+}
+
+// spareCopy returns a buffer from the spare list (or a new one) holding
+// g, with spec's shape.
+func (d *Device) spareCopy(g *buffer, spec tt.Spec) *buffer {
 	var b *buffer
 	if n := len(d.spare); n > 0 {
 		b, d.spare = d.spare[n-1], d.spare[:n-1]
 	} else {
 		b = new(buffer)
 	}
-	e := d.specSlotOf(spec)
-	if e != nil && e.geo != nil {
-		*b = *e.geo
-		b.spec = spec
-		return b, nil
-	}
+	*b = *g
+	b.spec = spec
+	return b
+}
+
+// geometryOf validates spec and works out its buffer's geometry.
+func (d *Device) geometryOf(spec tt.Spec) (*buffer, error) {
 	if err := spec.Validate(); err != nil {
-		d.spare = append(d.spare, b)
 		return nil, err
 	}
-	*b = buffer{spec: spec, bt: spec.Memory.Buffer, pageSize: uint64(spec.PageSize()), numPages: spec.NumPages(), g: geomOf(spec)}
+	b := &buffer{spec: spec, bt: spec.Memory.Buffer, pageSize: uint64(spec.PageSize()), numPages: spec.NumPages(), g: geomOf(spec)}
 	al := d.arch.dramAlign
 	if b.bt == tt.L1 {
 		al = d.arch.l1Align
@@ -384,7 +406,6 @@ func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
 	if spec.Memory.Sharded() {
 		sh := spec.Memory.Shard
 		if sh.FirstCore+sh.NumCores > d.opt.NumCores {
-			d.spare = append(d.spare, b)
 			return nil, fmt.Errorf("sim: shard grid of %d cores from core %d exceeds the %d worker cores", sh.NumCores, sh.FirstCore, d.opt.NumCores)
 		}
 		if spec.Layout == tt.Tile {
@@ -393,17 +414,10 @@ func (d *Device) geometry(spec tt.Spec) (*buffer, error) {
 			b.shardPage = sh.Shape[0]
 		}
 		b.perBank = uint64(b.shardPage) * b.aligned
-	} else {
-		n := b.nbanks(d)
-		b.perBank = uint64((b.numPages+n-1)/n) * b.aligned
-	}
-	if e == nil {
-		b.key = spec.String()
 		return b, nil
 	}
-	b.key = e.key
-	geo := *b
-	e.geo = &geo
+	n := b.nbanks(d)
+	b.perBank = uint64((b.numPages+n-1)/n) * b.aligned
 	return b, nil
 }
 
