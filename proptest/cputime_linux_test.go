@@ -30,23 +30,15 @@ func cpuTime(pid int) time.Duration {
 	return t + time.Duration(ut+st)*10*time.Millisecond // USER_HZ is 100 on Linux
 }
 
-// sysTime is the system CPU time of this process, and peakRSS its peak
-// resident memory in bytes (0 when unreadable). On a VM whose host backs
-// guest memory lazily (a Firecracker VM with free page reporting), the
-// kernel's zeroing of a process's fresh pages runs at a few hundred MB/s,
-// so a campaign's system time follows its peak memory.
-func sysTime() time.Duration {
+// sysAndPeak are this process's system CPU time and its peak resident
+// memory in bytes (0, 0 when unreadable). On a VM whose host backs guest
+// memory lazily (a Firecracker VM with free page reporting), the kernel's
+// zeroing of a process's fresh pages runs at a few hundred MB/s, so a
+// campaign's system time follows its peak memory.
+func sysAndPeak() (time.Duration, int64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return time.Duration(ru.Stime.Nano())
-}
-
-func peakRSS() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Maxrss << 10 // KiB on Linux
+	return time.Duration(ru.Stime.Nano()), ru.Maxrss << 10 // KiB on Linux
 }

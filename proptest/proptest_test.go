@@ -365,7 +365,8 @@ func TestSetupFailureIsReported(t *testing.T) {
 func BenchmarkCampaign(b *testing.B) {
 	const cases = 200
 	steps := 0
-	cpu0, sys0 := cpuTime(0), sysTime()
+	cpu0 := cpuTime(0)
+	sys0, _ := sysAndPeak()
 	c0, _ := linRows()
 	for i := 0; i < b.N; i++ {
 		for _, r := range Campaign(Options{Seed: DefaultSeed, Cases: cases, Factory: SimFactory}) {
@@ -389,11 +390,12 @@ func BenchmarkCampaign(b *testing.B) {
 	// peak resident memory) and whether the host still backs the pages
 	// the kernel hands out (fast right after another process freed
 	// them, slow a few seconds later).
-	if d := sysTime() - sys0; d > 0 {
+	sys, peak := sysAndPeak()
+	if d := sys - sys0; d > 0 {
 		b.ReportMetric(d.Seconds()/float64(b.N), "sys-s/op")
 	}
-	if m := peakRSS(); m > 0 {
-		b.ReportMetric(float64(m)/(1<<20), "peak-MB")
+	if peak > 0 {
+		b.ReportMetric(float64(peak)/(1<<20), "peak-MB")
 	}
 	if h, m := memoStats(); h+m > 0 {
 		b.ReportMetric(100*float64(h)/float64(h+m), "oracle-memo-%")
