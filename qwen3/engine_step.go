@@ -725,7 +725,7 @@ func (f *fwd) release(from int) {
 // layer rms_norm, fused QKV linear, head split, q/k rms_norm over head_dim
 // (to L1 interleaved and back: ttnn's rms_norm refuses height-sharded input,
 // tt_transformers' norm_reshard), rotary_embedding_hf, paged_update_cache
-// of K and V, paged SDPA decode, concat heads, o_proj, residual add,
+// of K and V, paged SDPA decode (output in DRAM, resharded), concat heads, o_proj, residual add,
 // rms_norm, gate and up linears, silu·mul, down linear, residual add; final
 // rms_norm, lm_head, argmax into the token input, plus_one on cur_pos
 // (skipping -1) and on the rope index.
@@ -769,8 +769,14 @@ func (e *Engine) forward() error {
 		kr := f.one(reuse(&o.RotaryEmbeddingHF, tt.RotaryEmbeddingHF{Input: kn, Cos: cos, Sin: sin}))
 		f.run(reuse(&o.PagedUpdateCache, tt.PagedUpdateCache{Cache: L.kc, Input: kr, UpdateIdxs: &a.curPos, PageTable: &pt}))
 		f.run(reuse(&o.PagedUpdateCache, tt.PagedUpdateCache{Cache: L.vc, Input: v, UpdateIdxs: &a.curPos, PageTable: &pt}))
-		attn := f.one(reuse(&o.PagedSDPADecode, tt.PagedSDPADecode{Q: qr, K: L.kc, V: L.vc, PageTable: pt, CurPos: a.curPos,
-			Scale: scale, KChunkSize: e.opt.BlockSize, Memory: qr.Spec.Memory}))
+		// GQA (more than one KV head) refuses a sharded SDPA output
+		// (sdpa_decode_device_operation.cpp:403-405): DRAM interleaved,
+		// then resharded one user per core for concat heads, as
+		// tt_transformers does (models/tt_transformers/tt/attention.py:
+		// 706-737, model_config.py:1806-1811).
+		attnD := f.one(reuse(&o.PagedSDPADecode, tt.PagedSDPADecode{Q: qr, K: L.kc, V: L.vc, PageTable: pt, CurPos: a.curPos,
+			Scale: scale, KChunkSize: e.opt.BlockSize, Memory: tt.DRAMInterleaved}))
+		attn := f.one(reuse(&o.ToMemoryConfig, tt.ToMemoryConfig{Input: attnD, Memory: qr.Spec.Memory}))
 		f.run(reuse(&o.ConcatHeads, tt.ConcatHeads{Input: attn, Output: a.cat, NumHeads: c.NumAttentionHeads}))
 		f.run(reuse(&o.Linear, tt.Linear{Input: a.cat, Weight: L.o, Output: a.o, TransposeB: true}))
 		f.run(reuse(&o.Add, tt.Add{A: a.x, B: a.o, Output: a.h}))

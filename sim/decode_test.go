@@ -139,7 +139,9 @@ func (e *miniEngine) forward(t testing.TB, traced, keep bool) int {
 			run(tt.PagedUpdateCache{Cache: L.kc, Input: k3, UpdateIdxs: &idx, PageTable: &pt})
 			run(tt.PagedUpdateCache{Cache: L.vc, Input: qkv[2], UpdateIdxs: &idx, PageTable: &pt})
 		}
-		attn := one(tt.PagedSDPADecode{Q: q3, K: L.kc, V: L.vc, PageTable: e.pt, CurPos: e.pos, Memory: q3.Spec.Memory})
+		// GQA: the SDPA output in DRAM, resharded for concat heads.
+		attnD := one(tt.PagedSDPADecode{Q: q3, K: L.kc, V: L.vc, PageTable: e.pt, CurPos: e.pos, Memory: tt.DRAMInterleaved})
+		attn := one(tt.ToMemoryConfig{Input: attnD, Memory: q3.Spec.Memory})
 		run(tt.ConcatHeads{Input: attn, Output: e.cat, NumHeads: c.NumAttentionHeads})
 		run(tt.Linear{Input: e.cat, Weight: L.wo, Output: e.o, TransposeB: true})
 		run(tt.Add{A: e.x, B: e.o, Output: e.x})

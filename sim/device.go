@@ -193,6 +193,10 @@ type Device struct {
 	warned      bool
 	warnings    []string
 
+	// uncommitted: cached programs whose binaries were never written (a
+	// miss during capture), key -> index in binaries.
+	uncommitted map[string]int
+
 	wc                    wcache   // linear weights decoded, while their bytes are unwritten
 	rows                  *rowMemo // linear output rows remembered (linmemo.go); nil until the first launch
 	linComputed, linFound int      // linear output rows computed, and found (LinearRows)

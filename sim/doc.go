@@ -39,8 +39,8 @@
 // validate_on_program_cache_hit, which for these ops is the miss
 // validation), with ttnn's texts where known (offcard's own texts are
 // marked "// ~" in the code); then looked up in a program cache keyed by op
-// attributes and tensor specs (never addresses or contents; SDPA decode does
-// not key cur_pos); a hit only refreshes runtime arguments. Each program
+// attributes and tensor specs (never addresses or contents; SDPA decode keys
+// the cur_pos tensor's spec too); a hit only refreshes runtime arguments. Each program
 // places its circular buffers from the same L1 base in creation order, so
 // bytes past a program's last CB hold whatever earlier programs left there.
 //

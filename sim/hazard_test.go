@@ -91,11 +91,11 @@ func TestExactCaptureAndCopyMessages(t *testing.T) {
 	exact("host read during capture", err, "Reads are not supported during trace capture.")
 	o := f.op()
 	o.FP32DestAcc = true
-	// The first sentence of the TT_FATAL in tt_metal/distributed/
-	// mesh_workload.cpp at tt.TTMetalCommit; the card's text goes on with
-	// adjacent literals (no space), so the contract carries this sentence.
+	// The miss loads the program's binaries, whose write fails the capture
+	// check (tt_metal/distributed/fd_mesh_command_queue.cpp:665 at
+	// tt.TTMetalCommit).
 	exact("program-cache miss during capture", run1(f.d, o),
-		"Cannot load new binaries during trace capture.")
+		"Writes are not supported during trace capture. trace id: "+itoa(int(id)))
 	if err := f.d.EndCapture(id); err != nil {
 		t.Fatal(err)
 	}

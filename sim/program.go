@@ -71,9 +71,16 @@ func (d *Device) ProgramCacheStats() (hits, misses int) { return d.hits, d.misse
 // lookup validates the op and returns the cached program for key, or builds
 // it. Validation runs on every call: a hit runs validate_on_program_cache_hit,
 // which for these ops is the miss validation (ttnn/api/ttnn/
-// device_operation.hpp, handle_mesh_adapter_cache_hit). A miss during capture
-// fails (tt_metal/distributed/mesh_workload.cpp load_binaries); a miss
-// otherwise allocates the program's kernel-binary buffer in DRAM.
+// device_operation.hpp, handle_mesh_adapter_cache_hit). A miss inserts the
+// program into the cache before it is enqueued (device_operation.hpp:
+// 337-347), and the enqueue loads its binaries (tt_metal/distributed/
+// distributed.cpp:115-118): a DRAM buffer allocated, then written
+// (tt_metal/distributed/mesh_workload.cpp:151-179). During a capture that
+// write fails ("Writes are not supported during trace capture. trace id:
+// N", tt_metal/distributed/fd_mesh_command_queue.cpp:665), after the
+// program was cached and its binary buffer allocated; the binaries are
+// then not committed, so the next launch of that program (a hit) allocates
+// a new buffer and drops the old one (mesh_workload.cpp:138-165).
 // key may be the device's scratch key buffer: it is copied on a miss.
 func (d *Device) lookup(op string, key []byte, validate func() error, build func() (program, error)) (program, error) {
 	if err := validate(); err != nil {
@@ -81,23 +88,59 @@ func (d *Device) lookup(op string, key []byte, validate func() error, build func
 	}
 	if p, ok := d.progs[string(key)]; ok {
 		d.hits++
+		if len(d.uncommitted) > 0 {
+			if i, ok := d.uncommitted[string(key)]; ok {
+				if err := d.reloadBinaries(op, string(key), i); err != nil {
+					return nil, err
+				}
+			}
+		}
 		return p, nil
-	}
-	if d.capturing {
-		d.find(Finding{Class: CacheMissDuringCapture, Op: op, Core: -1, User: -1, Index: -1,
-			Detail: "program not in the program cache while capturing trace " + itoa(int(d.traceID)) + "; warm up before capture"})
-		return nil, &tt.Error{Op: op, Msg: tt.MsgProgramCacheMissDuringCapture}
 	}
 	p, err := build()
 	if err != nil {
 		return nil, err
 	}
+	d.misses++
+	d.progs[string(key)] = p
 	if err := d.loadBinaries(op); err != nil {
 		return nil, err
 	}
-	d.misses++
-	d.progs[string(key)] = p
+	if d.capturing {
+		if d.uncommitted == nil {
+			d.uncommitted = map[string]int{}
+		}
+		d.uncommitted[string(key)] = len(d.binaries) - 1
+		return nil, d.missDuringCapture(op)
+	}
 	return p, nil
+}
+
+// missDuringCapture is the failed write of a program's binaries while a
+// trace is being captured (strict: a finding).
+func (d *Device) missDuringCapture(op string) error {
+	d.find(Finding{Class: CacheMissDuringCapture, Op: op, Core: -1, User: -1, Index: -1,
+		Detail: "program binaries written while capturing trace " + itoa(int(d.traceID)) + " (a program-cache miss); warm up before capture"})
+	return tt.Errorf(op, tt.MsgProgramCacheMissDuringCapture, d.traceID)
+}
+
+// reloadBinaries is load_binaries for a cached program whose binaries were
+// never committed (the miss failed during a capture): a new buffer, the old
+// one dropped, then the write (which fails again during a capture).
+func (d *Device) reloadBinaries(op, key string, i int) error {
+	old := d.binaries[i]
+	if err := d.loadBinaries(op); err != nil {
+		return err
+	}
+	n := len(d.binaries) - 1
+	d.binaries[i] = d.binaries[n]
+	d.binaries = d.binaries[:n]
+	d.dram.release(old)
+	if d.capturing {
+		return d.missDuringCapture(op)
+	}
+	delete(d.uncommitted, key)
+	return nil
 }
 
 // enqueue runs a launch now, or records it during capture. The CB-region

@@ -49,10 +49,12 @@ func (d *Device) sdpaDecode(o tt.PagedSDPADecode, output tt.Tensor) error {
 	q, k, v, pt, cp, out := bs[0], bs[1], bs[2], bs[3], bs[4], bs[5]
 	validate := func() error { return validateSDPA(o, q, k, v, pt, cp, out) }
 	attrs := attrKey{uint64(math.Float32bits(o.Scale)), uint64(int64(o.KChunkSize))<<1 | b2u(o.FP32DestAcc)}
-	// compute_program_hash hashes q, k, v, the page table and the output
-	// config, not the cur_pos tensor (sdpa_decode_device_operation.cpp):
-	// cur_pos is validated on every call but is not part of the key.
-	key := d.opKey(name, attrs, q, k, v, pt, out)
+	// compute_program_hash hashes q, k, v, the page table, the output
+	// config and the cur_pos tensor (its tensor_spec, and its logical shape
+	// again): sdpa_decode_device_operation.cpp:515-520, 553-554 (a
+	// Tensor's attribute_names are storage and tensor_spec,
+	// ttnn/api/ttnn/tensor/tensor.hpp:256). A cur_pos of a new spec misses.
+	key := d.opKey(name, attrs, q, k, v, pt, out, cp)
 	pr, err := d.lookup(name, key, validate, func() (program, error) { return d.buildSDPA(o, q, k, pt, cp), nil })
 	if err != nil {
 		return err
@@ -86,11 +88,18 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 	if k.spec.Memory != tt.DRAMInterleaved || v.spec.Memory != tt.DRAMInterleaved {
 		return opErr(name, "K and V caches must be in DRAM") // ~
 	}
-	if q.spec.Memory.Buffer == tt.L1 && !q.spec.Memory.Sharded() {
-		return opErr(name, "Q must be HEIGHT_SHARDED or in DRAM") // ~
+	// Q sharded by height or in DRAM; the output checked only when sharded,
+	// so an L1-interleaved output is allowed
+	// (sdpa_decode_device_operation.cpp:83-109).
+	if qm := q.spec.Memory; qm.Sharded() {
+		if qm.Layout != tt.HeightSharded {
+			return opErr(name, "Q tensor memory layout must be HEIGHT_SHARDED when sharded but got %v", qm.Layout)
+		}
+	} else if qm.Buffer != tt.DRAM {
+		return opErr(name, "Q tensor buffer type must be DRAM when not sharded but got %v", qm.Buffer)
 	}
-	if out.spec.Memory.Buffer == tt.L1 && !out.spec.Memory.Sharded() {
-		return opErr(name, "Output must be HEIGHT_SHARDED or in DRAM") // ~
+	if om := out.spec.Memory; om.Sharded() && om.Layout != tt.HeightSharded {
+		return opErr(name, "Output memory config layout must be HEIGHT_SHARDED when sharded but got %v", om.Layout)
 	}
 	ps := pt.spec
 	if ps.Memory.Sharded() {
@@ -135,6 +144,11 @@ func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 	}
 	if o.KChunkSize%tt.TileSize != 0 {
 		return opErr(name, "Chunk size must be multiple of 32, got: %d", o.KChunkSize)
+	}
+	// More than one KV head is GQA: no sharded output
+	// (sdpa_decode_device_operation.cpp:403-405).
+	if ks[1] > 1 && out.spec.Memory.Sharded() {
+		return opErr(name, "Sharded output not supported for GQA")
 	}
 	if qs[2]%ks[1] != 0 {
 		return opErr(name, "GQA expects Q to have a multiple of K heads, but got %d and %d", qs[2], ks[1])

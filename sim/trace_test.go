@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestTraceCaptureReplay(t *testing.T) {
 	}
 	o := f.op()
 	o.FP32DestAcc = true // a program never compiled
-	if err := run1(f.d, o); !tt.HasMsg(err, tt.MsgProgramCacheMissDuringCapture) {
+	if err := run1(f.d, o); !tt.HasMsg(err, fmt.Sprintf(tt.MsgProgramCacheMissDuringCapture, id)) {
 		t.Errorf("miss during capture: %v", err)
 	}
 	f.d.ResetKVLog()

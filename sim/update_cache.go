@@ -234,6 +234,9 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 	if !m.Sharded() {
 		return a.err("Input tensor must be sharded") // ~
 	}
+	if m.Layout == tt.WidthSharded { // paged_update_cache_device_operation.cpp:257-259 (fused: :181-183)
+		return a.err("Expect input_tensor to NOT have memory layout WIDTH SHARDED")
+	}
 	if m.Shard.Shape[1] != headDim {
 		return a.err("Input shard width (%d) must equal head_dim (%d)", m.Shard.Shape[1], headDim) // ~
 	}

@@ -50,13 +50,14 @@
 //     gives the same answers because its key holds everything it checks),
 //     with ttnn's texts where the notes quote them. The program
 //     cache is keyed by attributes and tensor specs, never by addresses or
-//     contents (SDPA decode does not key cur_pos). Whatever ttnn refuses, a
+//     contents (SDPA decode keys the cur_pos tensor's spec too). Whatever ttnn refuses, a
 //     Device refuses, with the same text.
 //   - A program-cache miss makes the card allocate a DRAM buffer for the
 //     program's kernel binaries (tt_metal/distributed/mesh_workload.cpp
 //     load_binaries); a Device may allocate it too (sim does, top-down). A
-//     miss during trace capture fails with "Cannot load new binaries during
-//     trace capture." (match that sentence only).
+//     miss during trace capture caches the program and allocates that
+//     buffer, then fails writing it: "Writes are not supported during trace
+//     capture. trace id: N" (MsgProgramCacheMissDuringCapture).
 //   - BeginCapture/EndCapture/Execute/Release are ttnn's begin_trace_capture,
 //     end_trace_capture, execute_trace and release_trace on command queue 0
 //     (ttnn/cpp/ttnn/operations/trace.hpp). Ops run during capture are

@@ -51,12 +51,12 @@ const (
 	MsgWritesDuringCapture = "Writes are not supported during trace capture."
 	MsgReadsDuringCapture  = "Reads are not supported during trace capture."
 	MsgEventsDuringCapture = "Event Synchronization is not supported during trace capture."
-	// MsgProgramCacheMissDuringCapture is the first sentence of the
-	// TT_FATAL in tt_metal/distributed/mesh_workload.cpp (load_binaries).
-	// The card's text continues with adjacent string literals and no space
-	// ("...trace capture.This program is not yet in program cache. ..."),
-	// so match this sentence only (HasMsg is a prefix match).
-	MsgProgramCacheMissDuringCapture = "Cannot load new binaries during trace capture."
+	// MsgProgramCacheMissDuringCapture is what a program-cache miss during
+	// trace capture fails with at the pinned commit: the miss loads the
+	// program's binaries, whose write hits the capture check of
+	// tt_metal/distributed/fd_mesh_command_queue.cpp:665. Format: trace id.
+	// (The older "Cannot load new binaries during trace capture." is gone.)
+	MsgProgramCacheMissDuringCapture = "Writes are not supported during trace capture. trace id: %d"
 	// Format: cq id, trace id.
 	MsgAlreadyTracing = "CQ %d is already being used for tracing tid %d"
 	MsgNotTracing     = "CQ %d is not being used for tracing tid %d"

@@ -2,6 +2,7 @@ package tthw_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -185,7 +186,7 @@ func TestTraceReplayBakedAddress(t *testing.T) {
 	}
 	// a program-cache miss during capture is refused with tt-metal's text
 	id2, _ := d.BeginCapture()
-	if _, err := d.Run(tt.PlusOne{Input: other}); !tt.HasMsg(err, "Cannot load new binaries during trace capture.") {
+	if _, err := d.Run(tt.PlusOne{Input: other}); !tt.HasMsg(err, fmt.Sprintf(tt.MsgProgramCacheMissDuringCapture, id2)) {
 		t.Errorf("miss during capture: %v", err)
 	}
 	d.EndCapture(id2)

@@ -779,15 +779,16 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
   int hit = 0;
   for (size_t i = 0; i < d->nprogs && !hit; i++) hit = !strcmp(d->progs[i], key);
   if (!hit) {
-    if (d->capturing)
-      return lb_err(OFFCARD_TT_EDEVICE, name,
-                    "Cannot load new binaries during trace capture.This program is not yet in program cache. Warm up before capturing a trace.");
     char *kk = strdup(key);
     if (!kk || !grow((void **)&d->progs, &d->capprogs, d->nprogs + 1, sizeof *d->progs)) {
       free(kk);
       return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
     }
     d->progs[d->nprogs++] = kk;
+    /* a miss caches the program, then its binaries' write fails during a
+       capture (tt-metal fd_mesh_command_queue.cpp:665 at 622c6fb9) */
+    if (d->capturing)
+      return lb_err(OFFCARD_TT_EDEVICE, name, "Writes are not supported during trace capture. trace id: %u", d->cur_trace);
   }
   for (uint32_t j = 0; j < want_out; j++) {
     lb_tensor *t;

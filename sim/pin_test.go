@@ -1,0 +1,202 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/offcard/offcard/tt"
+)
+
+// The card's own answers at tt.TTMetalCommit (622c6fb9) where the simulator
+// once followed older tt-metal versions; each test cites the source it holds
+// the simulator to.
+
+// sdpaFix is a small paged SDPA decode setup: B users, kvh KV heads, heads
+// query heads, head_dim 32, block 32, a 2-wide page table.
+type sdpaFix struct {
+	d                  *Device
+	q, k, v, pt, cp    tt.Tensor
+	B, heads, kvh, dim int
+}
+
+func newSDPAFix(t *testing.T, o Options, B, heads, kvh int) *sdpaFix {
+	t.Helper()
+	const D, bs, blocks = 32, 32, 8
+	r := rand.New(rand.NewPCG(uint64(B), uint64(heads*kvh)))
+	d := cDev(t, o)
+	f := &sdpaFix{d: d, B: B, heads: heads, kvh: kvh, dim: D}
+	f.k = cUpload(t, d, cSpec(tt.BF16, tt.Tile, blocks, kvh, bs, D), cRand(r, blocks*kvh*bs*D, false))
+	f.v = cUpload(t, d, cSpec(tt.BF16, tt.Tile, blocks, kvh, bs, D), cRand(r, blocks*kvh*bs*D, false))
+	f.q = cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, B, heads, D), cRand(r, B*heads*D, false))
+	tbl := make([]int32, 2*B)
+	for i := range tbl {
+		tbl[i] = int32(i % blocks)
+	}
+	f.pt = cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, B, 2), tbl)
+	pos := make([]int32, B)
+	for i := range pos {
+		pos[i] = int32(10 + 7*i)
+	}
+	f.cp = cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, B), pos)
+	return f
+}
+
+func (f *sdpaFix) op(out tt.MemoryConfig) tt.PagedSDPADecode {
+	return tt.PagedSDPADecode{Q: f.q, K: f.k, V: f.v, PageTable: f.pt, CurPos: f.cp, KChunkSize: 32, Memory: out}
+}
+
+// wantErr runs op and wants it refused with exactly op: text.
+func wantErr(t *testing.T, d *Device, what string, op tt.Op, text string) {
+	t.Helper()
+	err := run1(d, op)
+	if err == nil || err.Error() != op.Name()+": "+text {
+		t.Errorf("%s: err %v, want %q", what, err, text)
+	}
+}
+
+// sdpa_decode_device_operation.cpp:83-109, 403-405: Q is HEIGHT_SHARDED
+// when sharded (else DRAM); the output is checked only when sharded, and
+// then must be HEIGHT_SHARDED; with more than one KV head (GQA) a sharded
+// output is refused. An L1-interleaved output is allowed, and gives the
+// DRAM output's bytes.
+func TestSDPAOutputAndQMemoryRules(t *testing.T) {
+	hs := tt.L1HeightSharded(2, [2]int{32, 32})
+	ws := tt.L1WidthSharded(1, [2]int{64, 32})
+	// GQA: 4 query heads over 2 KV heads.
+	f := newSDPAFix(t, Options{}, 2, 4, 2)
+	wantErr(t, f.d, "GQA, height-sharded output", f.op(hs), "Sharded output not supported for GQA")
+	wantErr(t, f.d, "GQA, width-sharded output", f.op(ws),
+		"Output memory config layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED")
+	dram := cOut(t, f.d, f.op(tt.DRAMInterleaved))
+	l1 := cOut(t, f.d, f.op(tt.L1Interleaved))
+	cSame(t, "L1-interleaved output", cDown(t, f.d, l1), cDown(t, f.d, dram))
+
+	// One KV head (not GQA): a height-sharded output runs, a width-sharded
+	// one is refused.
+	m := newSDPAFix(t, Options{}, 2, 1, 1)
+	if err := run1(m.d, m.op(tt.L1HeightSharded(2, [2]int{32, 32}))); err != nil {
+		t.Errorf("MHA, height-sharded output: %v", err)
+	}
+	wantErr(t, m.d, "MHA, width-sharded output", m.op(tt.L1WidthSharded(1, [2]int{64, 32})),
+		"Output memory config layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED")
+
+	// Q: width-sharded refused, L1-interleaved refused, height-sharded runs.
+	qv := cDown(t, m.d, m.q)
+	for _, c := range []struct {
+		mem  tt.MemoryConfig
+		text string
+	}{
+		{tt.L1WidthSharded(1, [2]int{64, 32}), "Q tensor memory layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED"},
+		{tt.L1Interleaved, "Q tensor buffer type must be DRAM when not sharded but got L1"},
+		{tt.L1HeightSharded(2, [2]int{32, 32}), ""},
+	} {
+		s := m.q.Spec
+		s.Memory = c.mem
+		q := cUpload(t, m.d, s, qv)
+		op := m.op(tt.DRAMInterleaved)
+		op.Q = q
+		if c.text == "" {
+			if err := run1(m.d, op); err != nil {
+				t.Errorf("Q %v: %v", c.mem, err)
+			}
+			continue
+		}
+		wantErr(t, m.d, fmt.Sprintf("Q %v", c.mem), op, c.text)
+	}
+}
+
+// paged_update_cache_device_operation.cpp:257-259: a width-sharded input is
+// refused, whatever its shard shape.
+func TestUpdateCacheRefusesWidthSharded(t *testing.T) {
+	f := newUCFix(t, Options{}, 1, 1, 32, 32, 8, 2)
+	in := mustAlloc(t, f.d, tt.Spec{Shape: []int{1, 1, 1, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1WidthSharded(1, [2]int{32, 32})})
+	op := f.op()
+	op.Input = in
+	wantErr(t, f.d, "width-sharded input", op, "Expect input_tensor to NOT have memory layout WIDTH SHARDED")
+}
+
+// A capture whose SDPA decode has a cur_pos of a spec not seen before misses
+// the program cache (the spec is keyed: sdpa_decode_device_operation.cpp:
+// 515-520, 553-554) and fails as every miss during capture does.
+func TestSDPACurPosSpecMissesInCapture(t *testing.T) {
+	f := newSDPAFix(t, Options{}, 2, 4, 2)
+	cRun(t, f.d, f.op(tt.DRAMInterleaved)) // warm
+	cpL1 := cUploadI32(t, f.d, tt.Spec{Shape: []int{2}, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.L1Interleaved}, []int32{10, 17})
+	id, err := f.d.BeginCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cRun(t, f.d, f.op(tt.DRAMInterleaved)) // the warmed spec hits
+	op := f.op(tt.DRAMInterleaved)
+	op.CurPos = cpL1
+	wantErr(t, f.d, "capture with a new cur_pos spec", op, fmt.Sprintf("Writes are not supported during trace capture. trace id: %d", id))
+	if err := f.d.EndCapture(id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A program-cache miss during capture (ttnn/api/ttnn/device_operation.hpp:
+// 337-347; tt_metal/distributed/distributed.cpp:115-118;
+// tt_metal/distributed/mesh_workload.cpp:138-179;
+// tt_metal/distributed/fd_mesh_command_queue.cpp:665): the program is
+// cached, its kernel-binary buffer allocated (top-down), then the write of
+// the binaries fails with the trace id. The binaries were never committed:
+// each later launch of it (a cache hit) allocates a new buffer, then frees
+// the old one, until a launch outside the capture commits them; after that
+// a launch loads nothing.
+func TestCaptureMissCachesAndAllocatesThenFails(t *testing.T) {
+	f := newUCFix(t, Options{Strict: true}, 2, 1, 32, 32, 8, 2)
+	f.setTable([][]int32{{0, 1}, {2, 3}})
+	if err := f.step([]int32{1, 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	bins := f.d.KernelBinaries()
+	id, err := f.d.BeginCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := f.op()
+	o.FP32DestAcc = true // a program never compiled
+	hits, misses := f.d.ProgramCacheStats()
+	wantErr(t, f.d, "miss during capture", o, fmt.Sprintf("Writes are not supported during trace capture. trace id: %d", id))
+	if h, m := f.d.ProgramCacheStats(); h != hits || m != misses+1 {
+		t.Fatalf("miss during capture: hits/misses %d/%d -> %d/%d, want one miss", hits, misses, h, m)
+	}
+	got := f.d.KernelBinaries()
+	if len(got) != len(bins)+1 || got[len(bins)] != bins[len(bins)-1]-KernelBinaryBytesPerBank {
+		t.Fatalf("binaries %#x, want %#x plus one below", got, bins)
+	}
+	named := false
+	for _, fd := range f.d.Findings() {
+		named = named || fd.Class == CacheMissDuringCapture
+	}
+	if !named {
+		t.Fatalf("strict: no %s finding: %v", CacheMissDuringCapture, f.d.Findings())
+	}
+	// Still capturing: the cached program hits and fails the same way,
+	// with a new buffer allocated and the old one freed.
+	wantErr(t, f.d, "hit of the uncommitted program during capture", o, fmt.Sprintf("Writes are not supported during trace capture. trace id: %d", id))
+	if err := f.d.EndCapture(id); err != nil {
+		t.Fatal(err)
+	}
+	hits, misses = f.d.ProgramCacheStats()
+	got = f.d.KernelBinaries()
+	if err := run1(f.d, o); err != nil {
+		t.Fatal(err)
+	}
+	if h, m := f.d.ProgramCacheStats(); h != hits+1 || m != misses {
+		t.Fatalf("after the capture: hits/misses %d/%d -> %d/%d, want a hit", hits, misses, h, m)
+	}
+	after := f.d.KernelBinaries()
+	if len(after) != len(bins)+1 || !slices.Equal(after[:len(bins)], bins) || after[len(bins)] == got[len(bins)] {
+		t.Fatalf("binaries after the eager hit %#x (before it %#x): want the uncommitted buffer replaced", after, got)
+	}
+	if err := run1(f.d, o); err != nil {
+		t.Fatal(err)
+	}
+	if again := f.d.KernelBinaries(); !slices.Equal(again, after) {
+		t.Fatalf("a committed program loaded binaries again: %#x -> %#x", after, again)
+	}
+}
