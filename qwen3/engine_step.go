@@ -692,6 +692,9 @@ func (f *fwd) run(op tt.Op) []tt.Tensor {
 		f.err = fmt.Errorf("%s: %w", op.Name(), err)
 		return nil
 	}
+	if tm, ok := op.(*tt.ToMemoryConfig); ok && len(outs) == 1 && outs[0].ID == tm.Input.ID {
+		return outs // ttnn returns the input itself for its own config: not an output to free
+	}
 	f.tmp = append(f.tmp, outs...)
 	return outs
 }

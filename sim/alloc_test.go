@@ -115,8 +115,14 @@ func TestDeviceAllocation(t *testing.T) {
 	if want := d.opt.L1Size - 32; l.Addr != want {
 		t.Errorf("L1 top-down: %d want %d", l.Addr, want)
 	}
-	// Largest fitting: bank 1 MiB - 64 KiB trace region - 32 base.
-	free := uint64(1<<20 - 64<<10 - 32 - 96 - 1024 - 32)
+	// Largest fitting: bank 1 MiB - the trace region's share of the bank -
+	// 32 base. The 64 KiB region is the total over the 12 banks: each
+	// reserves round_up(div_up(65536, 12), 32) = 5472 B
+	// (tt_metal/impl/allocator/allocator.cpp:43-49 at tt.TTMetalCommit).
+	if got := d.TraceRegionPerBank(); got != 5472 {
+		t.Fatalf("trace region per bank %d, want 5472", got)
+	}
+	free := uint64(1<<20 - 5472 - 32 - 96 - 1024 - 32)
 	pages := int(free / 32 * 12)
 	if _, err := d.Allocate(rmSpec(pages, 8)); err != nil {
 		t.Fatalf("exact fit: %v", err)

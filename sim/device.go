@@ -80,7 +80,9 @@ type Options struct {
 	// L1Size is each worker core's L1 bytes (default Wormhole 1,499,136,
 	// Blackhole 1,572,864).
 	L1Size uint64
-	// TraceRegionSize is reserved at the top of every DRAM bank (§5.6).
+	// TraceRegionSize is the trace region over all DRAM banks (§5.6): each
+	// bank reserves ceil(TraceRegionSize/banks), rounded up to the DRAM
+	// alignment, at its top (tt_metal/impl/allocator/allocator.cpp:37-49).
 	TraceRegionSize uint64
 	// NumCores is the number of worker cores (default Wormhole 64 (8x8),
 	// Blackhole 130 (13x10)); they are also the L1 banks.
@@ -261,10 +263,10 @@ func New(o Options) (*Device, error) {
 	if o.L1UnreservedBase == 0 {
 		o.L1UnreservedBase = 96 << 10
 	}
-	if o.TraceRegionSize%p.dramAlign != 0 || o.DRAMBankSize%p.dramAlign != 0 {
-		return nil, fmt.Errorf("sim: bank size and trace region must be multiples of %d", p.dramAlign)
+	if o.DRAMBankSize%p.dramAlign != 0 {
+		return nil, fmt.Errorf("sim: bank size must be a multiple of %d", p.dramAlign)
 	}
-	if o.DRAMUnreservedBase+o.TraceRegionSize > o.DRAMBankSize || o.L1UnreservedBase >= o.L1Size {
+	if o.DRAMUnreservedBase+p.tracePerBank(o.TraceRegionSize) > o.DRAMBankSize || o.L1UnreservedBase >= o.L1Size {
 		return nil, fmt.Errorf("sim: reserved regions leave no memory")
 	}
 	d := &Device{opt: o, arch: p, progs: map[string]program{}, nextID: 1, clock: 1}
@@ -285,10 +287,25 @@ func New(o Options) (*Device, error) {
 	for _, m := range d.l1 {
 		m.clock = &d.clock
 	}
-	d.dram = newAllocator(o.DRAMUnreservedBase, o.DRAMBankSize-o.TraceRegionSize, p.dramAlign, true, o.BestFit)
+	d.dram = newAllocator(o.DRAMUnreservedBase, o.DRAMBankSize-p.tracePerBank(o.TraceRegionSize), p.dramAlign, true, o.BestFit)
 	d.l1a = newAllocator(o.L1UnreservedBase, o.L1Size, p.dramAlign, false, false)
 	return d, nil
 }
+
+// tracePerBank is what each DRAM bank reserves for a trace region of size
+// bytes in all: round_up(div_up(size, banks), dram_alignment)
+// (tt_metal/impl/allocator/allocator.cpp:43-49).
+func (p archParams) tracePerBank(size uint64) uint64 {
+	if size == 0 {
+		return 0
+	}
+	n := uint64(p.nbanks)
+	return alignUp((size+n-1)/n, p.dramAlign)
+}
+
+// TraceRegionPerBank is the bytes each DRAM bank reserves for the trace
+// region.
+func (d *Device) TraceRegionPerBank() uint64 { return d.arch.tracePerBank(d.opt.TraceRegionSize) }
 
 // Recycle hands the device's memory to later devices. The device must not
 // be used again: any later access to its memory panics. Nothing read from

@@ -16,7 +16,7 @@ import (
 func TestKernelBinariesAtProgramCacheMisses(t *testing.T) {
 	f := newUCFix(t, Options{}, 2, 1, 32, 32, 8, 2)
 	f.setTable([][]int32{{0, 1}, {2, 3}})
-	top := f.d.Options().DRAMBankSize - f.d.Options().TraceRegionSize
+	top := f.d.Options().DRAMBankSize - f.d.TraceRegionPerBank()
 	if n := len(f.d.KernelBinaries()); n != 0 {
 		t.Fatalf("%d binaries before any program", n)
 	}

@@ -200,3 +200,44 @@ func TestCaptureMissCachesAndAllocatesThenFails(t *testing.T) {
 		t.Fatalf("a committed program loaded binaries again: %#x -> %#x", after, again)
 	}
 }
+
+// to_memory_config to the tensor's own memory config returns the tensor
+// itself (ttnn/cpp/ttnn/operations/core/to_memory_config/
+// to_memory_config_op.cpp:257-261): no allocation, no program, nothing
+// recorded during a capture. Another config allocates and copies.
+func TestToMemoryConfigSameConfigIsTheInput(t *testing.T) {
+	d := cDev(t, Options{LogOps: true})
+	r := rand.New(rand.NewPCG(3, 4))
+	x := cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, 32, 64), cRand(r, 32*64, false))
+	probe := cAlloc(t, d, cSpec(tt.INT32, tt.RowMajor, 4))
+	if err := d.Free(probe); err != nil {
+		t.Fatal(err)
+	}
+	h0, m0 := d.ProgramCacheStats()
+	id, err := d.BeginCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := d.Run(tt.ToMemoryConfig{Input: x, Memory: x.Spec.Memory})
+	if err != nil || len(outs) != 1 || outs[0].ID != x.ID || outs[0].Addr != x.Addr {
+		t.Fatalf("same config: outs %v err %v, want the input %v", outs, err, x)
+	}
+	if err := d.EndCapture(id); err != nil {
+		t.Fatal(err)
+	}
+	if h, m := d.ProgramCacheStats(); h != h0 || m != m0 {
+		t.Fatalf("same config ran a program: hits/misses %d/%d -> %d/%d", h0, m0, h, m)
+	}
+	if n := len(d.OpLog()); n != 0 {
+		t.Fatalf("same config observed as %d ops: %v", n, d.OpLog())
+	}
+	y := cAlloc(t, d, cSpec(tt.INT32, tt.RowMajor, 4))
+	if y.Addr != probe.Addr {
+		t.Fatalf("same config allocated: the next tensor is at %#x, not %#x", y.Addr, probe.Addr)
+	}
+	l1 := cOut(t, d, tt.ToMemoryConfig{Input: x, Memory: tt.L1Interleaved})
+	if l1.ID == x.ID {
+		t.Fatal("another config returned the input")
+	}
+	cSame(t, "to L1", cDown(t, d, l1), cDown(t, d, x))
+}

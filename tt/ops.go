@@ -161,7 +161,11 @@ type RotaryEmbeddingLlama struct {
 // core.hpp): the same values in another memory config (interleaved <->
 // sharded, L1 <-> DRAM). Allocating: one output, the input's spec with
 // Memory. tt_transformers uses it around rms_norm on head tensors
-// (attention.py norm_reshard).
+// (attention.py norm_reshard). To the input's own memory config it returns
+// the input tensor itself: no allocation, no program
+// (ttnn/cpp/ttnn/operations/core/to_memory_config/to_memory_config_op.cpp:
+// 257-261 at 622c6fb9); Device.Run then returns Input, which the caller
+// must not free as an output.
 type ToMemoryConfig struct {
 	Input  Tensor
 	Memory MemoryConfig

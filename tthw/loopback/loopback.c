@@ -521,7 +521,11 @@ int32_t offcard_tt_open(uint32_t abi_version, const char *options, offcard_tt_de
     if (r > 0) *(i < 3 ? dst[i] : fdst[i - 3]) = v;
   }
   d->fail_alloc = (long)fa, d->fail_op = (long)fo, d->fail_capture = (long)fc;
-  if (bad || d->bank_size % d->dram_align || d->trace_region % d->dram_align || d->dram_base + d->trace_region >= d->bank_size ||
+  /* trace_region is the total over the banks: each reserves its share
+     (tt-metal tt_metal/impl/allocator/allocator.cpp:43-49 at 622c6fb9) */
+  uint64_t trace_per_bank = d->trace_region ? (d->trace_region + d->nbanks - 1) / d->nbanks : 0;
+  trace_per_bank = (trace_per_bank + d->dram_align - 1) / d->dram_align * d->dram_align;
+  if (bad || d->bank_size % d->dram_align || d->dram_base + trace_per_bank >= d->bank_size ||
       d->l1_base >= d->l1_size) {
     free(d);
     return lb_err(OFFCARD_TT_EARG, "open", "bad options: %s", options ? options : "");
@@ -531,7 +535,7 @@ int32_t offcard_tt_open(uint32_t abi_version, const char *options, offcard_tt_de
   int ok = d->dram && d->l1;
   for (int i = 0; ok && i < d->nbanks; i++) ok = mem_init(&d->dram[i], d->bank_size);
   for (int i = 0; ok && i < d->ncores; i++) ok = mem_init(&d->l1[i], d->l1_size);
-  ok = ok && alloc_init(&d->da, d->dram_base, d->bank_size - d->trace_region, d->dram_align, 1);
+  ok = ok && alloc_init(&d->da, d->dram_base, d->bank_size - trace_per_bank, d->dram_align, 1);
   ok = ok && alloc_init(&d->la, d->l1_base, d->l1_size, d->dram_align, 0);
   ok = ok && grow((void **)&d->ts, &d->capts, 1, sizeof *d->ts);
   if (!ok) {
