@@ -56,8 +56,10 @@
 // input's shard grid (the grids must not overlap; tt.ShardSpec.FirstCore
 // places the second), with the page table's aligned page read into its CB
 // and an index CB of the index tensor's aligned page, as the fused
-// factories do. Paged SDPA decode reads the aligned page-table page into
-// c_9 (created after c_8, before the Q CB, whose bytes follow it in L1),
+// factories do. Paged SDPA decode places its CBs in the pin's order (c_0
+// Q, c_1/c_2 K/V, c_3, c_5..c_7, c_8 and c_15 cur_pos, c_9 page table, c_10
+// tilized Q, ...) and reads the aligned page-table page into c_9 (past it
+// lies c_10, unwritten for a TILE Q),
 // caps the dynamic K chunk at 8 tiles (4 with fp32 accumulation), refuses a
 // user k_chunk_size that is not a power of two, and fetches the masked
 // tiles of the last chunk too (an address outside the bank faults).

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/tt"
 )
 
@@ -240,4 +241,51 @@ func TestToMemoryConfigSameConfigIsTheInput(t *testing.T) {
 		t.Fatal("another config returned the input")
 	}
 	cSame(t, "to L1", cDown(t, d, l1), cDown(t, d, x))
+}
+
+// Paged SDPA decode's CBs in the pin's creation order and sizes
+// (ttnn/cpp/ttnn/operations/transformer/sdpa_decode/device/
+// sdpa_decode_program_factory.cpp:385-387, 414-421, 443-461, 538-611), at
+// the qwen3-0.6b decode geometry (8 users, 16 query heads over 8 KV heads,
+// head_dim 128, block 32, k_chunk 32, Wormhole): Q/mask/statistics in half
+// tiles (16 heads), K and V double-buffered, c_8 and c_15 for cur_pos, c_9
+// the page table's aligned page, then c_10.
+func TestSDPACBOrderAndSizes(t *testing.T) {
+	d := cDev(t, Options{})
+	const B, H, KVH, D, W = 8, 16, 8, 128, 4
+	q := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, B, H, D))
+	k := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 16, KVH, 32, D))
+	v := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 16, KVH, 32, D))
+	pt := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, B, W), make([]int32, B*W))
+	cp := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, B), []int32{0, 1, 2, 3, 4, 5, 6, 7})
+	for _, x := range []tt.Tensor{q, k, v} {
+		if err := d.WriteHost(x, tt.HostBF16(x.Spec.Shape, tt.Tile, make([]bf16.BF16, x.Spec.Volume()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cRun(t, d, tt.PagedSDPADecode{Q: q, K: k, V: v, PageTable: pt, CurPos: cp, KChunkSize: 32})
+	var p *sdpaProgram
+	for _, pr := range d.progs {
+		if sp, ok := pr.(*sdpaProgram); ok {
+			p = sp
+		}
+	}
+	if p == nil {
+		t.Fatal("no SDPA program cached")
+	}
+	type want struct{ idx, size int }
+	// half tile 1024 B, full 2048 B; DHt 4, PNHt 1, Sk_chunk_t 1.
+	ws := []want{{0, 4096}, {1, 16384}, {2, 16384}, {3, 1024}, {5, 1024}, {6, 1024}, {7, 1024},
+		{8, 32}, {15, 32}, {9, 32}, {10, 4096}, {11, 2048}, {12, 1024}}
+	at := uint64(96 << 10)
+	for i, w := range ws {
+		c := p.cbs[i]
+		if c.indices[0] != w.idx || c.size != uint64(w.size) || c.addr != at {
+			t.Fatalf("CB %d: c_%d %d B at %#x, want c_%d %d B at %#x", i, c.indices[0], c.size, c.addr, w.idx, w.size, at)
+		}
+		at = alignUp(at+uint64(w.size), 32)
+	}
+	if p.ptCB != p.cbs[9].addr || p.qCB != p.cbs[0].addr {
+		t.Fatalf("page-table CB %#x / Q CB %#x not c_9 / c_0", p.ptCB, p.qCB)
+	}
 }

@@ -25,9 +25,10 @@ const opSDPA = "paged_scaled_dot_product_attention_decode"
 //
 // Per user b (on core b): cur_pos = CurPos[b] as uint32; 0xFFFFFFFF (-1)
 // skips the user and nothing of its output is written. Otherwise the
-// reader copies page b of the page table (aligned_page_size bytes: the row
-// and the DRAM padding of its slot) into the page-table CB c_9 in that
-// core's L1, and looks up entries for every K/V tile row up to
+// reader copies its Q tiles into c_0 and page b of the page table
+// (aligned_page_size bytes: the row and the DRAM padding of its slot) into
+// the page-table CB c_9 in that core's L1 (past it: c_10, written only for
+// a ROW_MAJOR Q, so stale L1 for the engine's TILE Q), and looks up entries for every K/V tile row up to
 // round_up(cur_pos+1, k_chunk)/32 - 1: entry k is a uint32 load at
 // c_9 + 4k (past the CB it is whatever the L1 holds). The tile of row s,
 // column tile c of kv head h is physical*KVH*bst*DHt + h*bst*DHt +
@@ -35,11 +36,11 @@ const opSDPA = "paged_scaled_dot_product_attention_decode"
 // 0..cur_pos are gathered into contiguous scratch and each query head runs
 // ref.Attend with the op's scale (0 means float32(1/sqrt(D)), ref.AttnScale).
 // Tiles of the chunk beyond cur_pos are masked on the card (-inf); the
-// simulator computes their addresses (strict findings) but does not read
-// them, so their contents never reach the output.
+// reader fetches them (an address outside the bank faults) but their
+// contents never reach the output.
 //
 // KChunkSize 0 (dynamic) takes Sk_chunk_t = the smallest power of two >=
-// cur_pos/32+1 (tt-metal's nearest_pow2_capped; its cap is not in the notes).
+// cur_pos/32+1, capped at dst_size (validLen).
 func (d *Device) sdpaDecode(o tt.PagedSDPADecode, output tt.Tensor) error {
 	const name = opSDPA
 	bs, err := d.operands(name, &o.Q, &o.K, &o.V, &o.PageTable, &o.CurPos, &output)
@@ -55,7 +56,7 @@ func (d *Device) sdpaDecode(o tt.PagedSDPADecode, output tt.Tensor) error {
 	// Tensor's attribute_names are storage and tensor_spec,
 	// ttnn/api/ttnn/tensor/tensor.hpp:256). A cur_pos of a new spec misses.
 	key := d.opKey(name, attrs, q, k, v, pt, out, cp)
-	pr, err := d.lookup(name, key, validate, func() (program, error) { return d.buildSDPA(o, q, k, pt, cp), nil })
+	pr, err := d.lookup(name, key, validate, func() (program, error) { return d.buildSDPA(o, q, k, pt, cp, out), nil })
 	if err != nil {
 		return err
 	}
@@ -177,17 +178,28 @@ type sdpaProgram struct {
 	cacheTileAligned uint32
 	ptAligned        uint64
 	maxChunkT        int    // cap of the dynamic chunk, in tiles
-	qCB, qCBSize     uint64 // the Q CB, right after the page-table CB
+	qCB, qCBSize     uint64 // the Q CB c_0, the first CB
+	cbs              []cb   // every CB, in creation order
 }
 
 func (p *sdpaProgram) cbEnd() uint64 { return p.end }
 
-// buildSDPA places the program's CBs. The factory's exact CB list is not in
-// the notes; the model creates, in order, q (the user's head tiles), k and v
-// (one k-chunk each), the mask (one chunk row), then the page-table CB c_9
-// sized to the page table's aligned page, then the cur_pos CB (one aligned
-// page of the cur_pos tensor).
-func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt, cp *buffer) *sdpaProgram {
+// buildSDPA places the program's CBs as the factory creates them at the pin
+// (ttnn/cpp/ttnn/operations/transformer/sdpa_decode/device/
+// sdpa_decode_program_factory.cpp:538-611), for the causal paged case with
+// no attention sink, no sliding window, a block size of whole tiles and one
+// core per user: c_0 Q, c_1 K and c_2 V (a k chunk each, double-buffered),
+// c_3 mask, c_5 scale, c_6 and c_7 statistics, c_8 and c_15 cur_pos (one
+// aligned page each), c_9 page table (one aligned page), c_10 tilized Q
+// (used only for a ROW_MAJOR Q), c_11 and c_12 scalars, the intermediates
+// c_24..c_31, c_21..c_23, the outputs c_16..c_18 and c_20 (aliasing a
+// sharded output). Tile sizes (:385-387, 414-461): a k chunk of
+// k_chunk_size/32 tiles, or dst_size (8, 4 with fp32 accumulation) when
+// 0; Q, mask, scalar, statistics and intermediate tiles are half tiles
+// (16x32, 1024 B) when at most 16 query heads, else full (2048 B); K, V,
+// the column identity c_11 and the output are full tiles. L1 just past
+// the page-table CB is c_10.
+func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt, cp, out *buffer) *sdpaProgram {
 	qs, ks := q.spec.Shape, k.spec.Shape
 	p := &sdpaProgram{heads: qs[2], kvh: ks[1], dh: qs[3], bs: uint32(ks[2]), blocks: uint32(ks[0]),
 		ptWidth: uint32(pt.spec.Shape[1]), kchunk: o.KChunkSize, scale: o.Scale}
@@ -197,28 +209,51 @@ func (d *Device) buildSDPA(o tt.PagedSDPADecode, q, k, pt, cp *buffer) *sdpaProg
 	p.cacheTile = uint32(k.pageSize)
 	p.cacheTileAligned = uint32(k.aligned)
 	p.ptAligned = pt.aligned
-	tile := uint64(tt.TileSize * tt.TileSize * 2)
+	const full = uint64(tt.TileSize * tt.TileSize * 2)
+	half := full
+	if p.heads <= 16 { // use_half_tile: causal, num_q_heads <= 16, BF16 Q (:443)
+		half = full / 2
+	}
 	dht := uint64(p.dh / tt.TileSize)
-	qTiles := uint64(alignUp(uint64(p.heads), tt.TileSize)/tt.TileSize) * dht
-	p.maxChunkT = 8 // dst_size: 8 tiles, 4 with fp32 accumulation
+	pnht := uint64(q.spec.PaddedDim(2) / tt.TileSize) // PNH/32 (:93, 160)
+	p.maxChunkT = 8                                   // dst_size: 8 tiles, 4 with fp32 accumulation
 	if o.FP32DestAcc {
 		p.maxChunkT = 4
 	}
-	chunkT := uint64(max(o.KChunkSize/tt.TileSize, p.maxChunkT))
-	// sdpa_decode_program_factory.cpp creates c_8 (cur_pos, one aligned
-	// page) and c_9 (page table, one aligned page) first, then c_0 (Q), so
-	// L1 just past the page-table CB is the Q CB of the same program.
+	chunkT := uint64(p.maxChunkT) // Sk_chunk_t_cb_size
+	if o.KChunkSize > 0 {
+		chunkT = uint64(o.KChunkSize / tt.TileSize)
+	}
+	qT, outT, stats := pnht*dht, pnht*dht, pnht*half
 	specs := []cbSpec{
-		{indices: []int{8}, size: cp.aligned},
-		{indices: []int{9}, size: pt.aligned},
-		{indices: []int{0}, size: qTiles * tile},
-		{indices: []int{1}, size: chunkT * dht * tile},
-		{indices: []int{2}, size: chunkT * dht * tile},
-		{indices: []int{3}, size: chunkT * tile},
+		{indices: []int{0}, size: qT * half},               // Q
+		{indices: []int{1}, size: chunkT * dht * 2 * full}, // K, double-buffered
+		{indices: []int{2}, size: chunkT * dht * 2 * full}, // V, double-buffered
+		{indices: []int{3}, size: pnht * chunkT * half},    // mask
+		{indices: []int{5}, size: half},                    // scale
+		{indices: []int{6}, size: stats},                   // m_in
+		{indices: []int{7}, size: stats},                   // l_in
+		{indices: []int{8}, size: cp.aligned},              // cur_pos (writer)
+		{indices: []int{15}, size: cp.aligned},             // cur_pos (compute)
+		{indices: []int{9}, size: pt.aligned},              // page table
+		{indices: []int{10}, size: qT * half},              // tilized Q
+		{indices: []int{11}, size: full},                   // column identity
+		{indices: []int{12}, size: half},
+		{indices: []int{24}, size: pnht * chunkT * half},
+		{indices: []int{25}, size: outT * half},
+		{indices: []int{26}, size: outT * half},
+		{indices: []int{27}, size: stats}, {indices: []int{28}, size: stats}, {indices: []int{29}, size: stats},
+		{indices: []int{30}, size: stats}, {indices: []int{31}, size: stats}, {indices: []int{21}, size: stats},
+		{indices: []int{22}, size: stats},
+		{indices: []int{23}, size: outT * half},
+		{indices: []int{16}, size: outT * half},
+		{indices: []int{17}, size: stats}, {indices: []int{18}, size: stats},
+		{indices: []int{20}, size: outT * full, global: out.spec.Memory.Sharded()},
 	}
 	cbs, end := d.placeCBs(specs)
-	p.ptCB, p.ptCBSize, p.end = cbs[1].addr, cbs[1].size, end
-	p.qCB, p.qCBSize = cbs[2].addr, cbs[2].size
+	p.end, p.cbs = end, cbs
+	p.qCB, p.qCBSize = cbs[0].addr, cbs[0].size
+	p.ptCB, p.ptCBSize = cbs[9].addr, cbs[9].size
 	return p
 }
 
@@ -288,8 +323,8 @@ func (l *sdpaLaunch) exec(d *Device) error {
 				opSDPA, b, int32(cur), cur, maxSDPAPositions)
 		}
 		core := b % len(d.l1)
-		// The reader fills the Q CB (user b's Q tile row) before it
-		// reads the page table: L1 past c_9 holds these bytes.
+		// The reader fills the Q CB c_0 (user b's Q tile row) before it
+		// reads the page table.
 		if err := l.fillQCB(d, x, s, b, core); err != nil {
 			return err
 		}
@@ -386,15 +421,13 @@ func (l *sdpaLaunch) fillQCB(d *Device, x *opIO, s *scratch, b, core int) error 
 	}
 	wt := q.spec.Width() / tt.TileSize
 	pg := s.pageBuf(int(q.pageSize))
+	tb := l.p.qCBSize / uint64(wt) // a full tile, or the half tile (rows 0..15: faces 0 and 1)
 	for c := 0; c < wt; c++ {
-		at := l.p.qCB + uint64(c)*q.aligned
-		if at+q.pageSize > l.p.qCB+l.p.qCBSize {
-			return nil
-		}
+		at := l.p.qCB + uint64(c)*tb
 		if err := x.pageIO(q, b*wt+c, pg, false); err != nil {
 			return err
 		}
-		if err := d.l1IO(opSDPA, core, at, pg, true); err != nil {
+		if err := d.l1IO(opSDPA, core, at, pg[:tb], true); err != nil {
 			return err
 		}
 	}
