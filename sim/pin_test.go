@@ -289,3 +289,55 @@ func TestSDPACBOrderAndSizes(t *testing.T) {
 		t.Fatalf("page-table CB %#x / Q CB %#x not c_9 / c_0", p.ptCB, p.qCB)
 	}
 }
+
+// share_cache chains the users' cores by a semaphore: core i waits for core
+// i-1's signal before it reads the cache and signals after its write
+// barrier (ttnn/cpp/ttnn/operations/experimental/paged_cache/device/
+// update_cache/paged_update_cache_program_factory.cpp:380-395;
+// kernels/dataflow/reader_update_cache_interleaved_start_id.cpp:125-130,
+// writer_update_cache_interleaved_start_id.cpp:146-161). Two users writing
+// rows 3 and 4 of one shared tile both keep their row, whatever the
+// device seed, and strict finds no race.
+func TestShareCacheUsersSerialised(t *testing.T) {
+	const B, H, S, D = 2, 1, 32, 32
+	for seed := uint64(0); seed < 4; seed++ {
+		d := newDev(t, Options{Seed: seed, Strict: true})
+		cacheS := tt.Spec{Shape: []int{1, H, S, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}
+		cache := mustAlloc(t, d, cacheS)
+		model := make([]bf16.BF16, H*S*D)
+		for i := range model {
+			model[i] = bf16.BF16(0x3f00 + i%64)
+		}
+		if err := d.WriteHost(cache, tt.HostBF16(cacheS.Shape, tt.Tile, model)); err != nil {
+			t.Fatal(err)
+		}
+		in := mustAlloc(t, d, tt.Spec{Shape: []int{1, B, H, D}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, D})})
+		inv := make([]bf16.BF16, B*H*D)
+		for i := range inv {
+			inv[i] = bf16.BF16(0x4000 + i)
+		}
+		if err := d.WriteHost(in, tt.HostBF16([]int{1, B, H, D}, tt.Tile, inv)); err != nil {
+			t.Fatal(err)
+		}
+		idx := mustAlloc(t, d, rmSpec(B))
+		if err := d.WriteHost(idx, tt.HostInt32([]int{B}, tt.RowMajor, []int32{3, 4})); err != nil {
+			t.Fatal(err)
+		}
+		if err := run1(d, tt.PagedUpdateCache{Cache: cache, Input: in, UpdateIdxs: &idx, ShareCache: true}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.ReadHost(cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := got.BF16s()
+		for u, pos := range []int{3, 4} {
+			if !slices.Equal(g[pos*D:(pos+1)*D], inv[u*D:(u+1)*D]) {
+				t.Fatalf("seed %d: user %d's row %d lost", seed, u, pos)
+			}
+		}
+		if fs := d.Findings(); len(fs) != 0 {
+			t.Fatalf("seed %d: findings %v", seed, fs)
+		}
+	}
+}

@@ -261,7 +261,8 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 type ucProgram struct {
 	op                string
 	paged, tensorMode bool
-	cores             int // B: core i of each grid <-> batch row i
+	share             bool // share_cache: the users' cores are chained by a semaphore
+	cores             int  // B: core i of each grid <-> batch row i
 	wt, st            uint32
 	numHeads          uint32
 	blockSize         uint32
@@ -312,7 +313,7 @@ func padded4(s tt.Spec) [4]int {
 func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 	cache, in, idx, pt := a.caches[0], a.inputs[0], a.idx, a.pt
 	cp, ip := padded4(cache.spec), padded4(in.spec)
-	p := &ucProgram{op: a.op, paged: pt != nil, tensorMode: idx != nil, cores: ip[1], cacheDT: cache.spec.DType, inDT: in.spec.DType}
+	p := &ucProgram{op: a.op, paged: pt != nil, tensorMode: idx != nil, share: a.share, cores: ip[1], cacheDT: cache.spec.DType, inDT: in.spec.DType}
 	p.wt = uint32(ip[3] / tt.TileSize)
 	p.numHeads = uint32(cp[1])
 	p.blockSize = uint32(cp[2])
@@ -587,6 +588,20 @@ func (l *ucLaunch) exec(d *Device) error {
 					pendBytes = append(pendBytes, tiles[w*tileB:(w+1)*tileB]...)
 				}
 				cacheID += p.wt * p.st
+			}
+			if p.share {
+				// share_cache chains the cores: core i waits for core
+				// i-1's signal before reading the cache, and signals after
+				// its write barrier (paged_update_cache_program_factory.cpp:
+				// 380-395; reader_update_cache_interleaved_start_id.cpp:
+				// 125-130; writer_update_cache_interleaved_start_id.cpp:
+				// 146-161): each user's tiles land before the next reads.
+				for _, w := range pend {
+					if err := d.dramIO(p.op, w.core, w.bank, w.addr, pendBytes[w.off:w.off+int(tileB)], true); err != nil {
+						return err
+					}
+				}
+				pend, pendBytes = pend[:0], pendBytes[:0]
 			}
 		}
 		if err := l.flush(d, part, pend, pendBytes, int(tileB)); err != nil {
