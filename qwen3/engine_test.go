@@ -62,7 +62,12 @@ func tiny(t testing.TB) *qwen3.Weights {
 
 func newHarness(t testing.TB, so sim.Options, eo qwen3.EngineOptions) *harness {
 	t.Helper()
-	w := tiny(t)
+	return newHarnessW(t, tiny(t), so, eo)
+}
+
+// newHarnessW is newHarness on the weights w.
+func newHarnessW(t testing.TB, w *qwen3.Weights, so sim.Options, eo qwen3.EngineOptions) *harness {
+	t.Helper()
 	if eo.BlockSize == 0 {
 		eo.BlockSize = 32
 	}
