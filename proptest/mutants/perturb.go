@@ -27,6 +27,104 @@ var Perturbations = []Mutant{
 				New: "if b.addr != r.addr && b.addr < r.addr+r.perBank && r.addr < b.addr+size { // perturbation"},
 		},
 	},
+	// The card's answers at the pin (issue 34): each perturbation undoes one
+	// and sim's tests must notice.
+	{
+		Name:   "sim-sdpa-gqa-sharded-output",
+		Idea:   "paged SDPA decode accepts a sharded output with more than one KV head (sdpa_decode_device_operation.cpp:403-405 refuses it)",
+		Expect: "TestSDPAOutputAndQMemoryRules fails; an engine asking for a sharded GQA output would pass on sim and fail on the card",
+		Edits: []Edit{{File: "sim/sdpa.go",
+			Old: "if ks[1] > 1 && out.spec.Memory.Sharded() {",
+			New: "if false && ks[1] > 1 && out.spec.Memory.Sharded() { // perturbation"}},
+	},
+	{
+		Name:   "sim-sdpa-width-sharded-output",
+		Idea:   "paged SDPA decode takes a WIDTH_SHARDED output for a height-sharded one (sdpa_decode_device_operation.cpp:103-109)",
+		Expect: "TestSDPAOutputAndQMemoryRules fails",
+		Edits: []Edit{{File: "sim/sdpa.go",
+			Old: "om.Sharded() && om.Layout != tt.HeightSharded {",
+			New: "om.Sharded() && om.Layout != tt.HeightSharded && om.Layout != tt.WidthSharded { // perturbation"}},
+	},
+	{
+		Name:   "sim-sdpa-l1-interleaved-output-refused",
+		Idea:   "paged SDPA decode refuses an L1-interleaved output, which ttnn allows (the output is checked only when sharded)",
+		Expect: "TestSDPAOutputAndQMemoryRules fails",
+		Edits: []Edit{{File: "sim/sdpa.go",
+			Old: "if om := out.spec.Memory; om.Sharded() && om.Layout != tt.HeightSharded {",
+			New: "if om := out.spec.Memory; (om.Sharded() && om.Layout != tt.HeightSharded) || (!om.Sharded() && om.Buffer == tt.L1) { // perturbation"}},
+	},
+	{
+		Name:   "sim-sdpa-width-sharded-q",
+		Idea:   "paged SDPA decode takes a WIDTH_SHARDED Q (sdpa_decode_device_operation.cpp:84-88 demands HEIGHT_SHARDED)",
+		Expect: "TestSDPAOutputAndQMemoryRules fails",
+		Edits: []Edit{{File: "sim/sdpa.go",
+			Old: "if qm.Layout != tt.HeightSharded {",
+			New: "if qm.Layout != tt.HeightSharded && qm.Layout != tt.WidthSharded { // perturbation"}},
+	},
+	{
+		Name:   "sim-update-cache-width-sharded-input",
+		Idea:   "paged_update_cache takes a WIDTH_SHARDED input (paged_update_cache_device_operation.cpp:257-259 refuses it)",
+		Expect: "TestUpdateCacheRefusesWidthSharded fails",
+		Edits: []Edit{{File: "sim/update_cache.go",
+			Old: "if m.Layout == tt.WidthSharded {",
+			New: "if false && m.Layout == tt.WidthSharded { // perturbation"}},
+	},
+	{
+		Name:   "sim-sdpa-cur-pos-unkeyed",
+		Idea:   "SDPA decode's program-cache key leaves the cur_pos tensor out (sdpa_decode_device_operation.cpp:515-520, 553-554 hash it)",
+		Expect: "TestSDPAMaskedFetchAndCurPosKey and TestSDPACurPosSpecMissesInCapture fail: a capture with a new cur_pos spec hits on sim and misses on the card",
+		Edits: []Edit{{File: "sim/sdpa.go",
+			Old: "key := d.opKey(name, attrs, q, k, v, pt, out, cp)",
+			New: "key := d.opKey(name, attrs, q, k, v, pt, out) // perturbation"}},
+	},
+	{
+		Name:   "sim-capture-miss-not-cached",
+		Idea:   "a program-cache miss during capture fails before the program is cached and its binary buffer allocated (the card caches and allocates, then fails the write)",
+		Expect: "TestCaptureMissCachesAndAllocatesThenFails fails: no miss counted, no binary buffer",
+		Edits: []Edit{{File: "sim/program.go",
+			Old: "\tp, err := build()\n",
+			New: "\tif d.capturing { // perturbation\n\t\treturn nil, d.missDuringCapture(op)\n\t}\n\tp, err := build()\n"}},
+	},
+	{
+		Name:   "sim-capture-miss-binaries-committed",
+		Idea:   "a program whose binaries' write failed during a capture counts them as committed: its next launch loads nothing",
+		Expect: "TestCaptureMissCachesAndAllocatesThenFails fails: the hit during capture runs, the buffer is never replaced",
+		Edits: []Edit{{File: "sim/program.go",
+			Old: "\t\td.uncommitted[string(key)] = len(d.binaries) - 1\n",
+			New: "\t\t_ = d.uncommitted // perturbation\n"}},
+	},
+	{
+		Name:   "sim-sdpa-kv-cb-single-buffered",
+		Idea:   "SDPA decode's K and V CBs hold one k chunk, not two (sdpa_decode_program_factory.cpp:418-419 double-buffers them): every later CB moves",
+		Expect: "TestSDPACBOrderAndSizes fails",
+		Edits: []Edit{{File: "sim/sdpa.go",
+			Old: "{indices: []int{1}, size: chunkT * dht * 2 * full},",
+			New: "{indices: []int{1}, size: chunkT * dht * full}, // perturbation\n"}},
+	},
+	{
+		Name:   "sim-share-cache-unordered",
+		Idea:   "share_cache users run unordered (all reads, then the writes) although the semaphore chain serialises them",
+		Expect: "TestShareCacheUsersSerialised fails: a lost row and a false kv-tile-race",
+		Edits: []Edit{{File: "sim/update_cache.go",
+			Old: "\t\t\tif p.share {\n",
+			New: "\t\t\tif false && p.share { // perturbation\n"}},
+	},
+	{
+		Name:   "sim-trace-region-whole-per-bank",
+		Idea:   "every DRAM bank reserves the whole trace region, not its share (allocator.cpp:43-49)",
+		Expect: "TestDeviceAllocation fails: the bank's top and the largest fit move",
+		Edits: []Edit{{File: "sim/device.go",
+			Old: "return alignUp((size+n-1)/n, p.dramAlign)",
+			New: "return alignUp(size+0*n, p.dramAlign) // perturbation"}},
+	},
+	{
+		Name:   "sim-to-memory-config-same-allocates",
+		Idea:   "to_memory_config to the input's own config allocates and copies (ttnn returns the input: to_memory_config_op.cpp:257-261)",
+		Expect: "TestToMemoryConfigSameConfigIsTheInput fails",
+		Edits: []Edit{{File: "sim/program.go",
+			Old: "ok && tm.Memory == tm.Input.Spec.Memory {",
+			New: "ok && false && tm.Memory == tm.Input.Spec.Memory { // perturbation"}},
+	},
 }
 
 // Perturbed is m with the perturbation p's edits applied after its own.
@@ -45,3 +143,25 @@ func PerturbationByName(name string) (Mutant, bool) {
 	}
 	return Mutant{}, false
 }
+
+// caughtBy names, per perturbation, the sim tests that catch it (a go test
+// -run pattern): TestSimPerturbationsCaught runs only those, so it builds
+// sim's tests once per perturbation but runs seconds of them.
+var caughtBy = map[string]string{
+	"sim-sdpa-gqa-sharded-output":            "^TestSDPAOutputAndQMemoryRules$",
+	"sim-sdpa-width-sharded-output":          "^TestSDPAOutputAndQMemoryRules$",
+	"sim-sdpa-l1-interleaved-output-refused": "^TestSDPAOutputAndQMemoryRules$",
+	"sim-sdpa-width-sharded-q":               "^TestSDPAOutputAndQMemoryRules$",
+	"sim-update-cache-width-sharded-input":   "^TestUpdateCacheRefusesWidthSharded$",
+	"sim-sdpa-cur-pos-unkeyed":               "^TestSDPAMaskedFetchAndCurPosKey$|^TestSDPACurPosSpecMissesInCapture$",
+	"sim-capture-miss-not-cached":            "^TestCaptureMissCachesAndAllocatesThenFails$",
+	"sim-capture-miss-binaries-committed":    "^TestCaptureMissCachesAndAllocatesThenFails$",
+	"sim-sdpa-kv-cb-single-buffered":         "^TestSDPACBOrderAndSizes$",
+	"sim-share-cache-unordered":              "^TestShareCacheUsersSerialised$",
+	"sim-trace-region-whole-per-bank":        "^TestDeviceAllocation$",
+	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
+}
+
+// CaughtBy is the go test -run pattern of the sim tests that catch the
+// perturbation name ("" when it names none: all of sim's tests).
+func CaughtBy(name string) string { return caughtBy[name] }
