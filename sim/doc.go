@@ -24,10 +24,12 @@
 // Allocator (§6.4): one address per buffer across all banks, DRAM bottom-up
 // and L1 top-down, address-ordered first fit (BEST selectable for DRAM),
 // coalescing on free, immediate reuse, the trace region at the top of each
-// DRAM bank, tt-metal's out-of-memory text. Besides the engine's own
+// DRAM bank (each bank its share of the total: tt_metal/impl/allocator/
+// allocator.cpp:43-49), tt-metal's out-of-memory text. Besides the engine's own
 // allocations: the outputs of ops whose ttnn entry point allocates them
 // (tt.Allocating: rms_norm, nlp_create_qkv_heads_decode, both RoPE ops,
-// to_memory_config, paged SDPA decode, and the prefill ops
+// to_memory_config (to another config: to the tensor's own it returns the
+// tensor, to_memory_config_op.cpp:257-261), paged SDPA decode, and the prefill ops
 // nlp_create_qkv_heads, scaled_dot_product_attention and
 // nlp_concat_heads), at dispatch, inside a capture too;
 // and a kernel-binary buffer (KernelBinaryBytesPerBank per bank, top-down)
@@ -49,7 +51,8 @@
 // their CBs, page_table[idx/block_size] is an unchecked 32-bit L1 load, all
 // index math wraps mod 2^32, only an index of exactly 0xFFFFFFFF skips. In
 // paged mode the users' cores run unordered (no semaphore chain without
-// share_cache): every core reads its cache tiles before any writes back, in
+// share_cache; with share_cache the users run in core order, each
+// writing back before the next reads): every core reads its cache tiles before any writes back, in
 // an order drawn from Options.Seed, so two users whose rows share a tile lose
 // one row (strict: kv-tile-race). paged_fused_update_cache (§1.5) is the
 // same kernel run for two (cache, input) pairs in one program, each on its
@@ -80,8 +83,11 @@
 // that are not a multiple of 32 for the TM ops, non-BF16 RoPE inputs.
 //
 // Trace (§5): capture records launches with the addresses of the moment,
-// executing nothing; host I/O and program-cache misses during capture fail
-// with tt-metal's texts; Execute replays verbatim with no validation; the
+// executing nothing; host I/O during capture fails with tt-metal's texts;
+// a program-cache miss during capture caches the program and allocates its
+// kernel-binary buffer, then fails writing the binaries ("Writes are not
+// supported during trace capture. trace id: N"), and the program's next
+// launch allocates a new binary buffer; Execute replays verbatim with no validation; the
 // unsafe-allocation warning is kept in Warnings.
 //
 // Modes: faithful (default) produces the card's wrong answers; Strict adds
