@@ -341,3 +341,39 @@ func TestShareCacheUsersSerialised(t *testing.T) {
 		}
 	}
 }
+
+// Stale L1 after paged SDPA decode holds what its reader streamed through
+// the K and V rings c_1 and c_2 (sdpa_decode_program_factory.cpp:538-541:
+// one k chunk, double-buffered): with one tile per KV head, slot h of c_1 is
+// head h's K tile of the user's block. Under zero the rings stay zero.
+func TestSDPAStaleLeavesKVRings(t *testing.T) {
+	for _, mode := range []L1Init{L1Zero, L1Stale} {
+		f := newSDPAFix(t, Options{L1: mode}, 1, 4, 2)
+		cRun(t, f.d, f.op(tt.DRAMInterleaved))
+		var p *sdpaProgram
+		for _, pr := range f.d.progs {
+			if sp, ok := pr.(*sdpaProgram); ok {
+				p = sp
+			}
+		}
+		kb, err := f.d.operandOf("test", f.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The fixture's table maps user 0's block 0 to block 0: K tile of
+		// head h is page h (block 0, head h, tile row 0, column tile 0).
+		for h := 0; h < 2; h++ {
+			want := make([]byte, kb.pageSize)
+			m, a := f.d.memAt(f.d.pageLoc(kb, h))
+			m.read(a, want)
+			got := make([]byte, kb.pageSize)
+			f.d.l1[0].read(p.cbs[1].addr+uint64(h)*kb.pageSize, got)
+			if mode == L1Stale && !slices.Equal(got, want) {
+				t.Fatalf("stale: c_1 slot %d does not hold head %d's K tile", h, h)
+			}
+			if mode == L1Zero && slices.ContainsFunc(got, func(b byte) bool { return b != 0 }) {
+				t.Fatalf("zero: c_1 slot %d written", h)
+			}
+		}
+	}
+}

@@ -350,6 +350,19 @@ func (l *sdpaLaunch) exec(d *Device) error {
 		vbuf := s.buf(3, int(used)*tt.TileSize*dh)
 		probs := s.floats(n)
 		pg := s.pageBuf(int(p.cacheTile))
+		// Stale L1: the reader streams K and V tiles through the rings c_1
+		// and c_2 (one k chunk, double-buffered); what they hold after
+		// the program is the last tiles streamed.
+		stale := d.opt.L1 == L1Stale
+		kvIdx := uint64(0)
+		leave := func(t []byte, i int) error {
+			if !stale {
+				return nil
+			}
+			c := p.cbs[1+i]
+			ring := c.size / uint64(len(t))
+			return d.l1IO(opSDPA, core, c.addr+(kvIdx%ring)*uint64(len(t)), t, true)
+		}
 		for h := 0; h < p.kvh; h++ {
 			for row := uint64(0); row < rowsT; row++ {
 				st := uint32(row)
@@ -365,11 +378,16 @@ func (l *sdpaLaunch) exec(d *Device) error {
 						if d.opt.Strict {
 							l.checkMaskedTile(d, b, core, id, addr, vaddr)
 						}
-						for _, a := range [2]uint32{addr, vaddr} {
-							if _, err := x.tileAt(l.k, core, id, uint64(a), pg); err != nil {
+						for i, a := range [2]uint32{addr, vaddr} {
+							t, err := x.tileAt(l.k, core, id, uint64(a), pg)
+							if err != nil {
+								return err
+							}
+							if err := leave(t, i); err != nil {
 								return err
 							}
 						}
+						kvIdx++
 						continue
 					}
 					for i, cache := range [2]*buffer{l.k, l.v} {
@@ -385,7 +403,11 @@ func (l *sdpaLaunch) exec(d *Device) error {
 						// Attend reads positions 0..cur only: of the last
 						// tile row, the rows up to cur.
 						untilizeTileRows(into[int(row)*tt.TileSize*dh+int(c)*tt.TileSize:], dh, bf16.FromBytes(t), min(tt.TileSize, n-int(row)*tt.TileSize))
+						if err := leave(t, i); err != nil {
+							return err
+						}
 					}
+					kvIdx++
 				}
 			}
 			for g := 0; g < group; g++ {

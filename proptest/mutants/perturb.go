@@ -125,6 +125,14 @@ var Perturbations = []Mutant{
 			Old: "ok && tm.Memory == tm.Input.Spec.Memory {",
 			New: "ok && false && tm.Memory == tm.Input.Spec.Memory { // perturbation"}},
 	},
+	{
+		Name:   "sim-sdpa-stale-kv-not-left",
+		Idea:   "under stale L1, paged SDPA decode leaves nothing in its K and V rings (the reader streams the cache tiles through c_1 and c_2)",
+		Expect: "TestSDPAStaleLeavesKVRings fails",
+		Edits: []Edit{{File: "sim/sdpa.go",
+			Old: "stale := d.opt.L1 == L1Stale",
+			New: "stale := false // perturbation"}},
+	},
 }
 
 // Perturbed is m with the perturbation p's edits applied after its own.
@@ -160,6 +168,7 @@ var caughtBy = map[string]string{
 	"sim-share-cache-unordered":              "^TestShareCacheUsersSerialised$",
 	"sim-trace-region-whole-per-bank":        "^TestDeviceAllocation$",
 	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
+	"sim-sdpa-stale-kv-not-left":             "^TestSDPAStaleLeavesKVRings$",
 }
 
 // CaughtBy is the go test -run pattern of the sim tests that catch the
