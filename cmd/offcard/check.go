@@ -3,8 +3,8 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -135,7 +135,7 @@ func runCheck(e *env, args []string) error {
 	// (created if missing) that a script can be written into, a file that
 	// can be created.
 	if *save != "" {
-		if err := checkSaveDir(*save); err != nil {
+		if err := checkOutputDir("--save", *save); err != nil {
 			return err
 		}
 	}
@@ -201,6 +201,10 @@ func runCheck(e *env, args []string) error {
 				continue
 			}
 			cmd, err := dumpCase(*dumpPath, *r.Script, factory)
+			if errors.Is(err, errEmptyDump) {
+				dumped = fmt.Sprintf("case %d's shrunk script fails before the engine produced any token: no dump written", r.Index)
+				break
+			}
 			if err != nil {
 				saveErrs = append(saveErrs, "dump: "+oneLine(err.Error()))
 				break
@@ -317,20 +321,6 @@ func cardFactory(lib string) (proptest.Factory, error) {
 		return nil, bad("--lib: %v", err)
 	}
 	return proptest.CardFactory(lib, proptest.Tolerance{}), nil
-}
-
-// checkSaveDir makes sure dir is a directory a script can be written
-// into, creating it if missing.
-func checkSaveDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return bad("--save %s: %v", dir, pathErr(err))
-	}
-	probe, err := createAtomic(filepath.Join(dir, "probe"))
-	if err != nil {
-		return bad("--save %s: not writable: %v", dir, pathErr(err))
-	}
-	probe.Abort()
-	return nil
 }
 
 // saveScripts writes each failing case's shrunk script into dir as

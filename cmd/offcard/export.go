@@ -26,12 +26,12 @@ func runExport(e *env, args []string) error {
 			return badInput{err}
 		}
 	}
+	if err := checkOutputDir("--out", *out); err != nil {
+		return err
+	}
 	w, err := m.load(nil)
 	if err != nil {
 		return err
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return badInput{err}
 	}
 	if err := w.Export(*out); err != nil {
 		return err

@@ -25,6 +25,9 @@ type atomicFile struct {
 }
 
 func createAtomic(path string) (*atomicFile, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, badInput{fmt.Errorf("create %s: is a directory", path)}
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return nil, badInput{fmt.Errorf("create %s: %v", path, pathErr(err))}
@@ -80,4 +83,19 @@ func pathErr(err error) error {
 		return le.Err
 	}
 	return err
+}
+
+// checkOutputDir makes sure dir (an output flag's directory) is a
+// directory a file can be written into, creating it if missing; flag
+// names the flag in the error. Run before the job starts.
+func checkOutputDir(flag, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return bad("%s %s: %v", flag, dir, pathErr(err))
+	}
+	probe, err := createAtomic(filepath.Join(dir, "probe"))
+	if err != nil {
+		return bad("%s %s: not writable: %v", flag, dir, pathErr(err))
+	}
+	probe.Abort()
+	return nil
 }
