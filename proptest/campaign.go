@@ -195,6 +195,9 @@ func (r CaseResult) Report() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "FAIL case %d, seed %d\n", r.Index, r.Seed)
+	if r.NotReproduced {
+		fmt.Fprintf(&b, "  NOT REPRODUCED: the failure never recurred in %d more runs (shrinking, then the script once more); the schedule below is the original, unshrunk, and may pass when replayed\n", max(r.Runs-1, 1))
+	}
 	fmt.Fprintf(&b, "  replay: %s\n", r.ReplayCommand())
 	if r.Error != "" {
 		fmt.Fprintf(&b, "  error (offcard's runner, not a finding about the engine): %s\n", r.Error)
@@ -202,8 +205,8 @@ func (r CaseResult) Report() string {
 	}
 	f := r.Failure
 	fmt.Fprintf(&b, "  property: %s\n", f.Property)
-	if len(f.Also) > 0 {
-		fmt.Fprintf(&b, "  also failed at that step: %s\n", strings.Join(f.Also, ", "))
+	for _, a := range f.AlsoLines() {
+		fmt.Fprintf(&b, "  also failed at that step: %s\n", a)
 	}
 	fmt.Fprintf(&b, "  first failing step: %s\n", f.Where())
 	fmt.Fprintf(&b, "  detail: %s\n", f.Detail)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/offcard/offcard/proptest"
 )
@@ -101,8 +100,8 @@ func runReplay(e *env, args []string) error {
 		if fail != nil {
 			fmt.Fprintf(out, "FAIL %s\n", path)
 			fmt.Fprintf(out, "  property: %s\n", fail.Property)
-			if len(fail.Also) > 0 {
-				fmt.Fprintf(out, "  also failed at that step: %s\n", strings.Join(fail.Also, ", "))
+			for _, a := range fail.AlsoLines() {
+				fmt.Fprintf(out, "  also failed at that step: %s\n", a)
 			}
 			fmt.Fprintf(out, "  first failing step: %s\n", fail.Where())
 			fmt.Fprintf(out, "  detail: %s\n", fail.Detail)
