@@ -307,8 +307,9 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 		// gopter shrinks the schedule only: drop commands it could not
 		// (a failure at Close is invisible to it) and simplify the
 		// scenario, keeping every step that fails the same way.
-		seen := rec.refails > 0 || res.Failure != rec.lastF // a later run failed again
-		if !hung(res.Failure) && !given {                   // a hung engine: each run waits out the timeout
+		// seen: a run after the first failed again.
+		seen := rec.refails > 0 || res.Failure != rec.lastF
+		if !hung(res.Failure) && !given { // a hung engine: each run waits out the timeout
 			before := res.Failure
 			sh, res.Failure, res.Runs = shrinkScript(sh, res.Failure, o.Factory, res.Runs, o.ShrinkRuns+shrinkExtraRuns)
 			seen = seen || res.Failure != before
