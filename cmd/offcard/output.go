@@ -99,3 +99,11 @@ func checkOutputDir(flag, dir string) error {
 	probe.Abort()
 	return nil
 }
+
+// plural is noun for n == 1, else noun+"s" ("1 command", "2 commands").
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}
