@@ -313,6 +313,9 @@ func cardFactory(lib string) (proptest.Factory, error) {
 	if lib == "" {
 		return nil, bad("--device tt needs --lib PATH")
 	}
+	if err := probeLib(lib); err != nil {
+		return nil, err
+	}
 	d, err := tthw.Open(lib, tthw.Options{})
 	if err != nil {
 		return nil, bad("--lib: %v", err)

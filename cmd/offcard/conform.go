@@ -51,6 +51,9 @@ func runConform(e *env, args []string) error {
 	if *arch != "" && *arch != "wormhole" && *arch != "blackhole" {
 		return bad("--arch %q: want wormhole or blackhole", *arch)
 	}
+	if err := probeLib(*lib); err != nil {
+		return err
+	}
 	opts := conform.Options{Lib: *lib, Tthw: tthw.Options{Arch: *arch}, Only: *only}
 	var jf *atomicFile
 	if *junit != "" {
