@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/offcard/offcard/proptest"
@@ -153,6 +156,9 @@ func runCheck(e *env, args []string) error {
 			return bad("--shard: %v", err)
 		}
 		shard = s
+		if len(shard.Cases(*cases)) == 0 {
+			return bad("--shard %s of %d %s holds no case: want --cases of at least %d", s, *cases, plural(*cases, "case"), s.K)
+		}
 	}
 	junit, err := openJUnit(*junitPath)
 	if err != nil {
@@ -249,12 +255,12 @@ func runCheck(e *env, args []string) error {
 		}
 	} else {
 		if *engine != "" {
-			fmt.Fprintf(out, "offcard check: engine %q (tolerant mode), seed %d, %d cases", *engine, *seed, *cases)
+			fmt.Fprintf(out, "offcard check: engine %q (tolerant mode), seed %d, %d %s", *engine, *seed, *cases, plural(*cases, "case"))
 		} else {
-			fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases", *device, *seed, *cases)
+			fmt.Fprintf(out, "offcard check: device %s, seed %d, %d %s", *device, *seed, *cases, plural(*cases, "case"))
 		}
 		if shardName != "" {
-			fmt.Fprintf(out, ", shard %s (%d cases)", shardName, len(rs))
+			fmt.Fprintf(out, ", shard %s (%d %s)", shardName, len(rs), plural(len(rs), "case"))
 		}
 		fmt.Fprintln(out)
 		for _, r := range rs {
@@ -268,6 +274,8 @@ func runCheck(e *env, args []string) error {
 		if dumped != "" {
 			fmt.Fprintln(out, dumped)
 		}
+		writeTally(out, rs)
+		writeReach(out, reach)
 		fmt.Fprintln(out, summary)
 	}
 	if err := out.Flush(); err != nil {
@@ -367,4 +375,58 @@ func checkJUnit(device string, seed uint64, shard string, start time.Time, elaps
 		cases[i] = c
 	}
 	return newJUnit(name, start, elapsed, props, cases)
+}
+
+// writeTally is the per-property tally of the failing cases (by the
+// property each case failed on first).
+func writeTally(w io.Writer, rs []proptest.CaseResult) {
+	n := map[string]int{}
+	var props []string
+	for _, r := range rs {
+		if r.Failure == nil {
+			continue
+		}
+		if n[r.Failure.Property] == 0 {
+			props = append(props, r.Failure.Property)
+		}
+		n[r.Failure.Property]++
+	}
+	if len(props) == 0 {
+		fmt.Fprintln(w, "by property: every property held in every case")
+		return
+	}
+	slices.SortFunc(props, func(a, b string) int { return n[b] - n[a] })
+	parts := make([]string, len(props))
+	for i, p := range props {
+		parts[i] = fmt.Sprintf("%s %d %s", p, n[p], plural(n[p], "case"))
+	}
+	fmt.Fprintf(w, "by property: %s\n", strings.Join(parts, ", "))
+}
+
+// writeReach is the reach table of --json as text, two kinds a row:
+// how many cases visited each state kind, and how often (a kind no case
+// reached is marked).
+func writeReach(w io.Writer, reach []proptest.ReachTotal) {
+	fmt.Fprintln(w, "reach (cases that reached it, visits):")
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	half := (len(reach) + 1) / 2
+	cell := func(t proptest.ReachTotal) string {
+		mark := ""
+		if t.Cases == 0 {
+			mark = "never"
+		}
+		return fmt.Sprintf("%s\t%d\t%d\t%s", t.Kind, t.Cases, t.Visits, mark)
+	}
+	for i := range half {
+		fmt.Fprint(tw, "  "+cell(reach[i]))
+		if j := i + half; j < len(reach) {
+			fmt.Fprint(tw, "\t  "+cell(reach[j]))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		fmt.Fprint(w, strings.TrimRight(l, " \n")+strings.Repeat("\n", strings.Count(l, "\n")))
+	}
 }
