@@ -44,6 +44,9 @@ type Options struct {
 	// goroutine of the caller of Campaign), with the number done and
 	// failed so far.
 	Progress func(done, failed, total int)
+	// CaseDone, when set, is called with each case's result as it
+	// completes (before Progress, from the same goroutine).
+	CaseDone func(CaseResult)
 }
 
 // A campaign reads its simulated devices, caches and memos all over the
@@ -114,6 +117,9 @@ func Campaign(o Options) []CaseResult {
 		if !res[i].Passed {
 			failed++
 			lower(&first, int64(i))
+		}
+		if o.CaseDone != nil {
+			o.CaseDone(res[i])
 		}
 		if o.Progress != nil {
 			o.Progress(n, failed, len(idx))

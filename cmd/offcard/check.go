@@ -177,16 +177,11 @@ func runCheck(e *env, args []string) error {
 			opt.ReplayArgs += " --timeout " + timeout.String()
 		}
 	}
-	if e.stderrTTY {
-		opt.Progress = func(done, failed, total int) {
-			fmt.Fprintf(e.stderr, "\rcheck: %d/%d cases, %d failed", done, total, failed)
-			if done == total {
-				fmt.Fprint(e.stderr, "\r\033[K")
-			}
-		}
-	}
+	prog := startCampaignProgress(e.stderr, e.stderrTTY, len(shard.Cases(*cases)))
+	opt.CaseDone = prog.caseDone
 	t0 := time.Now()
 	rs := proptest.Campaign(opt)
+	prog.Stop()
 	elapsed := time.Since(t0)
 	shardName := ""
 	if !shard.Whole() {
