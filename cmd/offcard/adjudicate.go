@@ -110,7 +110,7 @@ func runAdjudicate(e *env, args []string) error {
 		for _, s := range ours.Seqs {
 			for i, t := range s.Tokens() {
 				if int(t) >= vocab {
-					return bad("--ours: seq %d has token %d (stream index %d) outside the model's vocabulary of %d", s.Seq, t, i, vocab)
+					return bad("--ours %s: seq %d has token %d (stream index %d) outside the model's vocabulary of %d", dumpRecordLine(*oursPath, s, i), s.Seq, t, i, vocab)
 				}
 			}
 		}

@@ -99,6 +99,9 @@ func runCheck(e *env, args []string) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	if err := positiveTimeout(fs, *timeout); err != nil {
+		return err
+	}
 	factory := checkFactory
 	if *engine != "" {
 		if *device != "sim" || *lib != "" {

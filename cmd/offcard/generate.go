@@ -57,6 +57,20 @@ func (m *modelFlags) load(notice func(string)) (*qwen3.Weights, error) {
 	return nil, bad("need --model DIR or --synth tiny|qwen3-0.6b")
 }
 
+// needBOS refuses, before the weights load, a model whose config has no
+// BOS token (bos_token_id null or absent) when there is no prompt to
+// start from.
+func needBOS(m modelFlags, noPrompt bool) error {
+	if !noPrompt || m.dir == "" || m.synth != "" {
+		return nil
+	}
+	p := filepath.Join(m.dir, "config.json")
+	if cfg, err := qwen3.LoadConfig(p); err == nil && cfg.BOSTokenID < 0 {
+		return bad("%s: bos_token_id is null, so there is no token to start from: give --prompt or --prompt-ids", p)
+	}
+	return nil
+}
+
 func parseIDs(s string, vocab int) ([]int32, error) {
 	var ids []int32
 	for _, f := range strings.Split(s, ",") {
@@ -92,6 +106,9 @@ func runGenerate(e *env, args []string) error {
 	}
 	if *prompt != "" && *promptIDs != "" {
 		return bad("--prompt and --prompt-ids are exclusive")
+	}
+	if err := needBOS(m, *prompt == "" && *promptIDs == ""); err != nil {
+		return err
 	}
 	w, err := m.load(func(s string) { fmt.Fprintf(e.stderr, "offcard generate: %s\n", s) })
 	if err != nil {

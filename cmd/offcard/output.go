@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/term"
 )
@@ -97,6 +98,15 @@ func checkOutputDir(flag, dir string) error {
 		return bad("%s %s: not writable: %v", flag, dir, pathErr(err))
 	}
 	probe.Abort()
+	return nil
+}
+
+// positiveTimeout refuses a --timeout given as zero or less (zero is
+// not "the default": leave the flag out for that).
+func positiveTimeout(f *flags, d time.Duration) error {
+	if flagSet(f, "timeout") && d <= 0 {
+		return bad("--timeout %v: want a positive duration (leave it out for the default)", d)
+	}
 	return nil
 }
 

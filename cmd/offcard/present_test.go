@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -110,4 +114,65 @@ func TestCheckProgressWhenPiped(t *testing.T) {
 	if _, _, errs := runCLI(t, "check", "--cases", "1", "--seed", "3"); errs != "" {
 		t.Errorf("a short run printed progress: %q", errs)
 	}
+}
+
+// Small refusals of issue 33 point 11: --timeout 0s like -1s, generate
+// from a model without a BOS token and no prompt up front in one line,
+// errors that name the file and line (replay's over-long line,
+// adjudicate's out-of-vocabulary token).
+func TestRefusalsNamePathAndLine(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"check", "--engine", "cat", "--timeout", "0s", "--cases", "1"},
+		{"check", "--engine", "cat", "--timeout", "-1s", "--cases", "1"},
+		{"check", "--timeout", "0s", "--cases", "1"},
+		{"replay", "x.script", "--engine", "cat", "--timeout", "0s"},
+	} {
+		code, out, errs := runCLI(t, args...)
+		if code != 2 || out != "" || !strings.Contains(errs, "--timeout") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+
+	model := filepath.Join(dir, "m")
+	if code, _, errs := runCLI(t, "export", "--synth", "tiny", "--out", model); code != 0 {
+		t.Fatal(errs)
+	}
+	cfgPath := filepath.Join(model, "config.json")
+	b, _ := os.ReadFile(cfgPath)
+	b = regexp.MustCompile(`"bos_token_id": *[0-9]+`).ReplaceAll(b, []byte(`"bos_token_id": null`))
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil || !bytes.Contains(b, []byte(`"bos_token_id": null`)) {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	code, out, errs := runCLI(t, "generate", "--model", model, "--steps", "2")
+	if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "bos_token_id") || !strings.Contains(errs, cfgPath) {
+		t.Errorf("generate without BOS: exit %d\n%s%s", code, out, errs)
+	}
+
+	long := filepath.Join(dir, "long.script")
+	os.WriteFile(long, []byte("model tiny seed=1\ndevice sim\nengine block=32 blocks=4 width=dynamic capacity=1 mode=eager\n"+strings.Repeat("x", 100000)+"\n"), 0o644)
+	code, out, errs = runCLI(t, "replay", long)
+	if code != 2 || out != "" || !strings.Contains(errs, long+": line 4:") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("replay over-long line: exit %d\n%s%s", code, out, errs)
+	}
+
+	a := filepath.Join(dir, "a.jsonl")
+	if code, _, errs := runCLI(t, "generate", "--synth", "tiny", "--prompt-ids", "1,2,3", "--steps", "3", "--dump", a); code != 0 {
+		t.Fatal(errs)
+	}
+	lines := strings.Split(strings.TrimSpace(string(must(os.ReadFile(a)))), "\n")
+	lines[2] = regexp.MustCompile(`"token":[0-9]+`).ReplaceAllString(lines[2], `"token":99999`)
+	bad := filepath.Join(dir, "oov.jsonl")
+	os.WriteFile(bad, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	code, out, errs = runCLI(t, "adjudicate", "--ours", bad, "--synth", "tiny")
+	if code != 2 || out != "" || !strings.Contains(errs, bad+":3:") || !strings.Contains(errs, "99999") {
+		t.Errorf("adjudicate out-of-vocabulary: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -35,6 +35,9 @@ func runReplay(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := positiveTimeout(fs, *timeout); err != nil {
+		return err
+	}
 	s, err := proptest.ReadScriptFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
