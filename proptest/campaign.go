@@ -219,6 +219,11 @@ func (r CaseResult) Report() string {
 	if f.Finding != "" {
 		fmt.Fprintf(&b, "  strict finding: %s\n", f.Finding)
 	}
+	for _, l := range strings.Split(strings.TrimRight(f.Grids, "\n"), "\n") {
+		if l != "" {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 	if o := r.OriginalFailure; o != nil {
 		fmt.Fprintf(&b, "  original: %d commands, %s at %s\n", r.OriginalLen, o.Property, o.Where())
 	}

@@ -92,6 +92,10 @@ type Failure struct {
 	// the step, if any.
 	Detail  string `json:"detail"`
 	Finding string `json:"finding,omitempty"`
+	// Grids pictures the failing step in text: the device page table
+	// beside the host's and a block × row map of the step's KV writes
+	// (as far as the SUT shows them).
+	Grids string `json:"grids,omitempty"`
 }
 
 // Where is the failure's location in one line.
@@ -776,6 +780,8 @@ func (r *runner) check(k call) *Failure {
 	}
 	finding := r.findings(&ps)
 	bs := r.sc.BlockSize
+	var logged []KVWrite // the call's KV writes, for the failure's grids
+	haveLog := false
 	slotSeq := map[int]int{}
 	for _, a := range k.act {
 		slotSeq[a.slot] = a.seq
@@ -793,7 +799,8 @@ func (r *runner) check(k call) *Failure {
 			ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "KV log: " + err.Error()})
 		} else {
 			n := len(ps)
-			r.checkWrites(&ps, k, r.dropPromptPadding(ws, k), slotSeq)
+			logged, haveLog = r.dropPromptPadding(ws, k), true
+			r.checkWrites(&ps, k, logged, slotSeq)
 			// Place the log's problems at the step's first cache update.
 			if per := len(uc) / max(1, len(k.act[0].pos)); len(uc) > 0 {
 				for i := n; i < len(ps); i++ {
@@ -869,7 +876,11 @@ func (r *runner) check(k call) *Failure {
 	if k.err == nil {
 		r.checkOutputs(&ps, k, bs)
 	}
-	return r.failure(k, ps, finding, si)
+	f := r.failure(k, ps, finding, si)
+	if f != nil {
+		f.Grids = r.grids(k, logged, haveLog)
+	}
+	return f
 }
 
 // errProp is the property a SUT error stands for: the engine's own

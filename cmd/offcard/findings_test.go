@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -94,5 +95,52 @@ func TestFailureNotReproduced(t *testing.T) {
 	code, out, errs = runCLI(t, "check", "--cases", "1", "--seed", "3")
 	if code != 1 || strings.Contains(out, "NOT REPRODUCED") || !strings.Contains(out, "property: panic") {
 		t.Fatalf("deterministic crash: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// wrongTableSUT reports a device page table whose slot 0 row starts one
+// block off.
+type wrongTableSUT struct{ *proptest.SimSUT }
+
+func (s wrongTableSUT) DevicePageTable() ([]int32, int, bool, error) {
+	t, w, ok, err := s.SimSUT.DevicePageTable()
+	if len(t) > 0 {
+		t = append([]int32(nil), t...)
+		t[0]++
+	}
+	return t, w, ok, err
+}
+
+// A failure pictures its step (issue 33 point 11): the device page-table
+// rows beside the host's, and a block × row map of the step's KV writes
+// (the hostile script's missing write is a '!' at block 0 row 3 of layer
+// 1's K cache).
+func TestFailureGrids(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.script")
+	script := "model tiny seed=1\ndevice sim\nengine block=8192 blocks=1 width=dynamic capacity=1 mode=eager\nadmit seq=0 prompt=3\ndecode steps=2\n"
+	if err := os.WriteFile(p, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ := runCLI(t, "replay", p)
+	for _, want := range []string{
+		"page table after the step: device (width 1) | host (width 1)\n    slot 0 (seq 0)  [0] | [0]\n",
+		"KV writes of the step, layer 1 K, rows 0..63 of each block",
+		"    block    0  ...!......",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay output lacks %q:\n%s", want, out)
+		}
+	}
+	defer func(f proptest.Factory) { checkFactory = f }(checkFactory)
+	checkFactory = func(sc proptest.Scenario) (proptest.SUT, error) {
+		s, err := proptest.SimFactory(sc)
+		if err != nil {
+			return nil, err
+		}
+		return wrongTableSUT{s.(*proptest.SimSUT)}, nil
+	}
+	code, out, errs := runCLI(t, "check", "--cases", "1", "--seed", "3")
+	if code != 1 || !strings.Contains(out, "property: page-table") || !regexp.MustCompile(`slot 0 \(seq \d+\)  \[\d+[^]]*\] \| \[\d+[^]]*\]   <- differs`).MatchString(out) {
+		t.Errorf("exit %d\n%s%s", code, out, errs)
 	}
 }

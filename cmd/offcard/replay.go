@@ -123,6 +123,9 @@ func runReplay(e *env, args []string) error {
 			if fail.Finding != "" {
 				fmt.Fprintf(out, "  strict finding: %s\n", fail.Finding)
 			}
+			if fail.Grids != "" {
+				fmt.Fprint(out, indent(fail.Grids)+"\n")
+			}
 		}
 		fmt.Fprintln(out, summary)
 	}

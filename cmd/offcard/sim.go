@@ -165,6 +165,9 @@ func runTranscript(e *env, s proptest.Script, rec *dumpRecorder) error {
 		if fail.Finding != "" {
 			fmt.Fprintf(e.stdout, "  strict finding: %s\n", fail.Finding)
 		}
+		if fail.Grids != "" {
+			fmt.Fprint(e.stdout, indent(fail.Grids)+"\n")
+		}
 		return errFound
 	}
 	t.flush("equal")
