@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,7 +11,7 @@ import (
 
 func runExport(e *env, args []string) error {
 	fs := newFlags(e, "export", "--synth tiny|qwen3-0.6b --seed N --out DIR [--tokenizer FILE]")
-	var m modelFlags
+	m := modelFlags{e: e, cmd: "export"}
 	fs.StringVar(&m.synth, "synth", "", "synthetic model preset: tiny or qwen3-0.6b")
 	fs.Uint64Var(&m.seed, "seed", 1, "seed of the synthetic weights")
 	out := fs.String("out", "", "output `DIR` (created if missing)")
@@ -33,7 +34,10 @@ func runExport(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.Export(*out); err != nil {
+	stop := startPhase(e, "export", "writing "+*out, func() string { return fmt.Sprintf("%d MB so far", dirBytes(*out)>>20) })
+	err = w.Export(*out)
+	stop()
+	if err != nil {
 		return err
 	}
 	if *tok != "" {

@@ -26,6 +26,8 @@ type modelFlags struct {
 	dir   string
 	synth string
 	seed  uint64
+	e     *env   // progress of a long synthesis (startPhase), if set,
+	cmd   string // reported as this command's
 }
 
 func (m *modelFlags) register(fs interface {
@@ -52,6 +54,7 @@ func (m *modelFlags) load(notice func(string)) (*qwen3.Weights, error) {
 		if err != nil {
 			return nil, badInput{err}
 		}
+		defer startPhase(m.e, m.cmd, fmt.Sprintf("synthesising the %s weights (seed %d)", m.synth, m.seed), nil)()
 		return qwen3.Synth(cfg, m.seed)
 	}
 	return nil, bad("need --model DIR or --synth tiny|qwen3-0.6b")
@@ -86,7 +89,7 @@ func parseIDs(s string, vocab int) ([]int32, error) {
 
 func runGenerate(e *env, args []string) error {
 	fs := newFlags(e, "generate", "[--model DIR | --synth tiny|qwen3-0.6b] [--seed N] [--prompt TEXT | --prompt-ids 1,2,3] [--steps N] [--threads N] [--dump FILE.jsonl] [--logits-out FILE]")
-	var m modelFlags
+	m := modelFlags{e: e, cmd: "generate"}
 	m.register(fs)
 	prompt := fs.String("prompt", "", "prompt `TEXT` (needs a tokenizer: --model DIR with tokenizer.json, or --tokenizer)")
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token `ids`")

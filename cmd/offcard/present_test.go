@@ -176,3 +176,25 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// export reports its long steps on stderr when they outlast progressEvery
+// (issue 33 point 11: building and writing the 0.6B model printed nothing
+// for 98 s): synthesising the weights, then writing them, with the bytes
+// written so far.
+func TestExportProgress(t *testing.T) {
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = time.Nanosecond
+	out := filepath.Join(t.TempDir(), "m")
+	code, stdout, errs := runCLI(t, "export", "--synth", "tiny", "--out", out)
+	if code != 0 || stdout != "" {
+		t.Fatalf("exit %d\n%s%s", code, stdout, errs)
+	}
+	if !regexp.MustCompile(`(?m)^offcard export: synthesising the tiny weights \(seed 1\) \(\d+s(, done)?\)$`).MatchString(errs) ||
+		!regexp.MustCompile(`(?m)^offcard export: writing .*: \d+ MB so far \(\d+s(, done)?\)$`).MatchString(errs) {
+		t.Errorf("stderr:\n%s", errs)
+	}
+	progressEvery = time.Hour
+	if _, _, errs := runCLI(t, "export", "--synth", "tiny", "--out", out); errs != "" {
+		t.Errorf("a short export printed progress: %q", errs)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -109,4 +110,80 @@ func (p *campaignProgress) Stop() {
 	if p.tty && p.done > 0 && p.done < p.total {
 		fmt.Fprint(p.w, "\r\033[K") // --fail-fast stopped short of total
 	}
+}
+
+// startPhase reports a long step of a command on stderr ("offcard
+// export: synthesising ..."): on a terminal a line redrawn every second
+// once the step has run a second, elsewhere a line every progressEvery;
+// a shorter step prints nothing. detail, when set, adds what the step has
+// done so far. The returned func ends the report.
+func startPhase(e *env, cmd, what string, detail func() string) func() {
+	if e == nil {
+		return func() {}
+	}
+	every := progressEvery
+	if e.stderrTTY {
+		every = time.Second
+	}
+	start := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	drawn, lines := false, 0
+	report := func(suffix string) {
+		line := fmt.Sprintf("offcard %s: %s", cmd, what)
+		if detail != nil {
+			if d := detail(); d != "" {
+				line += ": " + d
+			}
+		}
+		line += fmt.Sprintf(" (%s%s)", time.Since(start).Round(time.Second), suffix)
+		if e.stderrTTY {
+			fmt.Fprintf(e.stderr, "\r\033[K%s", line)
+			drawn = true
+		} else {
+			fmt.Fprintln(e.stderr, line)
+			lines++
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				report("")
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		wg.Wait()
+		switch {
+		case drawn:
+			fmt.Fprint(e.stderr, "\r\033[K")
+		case !e.stderrTTY && lines == 0 && time.Since(start) >= every:
+			// Outlasted progressEvery between two ticks: say it once.
+			report(", done")
+		}
+	}
+}
+
+// dirBytes is the size of the regular files in dir (the temporary ones a
+// writer has not renamed yet included), for progress.
+func dirBytes(dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, en := range ents {
+		if fi, err := en.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n
 }
