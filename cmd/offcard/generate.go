@@ -113,6 +113,9 @@ func runGenerate(e *env, args []string) error {
 	if err := needBOS(m, *prompt == "" && *promptIDs == ""); err != nil {
 		return err
 	}
+	if err := checkOutputFiles(*dumpPath, *logitsPath); err != nil {
+		return err
+	}
 	w, err := m.load(func(s string) { fmt.Fprintf(e.stderr, "offcard generate: %s\n", s) })
 	if err != nil {
 		return err

@@ -86,6 +86,23 @@ func pathErr(err error) error {
 	return err
 }
 
+// checkOutputFiles makes sure each non-empty path can be created (its
+// directory exists and is writable, the path is no directory) before a
+// command's work starts; nothing is left behind.
+func checkOutputFiles(paths ...string) error {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		f, err := createAtomic(p)
+		if err != nil {
+			return err
+		}
+		f.Abort()
+	}
+	return nil
+}
+
 // checkOutputDir makes sure dir (an output flag's directory) is a
 // directory a file can be written into, creating it if missing; flag
 // names the flag in the error. Run before the job starts.
