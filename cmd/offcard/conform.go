@@ -94,7 +94,7 @@ func runConform(e *env, args []string) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "conform: %d cases, %d passed, %d failed (%s, %s, tt-metal %s, %s)\n", len(rep.Results), len(rep.Results)-failed, failed,
+		fmt.Fprintf(e.stdout, "conform: %d %s, %d passed, %d failed (%s, %s, tt-metal %s, %s)\n", len(rep.Results), plural(len(rep.Results), "case"), len(rep.Results)-failed, failed,
 			rep.BuildInfo["implementation"], rep.Facts.Arch, rep.BuildInfo["tt_metal_commit"], time.Since(start).Round(time.Millisecond))
 	}
 	if jf != nil {
