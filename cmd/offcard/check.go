@@ -222,6 +222,9 @@ func runCheck(e *env, args []string) error {
 	}
 	out := bufio.NewWriter(e.stdout)
 	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
+	if n := notReproduced(rs); n > 0 {
+		summary += fmt.Sprintf(" (%d of them not reproduced while shrinking)", n)
+	}
 	if errored > 0 {
 		summary += fmt.Sprintf(", %d not run (offcard's runner failed: not findings)", errored)
 	}
@@ -373,6 +376,17 @@ func checkJUnit(device string, seed uint64, shard string, start time.Time, elaps
 		cases[i] = c
 	}
 	return newJUnit(name, start, elapsed, props, cases)
+}
+
+// notReproduced counts the failing cases whose failure never recurred.
+func notReproduced(rs []proptest.CaseResult) int {
+	n := 0
+	for _, r := range rs {
+		if r.NotReproduced {
+			n++
+		}
+	}
+	return n
 }
 
 // writeTally is the per-property tally of the failing cases (by the

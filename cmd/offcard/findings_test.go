@@ -78,7 +78,8 @@ func TestFailureNotReproduced(t *testing.T) {
 		return s, err
 	}
 	code, out, errs := runCLI(t, "check", "--cases", "1", "--seed", "3")
-	if code != 1 || !strings.Contains(out, "NOT REPRODUCED") || !strings.Contains(out, "property: panic") {
+	if code != 1 || !strings.Contains(out, "NOT REPRODUCED") || !strings.Contains(out, "property: panic") ||
+		!strings.HasSuffix(out, "0 passed, 1 failed (1 of them not reproduced while shrinking)\n") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 	n.Store(0)
