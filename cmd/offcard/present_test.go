@@ -66,6 +66,12 @@ func TestCheckEmptyShardAndPlurals(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "offcard check: device sim, seed 1, 2 cases, shard 2/2 (1 case)\n") {
 		t.Errorf("exit %d\n%s%s", code, out, errs)
 	}
+	one := filepath.Join(t.TempDir(), "one.script")
+	os.WriteFile(one, []byte("model tiny seed=1\ndevice sim\nengine block=32 blocks=4 width=dynamic capacity=1 mode=eager\nadmit seq=0 prompt=3\n"), 0o644)
+	code, out, errs = runCLI(t, "replay", one)
+	if code != 0 || !strings.HasPrefix(out, "offcard replay: "+one+", device sim, 1 command\n") {
+		t.Errorf("exit %d\n%s%s", code, out, errs)
+	}
 }
 
 // slowSUT fails every prefill after a pause: a run that lasts.
