@@ -151,7 +151,7 @@ func heatStripPlot(reports []Report, notable, panels int) (*plot.Plot, error) {
 	p.Add(h)
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = h.DataRange()
 	p.X.Label.Text = "position"
-	p.Title.Text = fmt.Sprintf("%d %s by position: %d with near-ties or divergences", len(reports), plural(len(reports), "sequence"), notable)
+	p.Title.Text = fmt.Sprintf("%d %s by position: %d with near-ties or divergences", len(reports), plotPlural(len(reports), "sequence"), notable)
 	if notable > panels {
 		p.Title.Text += fmt.Sprintf(" (the first %d drawn below)", panels)
 	} else if notable > 0 {
@@ -203,7 +203,7 @@ func drawLegend(c draw.Canvas, band float64) {
 	}
 }
 
-func plural(n int, noun string) string {
+func plotPlural(n int, noun string) string {
 	if n == 1 {
 		return noun
 	}
@@ -214,8 +214,8 @@ func plural(n int, noun string) string {
 func panel(r *Report, band float64) (*plot.Plot, error) {
 	p := plot.New()
 	ties, bad := r.Count(NearTie), r.Count(Divergence)+r.Count(Far)
-	p.Title.Text = fmt.Sprintf("seq %d: %d %s, %d %s, %d %s", r.Seq, len(r.Positions), plural(len(r.Positions), "position"),
-		ties, plural(ties, "near-tie"), bad, plural(bad, "divergence"))
+	p.Title.Text = fmt.Sprintf("seq %d: %d %s, %d %s, %d %s", r.Seq, len(r.Positions), plotPlural(len(r.Positions), "position"),
+		ties, plotPlural(ties, "near-tie"), bad, plotPlural(bad, "divergence"))
 	p.X.Label.Text = "position"
 	p.Y.Label.Text = "gap of our token (nats)"
 	// The top of the panel: the largest finite gap, at least twice the band.

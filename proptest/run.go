@@ -372,8 +372,8 @@ type problem struct {
 // maxAlsoDetail bounds the text of each AlsoDetail entry.
 const maxAlsoDetail = 400
 
-// clip cuts s to at most n bytes (at a rune boundary), marking the cut.
-func clip(s string, n int) string {
+// clipDetail cuts s to at most n bytes (at a rune boundary), marking the cut.
+func clipDetail(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -1314,7 +1314,7 @@ func (r *runner) failure(k call, ps []problem, finding string, si StepInfo) *Fai
 	for _, q := range ps[1:] {
 		if q.prop != p.prop && !slices.Contains(f.Also, q.prop) {
 			f.Also = append(f.Also, q.prop)
-			f.AlsoDetail = append(f.AlsoDetail, q.prop+": "+clip(q.detail, maxAlsoDetail))
+			f.AlsoDetail = append(f.AlsoDetail, q.prop+": "+clipDetail(q.detail, maxAlsoDetail))
 		}
 	}
 	return f

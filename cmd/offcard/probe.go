@@ -46,7 +46,7 @@ func probeLib(lib string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, libProbeArg, lib)
 	cmd.Env = os.Environ()
-	var out, errb tailBuffer
+	var out, errb probeOutput
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	// The probe and whatever the library starts are one process group,
 	// killed together; WaitDelay: a grandchild holding the pipes open
@@ -88,18 +88,18 @@ func crashLine(stderr string) string {
 		for _, l := range lines {
 			for _, p := range prefixes {
 				if strings.HasPrefix(l, p) {
-					return ": " + clipLine(strings.Trim(l, "[]"))
+					return ": " + shortLine(strings.Trim(l, "[]"))
 				}
 			}
 		}
 	}
 	if l := lines[len(lines)-1]; l != "" {
-		return ": " + clipLine(l)
+		return ": " + shortLine(l)
 	}
 	return ""
 }
 
-func clipLine(s string) string {
+func shortLine(s string) string {
 	s = oneLine(s)
 	if len(s) > 200 {
 		s = s[:200] + "…"
@@ -107,18 +107,18 @@ func clipLine(s string) string {
 	return s
 }
 
-// tailBuffer keeps the first 64 KiB written to it (a probe's answer is
+// probeOutput keeps the first 64 KiB written to it (a probe's answer is
 // one line; a hostile library may write without end).
-type tailBuffer struct{ b bytes.Buffer }
+type probeOutput struct{ b bytes.Buffer }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *probeOutput) Write(p []byte) (int, error) {
 	if room := 64<<10 - t.b.Len(); room > 0 {
 		t.b.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string { return t.b.String() }
+func (t *probeOutput) String() string { return t.b.String() }
 
 // libProbeMain is the probe process: open lib's device, provoke an error,
 // close, answer on stdout. It returns the exit code.

@@ -77,9 +77,9 @@ func (p *campaignProgress) caseDone(r proptest.CaseResult) {
 	line := fmt.Sprintf("check: case %d (seed %d) ", r.Index, r.Seed)
 	switch {
 	case r.Failure != nil:
-		line += "failed: " + clipLine(r.Failure.String())
+		line += "failed: " + shortLine(r.Failure.String())
 	default:
-		line += "did not run: " + clipLine(r.Error)
+		line += "did not run: " + shortLine(r.Error)
 	}
 	switch {
 	case p.tty:
