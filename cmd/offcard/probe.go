@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/offcard/offcard/tt"
 	"github.com/offcard/offcard/tthw"
@@ -99,12 +100,17 @@ func crashLine(stderr string) string {
 	return ""
 }
 
+// shortLine is s on one line, cut to about 200 bytes (at a rune start).
 func shortLine(s string) string {
 	s = oneLine(s)
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	if len(s) <= 200 {
+		return s
 	}
-	return s
+	i := 200
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // probeOutput keeps the first 64 KiB written to it (a probe's answer is
