@@ -9,6 +9,7 @@ import (
 
 	"github.com/offcard/offcard/proptest"
 	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/tthw/tthwtest"
 )
 
 // Every output flag is checked before the job starts (issue 33 point 6):
@@ -37,7 +38,7 @@ func TestOutputsCheckedBeforeWork(t *testing.T) {
 		{"export", "--synth", "tiny", "--out", sub},
 		{"generate", "--synth", "tiny", "--prompt-ids", "1,2", "--steps", "1", "--dump", dir},
 		{"generate", "--synth", "tiny", "--prompt-ids", "1,2", "--steps", "1", "--logits-out", dir},
-		{"conform", "--junit", dir},
+		{"conform", "--lib", tthwtest.Loopback(t), "--junit", dir},
 	}
 	for _, args := range cases {
 		code, out, errs := runCLI(t, args...)
