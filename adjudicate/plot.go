@@ -19,13 +19,35 @@ var (
 	gapColor   = color.RGBA{R: 0x33, G: 0x55, B: 0x99, A: 0xff}
 	tieColor   = color.RGBA{R: 0xe0, G: 0x90, B: 0x00, A: 0xff}
 	divergeRed = color.RGBA{R: 0xd0, G: 0x10, B: 0x10, A: 0xff}
+	agreeFill  = color.RGBA{R: 0xdd, G: 0xe8, B: 0xdd, A: 0xff}
 )
 
-// PlotSVG writes an SVG picture of the reports: one panel per sequence,
-// the gap of our token (nats) over positions, the near-tie band shaded,
-// near-ties marked by circles and divergences by red crosses labelled with
-// their position. Infinite and unknown gaps are drawn at the top of the
-// panel. band is the band in nats (0: DefaultBand).
+// Layout of the picture.
+const (
+	plotWidth = 8 * vg.Inch
+	panelH    = 2.6 * vg.Inch
+	legendH   = 0.55 * vg.Inch
+	// maxPanels bounds the detail panels: sequences past it are in the
+	// strip only.
+	maxPanels = 8
+	// stripRowH is the strip's height per sequence (up to stripMaxH).
+	stripRowH = 0.22 * vg.Inch
+	stripMaxH = 5 * vg.Inch
+	stripPadH = 1.1 * vg.Inch // title, axis and tick labels
+	// maxStripLabels: with more sequences, every k-th row is labelled.
+	maxStripLabels = 24
+)
+
+// PlotSVG writes an SVG picture of the reports: on top a heat strip, one
+// row per sequence and one column per position, coloured by verdict
+// (agree, near-tie, divergence), so every sequence is seen at once however
+// many there are; under it one legend for the whole picture; then a panel
+// for each of the first maxPanels sequences that has a near-tie or a
+// divergence (a clean sequence is all in its strip row): the gap of our
+// token (nats) over positions, the near-tie band shaded, near-ties marked
+// by circles and divergences by red crosses labelled with their position.
+// Infinite and unknown gaps are drawn at the top of the panel. band is the
+// band in nats (0: DefaultBand).
 func PlotSVG(w io.Writer, reports []Report, band float64) error {
 	if band == 0 {
 		band = DefaultBand
@@ -33,31 +55,167 @@ func PlotSVG(w io.Writer, reports []Report, band float64) error {
 	if len(reports) == 0 {
 		return fmt.Errorf("adjudicate: nothing to plot")
 	}
-	plots := make([][]*plot.Plot, len(reports))
+	var detail []*Report
+	notable := 0
 	for i := range reports {
-		p, err := panel(&reports[i], band)
-		if err != nil {
-			return err
+		if reports[i].Count(NearTie)+reports[i].Count(Divergence)+reports[i].Count(Far) > 0 {
+			notable++
+			if len(detail) < maxPanels {
+				detail = append(detail, &reports[i])
+			}
 		}
-		plots[i] = []*plot.Plot{p}
 	}
-	const panelH = 3 * vg.Inch
-	c := vgsvg.New(8*vg.Inch, panelH*vg.Length(len(reports)))
+	stripH := min(stripPadH+stripRowH*vg.Length(len(reports)), stripMaxH)
+	height := stripH + legendH + panelH*vg.Length(len(detail))
+	c := vgsvg.New(plotWidth, height)
 	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: len(reports), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
-	canvases := plot.Align(plots, tiles, dc)
-	for i := range plots {
-		plots[i][0].Draw(canvases[i][0])
+	top := dc.Max.Y
+
+	strip, err := heatStripPlot(reports, notable, len(detail))
+	if err != nil {
+		return err
 	}
-	_, err := c.WriteTo(w)
+	strip.Draw(draw.Crop(dc, 0, 0, top-stripH-dc.Min.Y, 0))
+	drawLegend(draw.Crop(dc, 0, 0, top-stripH-legendH-dc.Min.Y, -stripH), band)
+
+	if len(detail) > 0 {
+		plots := make([][]*plot.Plot, len(detail))
+		for i, r := range detail {
+			p, err := panel(r, band)
+			if err != nil {
+				return err
+			}
+			plots[i] = []*plot.Plot{p}
+		}
+		area := draw.Crop(dc, 0, 0, 0, -(stripH + legendH))
+		tiles := draw.Tiles{Rows: len(detail), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
+		canvases := plot.Align(plots, tiles, area)
+		for i := range plots {
+			plots[i][0].Draw(canvases[i][0])
+		}
+	}
+	_, err = c.WriteTo(w)
 	return err
+}
+
+// verdictColor is the strip's colour of a position.
+func verdictColor(v Verdict) color.Color {
+	switch {
+	case v == NearTie:
+		return tieColor
+	case v.Bad():
+		return divergeRed
+	}
+	return agreeFill
+}
+
+// heatStrip draws one row per sequence (the first on top): each run of
+// positions with the same verdict is one rectangle.
+type heatStrip struct{ reports []Report }
+
+func (h heatStrip) row(i int) float64 { return float64(len(h.reports) - 1 - i) }
+
+func (h heatStrip) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	for i, r := range h.reports {
+		y0, y1 := trY(h.row(i)-0.42), trY(h.row(i)+0.42)
+		for a := 0; a < len(r.Positions); {
+			b := a
+			for b+1 < len(r.Positions) && verdictColor(r.Positions[b+1].Verdict) == verdictColor(r.Positions[a].Verdict) &&
+				r.Positions[b+1].Pos == r.Positions[b].Pos+1 {
+				b++
+			}
+			x0, x1 := trX(float64(r.Positions[a].Pos)-0.5), trX(float64(r.Positions[b].Pos)+0.5)
+			c.FillPolygon(verdictColor(r.Positions[a].Verdict), c.ClipPolygonXY([]vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}))
+			a = b + 1
+		}
+	}
+}
+
+func (h heatStrip) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax = math.Inf(1), math.Inf(-1)
+	for _, r := range h.reports {
+		if n := len(r.Positions); n > 0 {
+			xmin, xmax = min(xmin, float64(r.Positions[0].Pos)), max(xmax, float64(r.Positions[n-1].Pos))
+		}
+	}
+	if xmin > xmax {
+		xmin, xmax = 0, 1
+	}
+	return xmin - 0.5, xmax + 0.5, -0.5, float64(len(h.reports)) - 0.5
+}
+
+func heatStripPlot(reports []Report, notable, panels int) (*plot.Plot, error) {
+	p := plot.New()
+	h := heatStrip{reports}
+	p.Add(h)
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = h.DataRange()
+	p.X.Label.Text = "position"
+	p.Title.Text = fmt.Sprintf("%d %s by position: %d with near-ties or divergences", len(reports), plotPlural(len(reports), "sequence"), notable)
+	if notable > panels {
+		p.Title.Text += fmt.Sprintf(" (the first %d drawn below)", panels)
+	} else if notable > 0 {
+		p.Title.Text += " (drawn below)"
+	}
+	step := (len(reports) + maxStripLabels - 1) / maxStripLabels
+	var ticks []plot.Tick
+	for i, r := range reports {
+		t := plot.Tick{Value: h.row(i)}
+		if i%step == 0 {
+			t.Label = fmt.Sprintf("seq %d", r.Seq)
+		}
+		ticks = append(ticks, t)
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Tick.Length = 0
+	return p, nil
+}
+
+// drawLegend is the one legend of the picture, left to right from the
+// left edge, wrapped onto a second line rather than past the right edge.
+// Text is measured with gonum's font and given a third more room: an SVG
+// viewer may draw it in a wider font.
+func drawLegend(c draw.Canvas, band float64) {
+	sty := draw.TextStyle{Color: color.Black, Font: plot.DefaultFont, Handler: plot.DefaultTextHandler, YAlign: draw.YCenter}
+	sty.Font.Size = vg.Points(10)
+	fe := plot.DefaultTextHandler.Cache().Lookup(sty.Font, sty.Font.Size)
+	lineH := (c.Max.Y - c.Min.Y) / 2
+	y := c.Max.Y - lineH/2
+	x := c.Min.X + vg.Points(8)
+	sw := vg.Points(10)
+	for _, it := range []struct {
+		col  color.Color
+		text string
+	}{
+		{agreeFill, "agree"},
+		{tieColor, "near-tie (circle)"},
+		{divergeRed, "divergence (cross)"},
+		{bandFill, fmt.Sprintf("near-tie band: gap below %.3g nats", band)},
+		{gapColor, "gap of our token"},
+	} {
+		need := sw + vg.Points(4) + fe.Width(it.text)*4/3 + vg.Points(14)
+		if x+need > c.Max.X && x > c.Min.X+vg.Points(8) {
+			x, y = c.Min.X+vg.Points(8), y-lineH
+		}
+		c.FillPolygon(it.col, []vg.Point{{X: x, Y: y - sw/2}, {X: x + sw, Y: y - sw/2}, {X: x + sw, Y: y + sw/2}, {X: x, Y: y + sw/2}})
+		c.FillText(sty, vg.Point{X: x + sw + vg.Points(4), Y: y}, it.text)
+		x += need
+	}
+}
+
+func plotPlural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }
 
 // panel is the plot of one sequence.
 func panel(r *Report, band float64) (*plot.Plot, error) {
 	p := plot.New()
-	title := fmt.Sprintf("seq %d: %d positions, %d near-ties, %d divergences", r.Seq, len(r.Positions), r.Count(NearTie), r.Count(Divergence)+r.Count(Far))
-	p.Title.Text = title
+	ties, bad := r.Count(NearTie), r.Count(Divergence)+r.Count(Far)
+	p.Title.Text = fmt.Sprintf("seq %d: %d %s, %d %s, %d %s", r.Seq, len(r.Positions), plotPlural(len(r.Positions), "position"),
+		ties, plotPlural(ties, "near-tie"), bad, plotPlural(bad, "divergence"))
 	p.X.Label.Text = "position"
 	p.Y.Label.Text = "gap of our token (nats)"
 	// The top of the panel: the largest finite gap, at least twice the band.
@@ -83,9 +241,8 @@ func panel(r *Report, band float64) (*plot.Plot, error) {
 	shade.Color = bandFill
 	shade.LineStyle.Width = 0
 	p.Add(shade)
-	p.Legend.Add(fmt.Sprintf("near-tie band (%.3g nats)", band), shade)
 
-	var line, ties, divs plotter.XYs
+	var line, tiePts, divs plotter.XYs
 	var labels plotter.XYLabels
 	for _, q := range r.Positions {
 		g := q.GapNats
@@ -96,7 +253,7 @@ func panel(r *Report, band float64) (*plot.Plot, error) {
 		line = append(line, pt)
 		switch {
 		case q.Verdict == NearTie:
-			ties = append(ties, pt)
+			tiePts = append(tiePts, pt)
 		case q.Verdict.Bad():
 			divs = append(divs, pt)
 			labels.XYs = append(labels.XYs, pt)
@@ -110,16 +267,14 @@ func panel(r *Report, band float64) (*plot.Plot, error) {
 		}
 		l.Color = gapColor
 		p.Add(l)
-		p.Legend.Add("gap", l)
 	}
-	if len(ties) > 0 {
-		s, err := plotter.NewScatter(ties)
+	if len(tiePts) > 0 {
+		s, err := plotter.NewScatter(tiePts)
 		if err != nil {
 			return nil, err
 		}
 		s.GlyphStyle = draw.GlyphStyle{Color: tieColor, Radius: vg.Points(3), Shape: draw.CircleGlyph{}}
 		p.Add(s)
-		p.Legend.Add("near-tie", s)
 	}
 	if len(divs) > 0 {
 		s, err := plotter.NewScatter(divs)
@@ -128,7 +283,6 @@ func panel(r *Report, band float64) (*plot.Plot, error) {
 		}
 		s.GlyphStyle = draw.GlyphStyle{Color: divergeRed, Radius: vg.Points(4), Shape: draw.CrossGlyph{}}
 		p.Add(s)
-		p.Legend.Add("divergence", s)
 		lb, err := plotter.NewLabels(labels)
 		if err != nil {
 			return nil, err
@@ -138,6 +292,5 @@ func panel(r *Report, band float64) (*plot.Plot, error) {
 		}
 		p.Add(lb)
 	}
-	p.Legend.Top = true
 	return p, nil
 }

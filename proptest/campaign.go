@@ -44,6 +44,9 @@ type Options struct {
 	// goroutine of the caller of Campaign), with the number done and
 	// failed so far.
 	Progress func(done, failed, total int)
+	// CaseDone, when set, is called with each case's result as it
+	// completes (before Progress, from the same goroutine).
+	CaseDone func(CaseResult)
 }
 
 // A campaign reads its simulated devices, caches and memos all over the
@@ -114,6 +117,9 @@ func Campaign(o Options) []CaseResult {
 		if !res[i].Passed {
 			failed++
 			lower(&first, int64(i))
+		}
+		if o.CaseDone != nil {
+			o.CaseDone(res[i])
 		}
 		if o.Progress != nil {
 			o.Progress(n, failed, len(idx))
@@ -195,6 +201,9 @@ func (r CaseResult) Report() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "FAIL case %d, seed %d\n", r.Index, r.Seed)
+	if r.NotReproduced {
+		fmt.Fprintf(&b, "  NOT REPRODUCED: the failure never recurred in %d more runs (shrinking, then the script once more); the schedule below is the original, unshrunk, and may pass when replayed\n", max(r.Runs-1, 1))
+	}
 	fmt.Fprintf(&b, "  replay: %s\n", r.ReplayCommand())
 	if r.Error != "" {
 		fmt.Fprintf(&b, "  error (offcard's runner, not a finding about the engine): %s\n", r.Error)
@@ -202,13 +211,18 @@ func (r CaseResult) Report() string {
 	}
 	f := r.Failure
 	fmt.Fprintf(&b, "  property: %s\n", f.Property)
-	if len(f.Also) > 0 {
-		fmt.Fprintf(&b, "  also failed at that step: %s\n", strings.Join(f.Also, ", "))
+	for _, a := range f.AlsoLines() {
+		fmt.Fprintf(&b, "  also failed at that step: %s\n", a)
 	}
 	fmt.Fprintf(&b, "  first failing step: %s\n", f.Where())
 	fmt.Fprintf(&b, "  detail: %s\n", f.Detail)
 	if f.Finding != "" {
 		fmt.Fprintf(&b, "  strict finding: %s\n", f.Finding)
+	}
+	for _, l := range strings.Split(strings.TrimRight(f.Grids, "\n"), "\n") {
+		if l != "" {
+			b.WriteString("  " + l + "\n")
+		}
 	}
 	if o := r.OriginalFailure; o != nil {
 		fmt.Fprintf(&b, "  original: %d commands, %s at %s\n", r.OriginalLen, o.Property, o.Where())

@@ -91,6 +91,7 @@ type recorder struct {
 	last     *Script
 	lastF    *Failure
 	fails    int
+	refails  int       // failing runs after the first (shrink candidates)
 	stats    RunStats  // the first run's
 	scenario *Scenario // the case's
 	schedule []Cmd     // the first run's commands
@@ -119,6 +120,9 @@ func (rec *recorder) failed(sc Scenario, cmds []Cmd, f *Failure) {
 	}
 	rec.last, rec.lastF = s, f
 	rec.fails++
+	if rec.runs > 1 {
+		rec.refails++
+	}
 	if hung(f) {
 		rec.budget = rec.runs // each shrink run would wait out the timeout again
 	}
@@ -196,6 +200,10 @@ type CaseResult struct {
 	OriginalLen     int      `json:"original_commands,omitempty"`
 	Shrinks         int      `json:"shrinks,omitempty"`
 	Runs            int      `json:"runs,omitempty"`
+	// NotReproduced: no run of the case after the first failed with the
+	// failure's property, not even the script run once more: the
+	// failure (a crash, often) did not recur, and the script may pass.
+	NotReproduced bool `json:"not_reproduced,omitempty"`
 	// Error is set when the case could not be generated or run at all,
 	// or the runner itself failed (not a failure of the SUT).
 	Error string `json:"error,omitempty"`
@@ -299,8 +307,22 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 		// gopter shrinks the schedule only: drop commands it could not
 		// (a failure at Close is invisible to it) and simplify the
 		// scenario, keeping every step that fails the same way.
+		// seen: a run after the first failed again.
+		seen := rec.refails > 0 || res.Failure != rec.lastF
 		if !hung(res.Failure) && !given { // a hung engine: each run waits out the timeout
+			before := res.Failure
 			sh, res.Failure, res.Runs = shrinkScript(sh, res.Failure, o.Factory, res.Runs, o.ShrinkRuns+shrinkExtraRuns)
+			seen = seen || res.Failure != before
+			if !seen {
+				// No run after the first failed: run the script once more,
+				// so a failure that does not recur (a crash that depends on
+				// timing, memory or the machine) is not reported as if it
+				// were a reproduction.
+				res.Runs++
+				f, _, err := RunScript(sh, o.Factory)
+				seen = err == nil && f != nil && f.Property == res.Failure.Property
+			}
+			res.NotReproduced = !seen
 		}
 		res.Script = &sh
 		res.ScriptText = sh.String()

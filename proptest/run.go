@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/kvpage"
@@ -67,6 +68,10 @@ type Failure struct {
 	// that fired at the same step.
 	Property string   `json:"property"`
 	Also     []string `json:"also,omitempty"`
+	// AlsoDetail says, for each property of Also in its order, what
+	// differed ("PROP: detail"), so a second cause (an engine's own
+	// error beside a KV-write finding) is never a bare name.
+	AlsoDetail []string `json:"also_detail,omitempty"`
 	// Command is the 1-based index of the failing command in the schedule,
 	// Cmd its script line; SubStep the 1-based decode step inside a decode
 	// command (0 otherwise).
@@ -87,6 +92,10 @@ type Failure struct {
 	// the step, if any.
 	Detail  string `json:"detail"`
 	Finding string `json:"finding,omitempty"`
+	// Grids pictures the failing step in text: the device page table
+	// beside the host's and a block × row map of the step's KV writes
+	// (as far as the SUT shows them).
+	Grids string `json:"grids,omitempty"`
 }
 
 // Where is the failure's location in one line.
@@ -107,6 +116,16 @@ func (f *Failure) Where() string {
 		fmt.Fprintf(&b, " (regime %s, width %d)", f.Regime, f.Width)
 	}
 	return b.String()
+}
+
+// AlsoLines are the other properties that fired at the failing step, one
+// line each with what differed ("PROP: detail"; a bare name in a failure
+// decoded from JSON written before AlsoDetail existed).
+func (f *Failure) AlsoLines() []string {
+	if len(f.AlsoDetail) == len(f.Also) {
+		return f.AlsoDetail
+	}
+	return f.Also
 }
 
 // String is the failure in one line.
@@ -344,6 +363,25 @@ type problem struct {
 	// op is the device op (OpPos.Seq order) at which the problem arose, 0
 	// when unknown; observations made after the call have none.
 	op int
+	// callErr marks the error the call itself returned; missing marks a
+	// KV write that never happened (the effect of such an error, when
+	// the call returned one).
+	callErr, missing bool
+}
+
+// maxAlsoDetail bounds the text of each AlsoDetail entry.
+const maxAlsoDetail = 400
+
+// clipDetail cuts s to at most n bytes (at a rune boundary), marking the cut.
+func clipDetail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + fmt.Sprintf("… (%d bytes more)", len(s)-i)
 }
 
 // sutPanic carries a panic of the SUT (as opposed to one of the runner).
@@ -738,10 +776,12 @@ func (r *runner) check(k call) *Failure {
 	}
 	var ps []problem
 	if k.err != nil {
-		ps = append(ps, problem{prop: errProp(k.err), seq: -1, pos: -1, detail: k.err.Error()})
+		ps = append(ps, problem{prop: errProp(k.err), seq: -1, pos: -1, detail: k.err.Error(), callErr: true})
 	}
 	finding := r.findings(&ps)
 	bs := r.sc.BlockSize
+	var logged []KVWrite // the call's KV writes, for the failure's grids
+	haveLog := false
 	slotSeq := map[int]int{}
 	for _, a := range k.act {
 		slotSeq[a.slot] = a.seq
@@ -759,7 +799,8 @@ func (r *runner) check(k call) *Failure {
 			ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "KV log: " + err.Error()})
 		} else {
 			n := len(ps)
-			r.checkWrites(&ps, k, r.dropPromptPadding(ws, k), slotSeq)
+			logged, haveLog = r.dropPromptPadding(ws, k), true
+			r.checkWrites(&ps, k, logged, slotSeq)
 			// Place the log's problems at the step's first cache update.
 			if per := len(uc) / max(1, len(k.act[0].pos)); len(uc) > 0 {
 				for i := n; i < len(ps); i++ {
@@ -835,7 +876,11 @@ func (r *runner) check(k call) *Failure {
 	if k.err == nil {
 		r.checkOutputs(&ps, k, bs)
 	}
-	return r.failure(k, ps, finding, si)
+	f := r.failure(k, ps, finding, si)
+	if f != nil {
+		f.Grids = r.grids(k, logged, haveLog)
+	}
+	return f
 }
 
 // errProp is the property a SUT error stands for: the engine's own
@@ -1064,7 +1109,7 @@ func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[in
 					wantB, wantR := int64(a.blocks[p/bs]), int64(p%bs)
 					exp := KVWrite{Layer: l, Value: value, Slot: a.slot, Pos: int64(p), Block: wantB, Row: wantR}
 					if i >= len(got) {
-						note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: p, located: true, offset: i,
+						note(&place, problem{prop: PropKVWrite, seq: a.seq, pos: p, located: true, offset: i, missing: true,
 							detail: fmt.Sprintf("seq %d: missing KV write (%v)", a.seq, exp)})
 						break
 					}
@@ -1239,6 +1284,16 @@ func (r *runner) failure(k call, ps []problem, finding string, si StepInfo) *Fai
 		return nil
 	}
 	slices.SortStableFunc(ps, firstCause)
+	if k.err != nil && ps[0].missing {
+		// A write that never happened because the call stopped at its
+		// error: the error is the cause, the missing write its effect.
+		i := slices.IndexFunc(ps, func(q problem) bool { return q.callErr })
+		if i > 0 {
+			e := ps[i]
+			copy(ps[1:i+1], ps[:i])
+			ps[0] = e
+		}
+	}
 	p := ps[0]
 	// A finding or an error has no position: place it at the earliest
 	// located problem of the same call, if any.
@@ -1259,6 +1314,7 @@ func (r *runner) failure(k call, ps []problem, finding string, si StepInfo) *Fai
 	for _, q := range ps[1:] {
 		if q.prop != p.prop && !slices.Contains(f.Also, q.prop) {
 			f.Also = append(f.Also, q.prop)
+			f.AlsoDetail = append(f.AlsoDetail, q.prop+": "+clipDetail(q.detail, maxAlsoDetail))
 		}
 	}
 	return f

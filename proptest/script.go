@@ -424,6 +424,9 @@ func ParseScript(r io.Reader) (Script, error) {
 		}
 	}
 	if err := in.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return s, fmt.Errorf("line %d: longer than %d bytes", lineNo+1, bufio.MaxScanTokenSize)
+		}
 		return s, err
 	}
 	for _, h := range []string{"model", "device", "engine"} {

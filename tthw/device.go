@@ -120,7 +120,7 @@ func (l *lib) call(f func() int32) error {
 	if st == statusOK {
 		return nil
 	}
-	msg, op := l.lastError(), l.lastErrorOp()
+	msg, op := l.errorText()
 	if st == statusDevice {
 		return &tt.Error{Op: op, Msg: msg}
 	}

@@ -2,6 +2,7 @@ package tthw
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"unsafe"
 
@@ -28,8 +29,8 @@ type lib struct {
 	abiVersion   func(opts string, v *uint32) int32
 	open         func(abi uint32, opts string, dev *uintptr) int32
 	close        func(dev uintptr, tensors, traces *uint64) int32
-	lastError    func() string
-	lastErrorOp  func() string
+	lastError    func() uintptr // const char*, read by cString
+	lastErrorOp  func() uintptr
 	buildInfo    func(dev uintptr, buf *byte, capacity uint64, n *uint64) int32
 	deviceFacts  func(dev uintptr, f *int64, n uint32) int32
 	live         func(dev uintptr, tensors, traces *uint64) int32
@@ -96,4 +97,48 @@ func load(path string) (l *lib, err error) {
 	}
 	libs[path] = l
 	return l, nil
+}
+
+// maxCString bounds a string read from the library (its last error).
+const maxCString = 64 << 10
+
+// cString reads the NUL-terminated string at p, which the library
+// returned. A hostile or broken library may return any address: a read
+// that faults is recovered (debug.SetPanicOnFault) and reported as
+// false, so a garbage pointer is an error of the library, never a crash
+// of offcard. A string without NUL within maxCString bytes is cut there.
+func cString(p uintptr) (s string, ok bool) {
+	if p == 0 {
+		return "", true
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if recover() != nil {
+			s, ok = "", false
+		}
+	}()
+	var b []byte
+	for i := uintptr(0); i < maxCString; i++ {
+		a := p + i // an address the library returned, never a Go pointer
+		c := **(**byte)(unsafe.Pointer(&a))
+		if c == 0 {
+			break
+		}
+		b = append(b, c)
+	}
+	return string(b), true
+}
+
+// errorText is the library's last error and op on this thread; an
+// unreadable pointer is named as such.
+func (l *lib) errorText() (msg, op string) {
+	m, ok := cString(l.lastError())
+	if !ok {
+		m = fmt.Sprintf("(offcard_tt_last_error of %s returned an unreadable pointer)", l.path)
+	}
+	o, ok := cString(l.lastErrorOp())
+	if !ok {
+		o = "?"
+	}
+	return m, o
 }

@@ -28,7 +28,7 @@ func runAdjudicate(e *env, args []string) error {
 	fs := newFlags(e, "adjudicate", "--ours A.jsonl (--oracle B.jsonl | --model DIR | --synth NAME --seed N) [--band NATS] [--top K] [--plot OUT.svg] [--json] [--prompt TEXT] [--tokenizer FILE] [--threads N]")
 	oursPath := fs.String("ours", "", "our dump `A.jsonl` (the engine under judgement)")
 	oraclePath := fs.String("oracle", "", "an oracle's dump `B.jsonl` of the same prompts: compare the first differing token per sequence (no model needed)")
-	var m modelFlags
+	m := modelFlags{e: e, cmd: "adjudicate"}
 	m.register(fs)
 	band := fs.Float64("band", adjudicate.DefaultBand, "near-tie band in `NATS`: a token whose gap to the teacher's top is within it is a near-tie")
 	top := fs.Int("top", adjudicate.DefaultTopK, "a divergence whose token is outside the teacher's top `K` is far")
@@ -110,7 +110,7 @@ func runAdjudicate(e *env, args []string) error {
 		for _, s := range ours.Seqs {
 			for i, t := range s.Tokens() {
 				if int(t) >= vocab {
-					return bad("--ours: seq %d has token %d (stream index %d) outside the model's vocabulary of %d", s.Seq, t, i, vocab)
+					return bad("--ours %s: seq %d has token %d (stream index %d) outside the model's vocabulary of %d", dumpRecordLine(*oursPath, s, i), s.Seq, t, i, vocab)
 				}
 			}
 		}

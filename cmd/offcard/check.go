@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/offcard/offcard/proptest"
@@ -96,6 +99,9 @@ func runCheck(e *env, args []string) error {
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	if err := positiveTimeout(fs, *timeout); err != nil {
+		return err
+	}
 	factory := checkFactory
 	if *engine != "" {
 		if *device != "sim" || *lib != "" {
@@ -135,7 +141,7 @@ func runCheck(e *env, args []string) error {
 	// (created if missing) that a script can be written into, a file that
 	// can be created.
 	if *save != "" {
-		if err := checkSaveDir(*save); err != nil {
+		if err := checkOutputDir("--save", *save); err != nil {
 			return err
 		}
 	}
@@ -153,6 +159,9 @@ func runCheck(e *env, args []string) error {
 			return bad("--shard: %v", err)
 		}
 		shard = s
+		if len(shard.Cases(*cases)) == 0 {
+			return bad("--shard %s of %d %s holds no case: want --cases of at least %d", s, *cases, plural(*cases, "case"), s.K)
+		}
 	}
 	junit, err := openJUnit(*junitPath)
 	if err != nil {
@@ -171,16 +180,11 @@ func runCheck(e *env, args []string) error {
 			opt.ReplayArgs += " --timeout " + timeout.String()
 		}
 	}
-	if e.stderrTTY {
-		opt.Progress = func(done, failed, total int) {
-			fmt.Fprintf(e.stderr, "\rcheck: %d/%d cases, %d failed", done, total, failed)
-			if done == total {
-				fmt.Fprint(e.stderr, "\r\033[K")
-			}
-		}
-	}
+	prog := startCampaignProgress(e.stderr, e.stderrTTY, len(shard.Cases(*cases)))
+	opt.CaseDone = prog.caseDone
 	t0 := time.Now()
 	rs := proptest.Campaign(opt)
+	prog.Stop()
 	elapsed := time.Since(t0)
 	shardName := ""
 	if !shard.Whole() {
@@ -201,6 +205,10 @@ func runCheck(e *env, args []string) error {
 				continue
 			}
 			cmd, err := dumpCase(*dumpPath, *r.Script, factory)
+			if errors.Is(err, errEmptyDump) {
+				dumped = fmt.Sprintf("case %d's shrunk script fails before the engine produced any token: no dump written", r.Index)
+				break
+			}
 			if err != nil {
 				saveErrs = append(saveErrs, "dump: "+oneLine(err.Error()))
 				break
@@ -214,6 +222,9 @@ func runCheck(e *env, args []string) error {
 	}
 	out := bufio.NewWriter(e.stdout)
 	summary := fmt.Sprintf("%d passed, %d failed", passed, failed)
+	if n := notReproduced(rs); n > 0 {
+		summary += fmt.Sprintf(" (%d of them not reproduced while shrinking)", n)
+	}
 	if errored > 0 {
 		summary += fmt.Sprintf(", %d not run (offcard's runner failed: not findings)", errored)
 	}
@@ -245,12 +256,12 @@ func runCheck(e *env, args []string) error {
 		}
 	} else {
 		if *engine != "" {
-			fmt.Fprintf(out, "offcard check: engine %q (tolerant mode), seed %d, %d cases", *engine, *seed, *cases)
+			fmt.Fprintf(out, "offcard check: engine %q (tolerant mode), seed %d, %d %s", *engine, *seed, *cases, plural(*cases, "case"))
 		} else {
-			fmt.Fprintf(out, "offcard check: device %s, seed %d, %d cases", *device, *seed, *cases)
+			fmt.Fprintf(out, "offcard check: device %s, seed %d, %d %s", *device, *seed, *cases, plural(*cases, "case"))
 		}
 		if shardName != "" {
-			fmt.Fprintf(out, ", shard %s (%d cases)", shardName, len(rs))
+			fmt.Fprintf(out, ", shard %s (%d %s)", shardName, len(rs), plural(len(rs), "case"))
 		}
 		fmt.Fprintln(out)
 		for _, r := range rs {
@@ -264,6 +275,8 @@ func runCheck(e *env, args []string) error {
 		if dumped != "" {
 			fmt.Fprintln(out, dumped)
 		}
+		writeTally(out, rs)
+		writeReach(out, reach)
 		fmt.Fprintln(out, summary)
 	}
 	if err := out.Flush(); err != nil {
@@ -309,6 +322,9 @@ func cardFactory(lib string) (proptest.Factory, error) {
 	if lib == "" {
 		return nil, bad("--device tt needs --lib PATH")
 	}
+	if err := probeLib(lib); err != nil {
+		return nil, err
+	}
 	d, err := tthw.Open(lib, tthw.Options{})
 	if err != nil {
 		return nil, bad("--lib: %v", err)
@@ -317,20 +333,6 @@ func cardFactory(lib string) (proptest.Factory, error) {
 		return nil, bad("--lib: %v", err)
 	}
 	return proptest.CardFactory(lib, proptest.Tolerance{}), nil
-}
-
-// checkSaveDir makes sure dir is a directory a script can be written
-// into, creating it if missing.
-func checkSaveDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return bad("--save %s: %v", dir, pathErr(err))
-	}
-	probe, err := createAtomic(filepath.Join(dir, "probe"))
-	if err != nil {
-		return bad("--save %s: not writable: %v", dir, pathErr(err))
-	}
-	probe.Abort()
-	return nil
 }
 
 // saveScripts writes each failing case's shrunk script into dir as
@@ -374,4 +376,69 @@ func checkJUnit(device string, seed uint64, shard string, start time.Time, elaps
 		cases[i] = c
 	}
 	return newJUnit(name, start, elapsed, props, cases)
+}
+
+// notReproduced counts the failing cases whose failure never recurred.
+func notReproduced(rs []proptest.CaseResult) int {
+	n := 0
+	for _, r := range rs {
+		if r.NotReproduced {
+			n++
+		}
+	}
+	return n
+}
+
+// writeTally is the per-property tally of the failing cases (by the
+// property each case failed on first).
+func writeTally(w io.Writer, rs []proptest.CaseResult) {
+	n := map[string]int{}
+	var props []string
+	for _, r := range rs {
+		if r.Failure == nil {
+			continue
+		}
+		if n[r.Failure.Property] == 0 {
+			props = append(props, r.Failure.Property)
+		}
+		n[r.Failure.Property]++
+	}
+	if len(props) == 0 {
+		fmt.Fprintln(w, "by property: every property held in every case")
+		return
+	}
+	slices.SortFunc(props, func(a, b string) int { return n[b] - n[a] })
+	parts := make([]string, len(props))
+	for i, p := range props {
+		parts[i] = fmt.Sprintf("%s %d %s", p, n[p], plural(n[p], "case"))
+	}
+	fmt.Fprintf(w, "by property: %s\n", strings.Join(parts, ", "))
+}
+
+// writeReach is the reach table of --json as text, two kinds a row:
+// how many cases visited each state kind, and how often (a kind no case
+// reached is marked).
+func writeReach(w io.Writer, reach []proptest.ReachTotal) {
+	fmt.Fprintln(w, "reach (cases that reached it, visits):")
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	half := (len(reach) + 1) / 2
+	cell := func(t proptest.ReachTotal) string {
+		mark := ""
+		if t.Cases == 0 {
+			mark = "never"
+		}
+		return fmt.Sprintf("%s\t%d\t%d\t%s", t.Kind, t.Cases, t.Visits, mark)
+	}
+	for i := range half {
+		fmt.Fprint(tw, "  "+cell(reach[i]))
+		if j := i + half; j < len(reach) {
+			fmt.Fprint(tw, "\t  "+cell(reach[j]))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		fmt.Fprint(w, strings.TrimRight(l, " \n")+strings.Repeat("\n", strings.Count(l, "\n")))
+	}
 }

@@ -51,6 +51,9 @@ func runConform(e *env, args []string) error {
 	if *arch != "" && *arch != "wormhole" && *arch != "blackhole" {
 		return bad("--arch %q: want wormhole or blackhole", *arch)
 	}
+	if err := probeLib(*lib); err != nil {
+		return err
+	}
 	opts := conform.Options{Lib: *lib, Tthw: tthw.Options{Arch: *arch}, Only: *only}
 	var jf *atomicFile
 	if *junit != "" {
@@ -91,7 +94,7 @@ func runConform(e *env, args []string) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "conform: %d cases, %d passed, %d failed (%s, %s, tt-metal %s, %s)\n", len(rep.Results), len(rep.Results)-failed, failed,
+		fmt.Fprintf(e.stdout, "conform: %d %s, %d passed, %d failed (%s, %s, tt-metal %s, %s)\n", len(rep.Results), plural(len(rep.Results), "case"), len(rep.Results)-failed, failed,
 			rep.BuildInfo["implementation"], rep.Facts.Arch, rep.BuildInfo["tt_metal_commit"], time.Since(start).Round(time.Millisecond))
 	}
 	if jf != nil {

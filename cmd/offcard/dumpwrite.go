@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -161,10 +162,19 @@ func dumpCase(path string, script proptest.Script, factory proptest.Factory) (st
 	return fmt.Sprintf("offcard adjudicate --ours %s --synth %s --seed %d", path, sc.Model, sc.ModelSeed), nil
 }
 
-// commit flushes the dump and moves f into place.
+// errEmptyDump: the run failed before the engine produced any token, so
+// there is no dump to write (an empty file would only make adjudicate
+// exit 2).
+var errEmptyDump = errors.New("the run failed before the engine produced any token: no dump written")
+
+// commit flushes the dump and moves f into place; a dump without a
+// record is not written (errEmptyDump).
 func (r *dumpRecorder) commit(f *atomicFile) error {
 	if r.err != nil {
 		return fmt.Errorf("dump: %w", r.err)
+	}
+	if len(r.steps) == 0 {
+		return errEmptyDump
 	}
 	if err := r.w.Flush(); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,7 +11,7 @@ import (
 
 func runExport(e *env, args []string) error {
 	fs := newFlags(e, "export", "--synth tiny|qwen3-0.6b --seed N --out DIR [--tokenizer FILE]")
-	var m modelFlags
+	m := modelFlags{e: e, cmd: "export"}
 	fs.StringVar(&m.synth, "synth", "", "synthetic model preset: tiny or qwen3-0.6b")
 	fs.Uint64Var(&m.seed, "seed", 1, "seed of the synthetic weights")
 	out := fs.String("out", "", "output `DIR` (created if missing)")
@@ -26,14 +27,17 @@ func runExport(e *env, args []string) error {
 			return badInput{err}
 		}
 	}
+	if err := checkOutputDir("--out", *out); err != nil {
+		return err
+	}
 	w, err := m.load(nil)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return badInput{err}
-	}
-	if err := w.Export(*out); err != nil {
+	stop := startPhase(e, "export", "writing "+*out, func() string { return fmt.Sprintf("%d MB so far", dirBytes(*out)>>20) })
+	err = w.Export(*out)
+	stop()
+	if err != nil {
 		return err
 	}
 	if *tok != "" {

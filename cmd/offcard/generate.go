@@ -26,6 +26,8 @@ type modelFlags struct {
 	dir   string
 	synth string
 	seed  uint64
+	e     *env   // progress of a long synthesis (startPhase), if set,
+	cmd   string // reported as this command's
 }
 
 func (m *modelFlags) register(fs interface {
@@ -52,9 +54,24 @@ func (m *modelFlags) load(notice func(string)) (*qwen3.Weights, error) {
 		if err != nil {
 			return nil, badInput{err}
 		}
+		defer startPhase(m.e, m.cmd, fmt.Sprintf("synthesising the %s weights (seed %d)", m.synth, m.seed), nil)()
 		return qwen3.Synth(cfg, m.seed)
 	}
 	return nil, bad("need --model DIR or --synth tiny|qwen3-0.6b")
+}
+
+// needBOS refuses, before the weights load, a model whose config has no
+// BOS token (bos_token_id null or absent) when there is no prompt to
+// start from.
+func needBOS(m modelFlags, noPrompt bool) error {
+	if !noPrompt || m.dir == "" || m.synth != "" {
+		return nil
+	}
+	p := filepath.Join(m.dir, "config.json")
+	if cfg, err := qwen3.LoadConfig(p); err == nil && cfg.BOSTokenID < 0 {
+		return bad("%s: bos_token_id is null, so there is no token to start from: give --prompt or --prompt-ids", p)
+	}
+	return nil
 }
 
 func parseIDs(s string, vocab int) ([]int32, error) {
@@ -72,7 +89,7 @@ func parseIDs(s string, vocab int) ([]int32, error) {
 
 func runGenerate(e *env, args []string) error {
 	fs := newFlags(e, "generate", "[--model DIR | --synth tiny|qwen3-0.6b] [--seed N] [--prompt TEXT | --prompt-ids 1,2,3] [--steps N] [--threads N] [--dump FILE.jsonl] [--logits-out FILE]")
-	var m modelFlags
+	m := modelFlags{e: e, cmd: "generate"}
 	m.register(fs)
 	prompt := fs.String("prompt", "", "prompt `TEXT` (needs a tokenizer: --model DIR with tokenizer.json, or --tokenizer)")
 	promptIDs := fs.String("prompt-ids", "", "prompt as comma-separated token `ids`")
@@ -92,6 +109,12 @@ func runGenerate(e *env, args []string) error {
 	}
 	if *prompt != "" && *promptIDs != "" {
 		return bad("--prompt and --prompt-ids are exclusive")
+	}
+	if err := needBOS(m, *prompt == "" && *promptIDs == ""); err != nil {
+		return err
+	}
+	if err := checkOutputFiles(*dumpPath, *logitsPath); err != nil {
+		return err
 	}
 	w, err := m.load(func(s string) { fmt.Fprintf(e.stderr, "offcard generate: %s\n", s) })
 	if err != nil {

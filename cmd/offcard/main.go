@@ -49,6 +49,9 @@ func bad(format string, a ...any) error { return badInput{fmt.Errorf(format, a..
 var errFound = errors.New("difference found")
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == libProbeArg { // see probeLib
+		os.Exit(libProbeMain(os.Args[2:], os.Stdout))
+	}
 	os.Exit(run(os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr, stderrTTY: isTerminal(os.Stderr)}))
 }
 

@@ -50,6 +50,13 @@ func runMutants(e *env, args []string) error {
 			return bad("--seed %q: want an unsigned 64-bit integer", *seed)
 		}
 	}
+	for _, o := range []struct{ flag, dir string }{{"--keep", *keep}, {"--overlay", *overlayDir}} {
+		if o.dir != "" {
+			if err := checkOutputDir(o.flag, o.dir); err != nil {
+				return err
+			}
+		}
+	}
 	ms := append([]mutants.Mutant(nil), mutants.Catalog...)
 	if *only != "" {
 		ms = nil

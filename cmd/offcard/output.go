@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/term"
 )
@@ -25,6 +26,9 @@ type atomicFile struct {
 }
 
 func createAtomic(path string) (*atomicFile, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, badInput{fmt.Errorf("create %s: is a directory", path)}
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return nil, badInput{fmt.Errorf("create %s: %v", path, pathErr(err))}
@@ -80,4 +84,53 @@ func pathErr(err error) error {
 		return le.Err
 	}
 	return err
+}
+
+// checkOutputFiles makes sure each non-empty path can be created (its
+// directory exists and is writable, the path is no directory) before a
+// command's work starts; nothing is left behind.
+func checkOutputFiles(paths ...string) error {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		f, err := createAtomic(p)
+		if err != nil {
+			return err
+		}
+		f.Abort()
+	}
+	return nil
+}
+
+// checkOutputDir makes sure dir (an output flag's directory) is a
+// directory a file can be written into, creating it if missing; flag
+// names the flag in the error. Run before the job starts.
+func checkOutputDir(flag, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return bad("%s %s: %v", flag, dir, pathErr(err))
+	}
+	probe, err := createAtomic(filepath.Join(dir, "probe"))
+	if err != nil {
+		return bad("%s %s: not writable: %v", flag, dir, pathErr(err))
+	}
+	probe.Abort()
+	return nil
+}
+
+// positiveTimeout refuses a --timeout given as zero or less (zero is
+// not "the default": leave the flag out for that).
+func positiveTimeout(f *flags, d time.Duration) error {
+	if flagSet(f, "timeout") && d <= 0 {
+		return bad("--timeout %v: want a positive duration (leave it out for the default)", d)
+	}
+	return nil
+}
+
+// plural is noun for n == 1, else noun+"s" ("1 command", "2 commands").
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/offcard/offcard/proptest"
 )
@@ -29,11 +28,14 @@ func runReplay(e *env, args []string) error {
 	fs := newFlags(e, "replay", "FILE.script [--device sim|tt --lib PATH | --engine 'CMD ARGS' [--timeout D]] [--json]")
 	engine := fs.String("engine", "", "replay against an engine process speaking the line protocol (tolerant mode): `'CMD ARGS'`, as check --engine")
 	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take (default 30s)")
-	device := fs.String("device", "", "run on this device instead of the script's device line: sim, or tt (the card, through --lib)")
+	device := fs.String("device", "", "run on this device instead of the script's device line: sim, or tt (the card, through --lib; --lib alone runs a script saved by check --device tt on the card, and without --lib such a script runs on sim)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
 	path, err := fs.parseOne(args, "a script FILE (e.g. proptest/testdata/regressions/NAME.script)")
 	if err != nil {
+		return err
+	}
+	if err := positiveTimeout(fs, *timeout); err != nil {
 		return err
 	}
 	s, err := proptest.ReadScriptFile(path)
@@ -44,21 +46,12 @@ func runReplay(e *env, args []string) error {
 		return badInput{err}
 	}
 	switch *device {
-	case "":
-	case "sim":
-		s.Scenario.Device = "sim"
-	case "tt":
-		if *lib == "" {
-			return bad("--device tt needs --lib PATH")
-		}
-		return bad("--device tt is not available yet: the engine has no card factory (run with --device sim)")
+	case "", "sim", "tt":
 	default:
 		return bad("--device %q: want sim or tt", *device)
 	}
-	if *lib != "" && *device != "tt" {
-		return bad("--lib goes with --device tt")
-	}
 	factory := checkFactory
+	note := ""
 	switch {
 	case *engine != "":
 		if *device != "" || *lib != "" {
@@ -72,10 +65,31 @@ func runReplay(e *env, args []string) error {
 		factory, s.Scenario.Device = ef.Factory, proptest.EngineDevice
 	case *timeout != 0:
 		return bad("--timeout goes with --engine")
+	case *device == "tt" || *device == "" && *lib != "":
+		if *lib == "" {
+			return bad("--device tt needs --lib PATH")
+		}
+		if s.Scenario.Device != proptest.CardDevice && s.Scenario.Device != "sim" {
+			return bad("%s: a script saved from an engine: replay it with --engine 'CMD'", path)
+		}
+		f, err := cardFactory(*lib)
+		if err != nil {
+			return err
+		}
+		factory, s.Scenario.Device = f, proptest.CardDevice
+	case *lib != "":
+		return bad("--lib goes with --device tt")
+	case *device == "sim":
+		s.Scenario.Device = "sim"
 	case s.Scenario.Device == proptest.EngineDevice:
 		return bad("%s: a script saved from an engine: replay it with --engine 'CMD'", path)
+	case s.Scenario.Device == proptest.CardDevice:
+		// No library: the engine on the simulator (exact mode) runs the
+		// same schedule; the card needs --lib.
+		s.Scenario.Device = "sim"
+		note = " (saved from --device tt; replayed on sim: add --device tt --lib PATH to run it on the card)"
 	case s.Scenario.Device != "sim":
-		return bad("%s: device %q: only sim is available yet", path, s.Scenario.Device)
+		return bad("%s: device %q: want sim or tt", path, s.Scenario.Device)
 	}
 	fail, stats, err := proptest.RunScript(s, factory)
 	if err != nil {
@@ -97,17 +111,20 @@ func runReplay(e *env, args []string) error {
 		}
 		fmt.Fprintln(e.stderr, summary)
 	} else {
-		fmt.Fprintf(out, "offcard replay: %s, device %s, %d commands\n", path, s.Scenario.Device, len(s.Commands))
+		fmt.Fprintf(out, "offcard replay: %s, device %s, %d %s%s\n", path, s.Scenario.Device, len(s.Commands), plural(len(s.Commands), "command"), note)
 		if fail != nil {
 			fmt.Fprintf(out, "FAIL %s\n", path)
 			fmt.Fprintf(out, "  property: %s\n", fail.Property)
-			if len(fail.Also) > 0 {
-				fmt.Fprintf(out, "  also failed at that step: %s\n", strings.Join(fail.Also, ", "))
+			for _, a := range fail.AlsoLines() {
+				fmt.Fprintf(out, "  also failed at that step: %s\n", a)
 			}
 			fmt.Fprintf(out, "  first failing step: %s\n", fail.Where())
 			fmt.Fprintf(out, "  detail: %s\n", fail.Detail)
 			if fail.Finding != "" {
 				fmt.Fprintf(out, "  strict finding: %s\n", fail.Finding)
+			}
+			if fail.Grids != "" {
+				fmt.Fprint(out, indent(fail.Grids)+"\n")
 			}
 		}
 		fmt.Fprintln(out, summary)

@@ -159,8 +159,14 @@ func runTranscript(e *env, s proptest.Script, rec *dumpRecorder) error {
 	if fail != nil {
 		t.flush("FAILED")
 		fmt.Fprintf(e.stdout, "FAILED %s\n  at %s\n  %s\n", fail.Property, fail.Where(), fail.Detail)
+		for _, a := range fail.AlsoLines() {
+			fmt.Fprintf(e.stdout, "  also failed at that step: %s\n", a)
+		}
 		if fail.Finding != "" {
 			fmt.Fprintf(e.stdout, "  strict finding: %s\n", fail.Finding)
+		}
+		if fail.Grids != "" {
+			fmt.Fprint(e.stdout, indent(fail.Grids)+"\n")
 		}
 		return errFound
 	}

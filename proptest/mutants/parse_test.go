@@ -91,7 +91,7 @@ func TestWriteTable(t *testing.T) {
 	if f := strings.Fields(lines[1]); len(f) < 7 || f[0] != "a" || f[1] != "killed" || f[2] != "32" || f[3] != "strict" || f[4] != "2" || f[5] != "1.23s" {
 		t.Errorf("killed row %q", lines[1])
 	}
-	if !strings.HasPrefix(lines[4], "3 mutants: 1 killed, 1 survived, 1 errors") {
+	if !strings.HasPrefix(lines[4], "3 mutants: 1 killed, 1 survived, 1 error") {
 		t.Errorf("summary %q", lines[4])
 	}
 	if mutants.AllKilled(rs) || !mutants.AllKilled(rs[:1]) {

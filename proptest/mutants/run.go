@@ -848,7 +848,14 @@ func WriteTable(w io.Writer, rs []Result) error {
 		b.WriteString("\n")
 	}
 	c := Counts(rs)
-	fmt.Fprintf(&b, "%d mutants: %d killed, %d survived, %d errors\n", len(rs), c[Killed], c[Survived], c[Error])
+	mutant, errs := "mutants", "errors"
+	if len(rs) == 1 {
+		mutant = "mutant"
+	}
+	if c[Error] == 1 {
+		errs = "error"
+	}
+	fmt.Fprintf(&b, "%d %s: %d killed, %d survived, %d %s\n", len(rs), mutant, c[Killed], c[Survived], c[Error], errs)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
