@@ -38,12 +38,17 @@ func parseCampaignModel(preset, dir string) (campaignModel, error) {
 		if strings.ContainsAny(abs, " \t\n\r'") {
 			return campaignModel{}, bad("--model %q: a path with white space or quotes cannot be named in a replay script", abs)
 		}
-		if _, err := qwen3.LoadConfig(filepath.Join(abs, "config.json")); err != nil {
-			return campaignModel{}, bad("--model: %v", pathErr(err))
+		cfgPath := filepath.Join(abs, "config.json")
+		if _, err := qwen3.LoadConfig(cfgPath); err != nil {
+			if pe := pathErr(err); pe != err {
+				return campaignModel{}, bad("--model: %s: %v", cfgPath, pe)
+			}
+			return campaignModel{}, bad("--model: %v", err)
 		}
-		if _, err := os.Stat(filepath.Join(abs, "model.safetensors")); err != nil {
+		st := filepath.Join(abs, "model.safetensors")
+		if _, err := os.Stat(st); err != nil {
 			if _, err2 := os.Stat(filepath.Join(abs, "model.safetensors.index.json")); err2 != nil {
-				return campaignModel{}, bad("--model: %v", pathErr(err))
+				return campaignModel{}, bad("--model: %s: %v", st, pathErr(err))
 			}
 		}
 		return campaignModel{dir: abs}, nil
