@@ -170,7 +170,9 @@
 //		device sim arch=wormhole strict
 //		engine block=32 blocks=64 width=dynamic capacity=2 mode=captured recapture=3 verify
 //
-//	  - model NAME seed=N: a qwen3 preset and its Synth seed.
+//	  - model NAME seed=N: a qwen3 preset and its Synth seed; or model
+//	    dir=PATH: a Hugging Face checkpoint directory (config.json +
+//	    model.safetensors; a path without white space).
 //	  - device NAME arch=wormhole|blackhole [strict]: the device ("sim") and
 //	    the simulated chip; strict turns the sanitizer on.
 //	  - engine: block= block size (multiple of 32, default 32); blocks= KV
