@@ -132,3 +132,44 @@ func TestModelDirCampaign(t *testing.T) {
 		t.Fatalf("hello model: %+v", h.Model)
 	}
 }
+
+// TestModelDirPositionLimit: schedules drawn for a checkpoint whose
+// max_position_embeddings is 40 never take a sequence past 40 positions,
+// and still draw prompts at the first block's edge (31, 32, 33 need 33 <=
+// 40).
+func TestModelDirPositionLimit(t *testing.T) {
+	w, err := ModelWeights(Scenario{Model: "tiny", ModelSeed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := *w
+	short.Config.MaxPositionEmbeddings = 40
+	dir := filepath.Join(t.TempDir(), "short")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := short.Export(dir); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(2))
+	edge := 0
+	for i := 0; i < 200; i++ {
+		sc := drawScenario(rng, Base{ModelDir: dir})
+		m := newModel(&sc, sc.MaxLen(short.Config))
+		for n := 0; n < 30; n++ {
+			c := drawCommand(rng, m)
+			if c.Kind == Admit && c.Prompt >= 31 && c.Prompt <= 33 && sc.BlockSize == 32 {
+				edge++
+			}
+			m = m.apply(c)
+			for q, l := range m.live {
+				if l && m.length[q] > 40 {
+					t.Fatalf("scenario %d: seq %d reached %d positions after %v (limit 40)", i, q, m.length[q], c)
+				}
+			}
+		}
+	}
+	if edge == 0 {
+		t.Fatal("no prompt at the first block's edge")
+	}
+}
