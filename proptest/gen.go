@@ -30,8 +30,8 @@ type Base struct {
 // steps a case may ask for (work budget), the most sequences at once and
 // the most KV blocks of the cache. tiny's is the default campaign's; a
 // larger model (a position costs more than about 4M multiply-adds: the
-// qwen3-0.6b shape's cost 600M, about 0.27 s of CPU for the oracle and the
-// engine on sim together, measured over an eager schedule of 190
+// qwen3-0.6b shape's cost 600M, about 0.29 s of CPU for the oracle and the
+// engine on sim together, measured over an eager schedule of 174
 // positions) gets fewer positions, batches of at most 4 and at most 64
 // blocks (the 0.6B shape's KV cache is 3.7 MB per block of 32 rows on the
 // device and again in the oracle), still with prompts and decodes drawn
