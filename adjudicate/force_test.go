@@ -114,7 +114,7 @@ func TestForceOwnGenerationClean(t *testing.T) {
 func TestForceNearTieStopsCascade(t *testing.T) {
 	w := tinyWeights(t)
 	free, rows := generate(t, w, prompt, steps, nil)
-	opt := Options{Band: 0.05} // the tiny model's logits are flat: its top-2 gaps are mostly below 0.2 nats
+	opt := Options{Band: 0.5} // the default band: about one position in eight of the tiny model has its top-2 gap inside it
 	flip := -1
 	for i, row := range rows[5:] {
 		rk := ranked(row)

@@ -125,8 +125,8 @@
 // observation: each token judged by adjudicate.Judge against ref's row for
 // the same prefix, teacher-forced (the runner feeds the SUT's own tokens
 // to both), a divergence beyond Tolerance.Band fails (logits); full or
-// top-k logits within Tolerance.LogitSteps bf16 steps or LogitNats nats,
-// or bit for bit with Tolerance.Exact; and the observations it offers,
+// top-k logits within Tolerance.LogitSteps bf16 steps, LogitNats nats or
+// LogitRowRMS times the RMS of ref's row, or bit for bit with Tolerance.Exact; and the observations it offers,
 // exactly, by sequence (SeqObserver: cur_pos = seq_len after the call,
 // page-table row = the blocks then the pad, idle rows all pad;
 // KVObserver with KVWrite.Slot holding the sequence; FindingObserver).
@@ -170,7 +170,9 @@
 //		device sim arch=wormhole strict
 //		engine block=32 blocks=64 width=dynamic capacity=2 mode=captured recapture=3 verify
 //
-//	  - model NAME seed=N: a qwen3 preset and its Synth seed.
+//	  - model NAME seed=N: a qwen3 preset and its Synth seed; or model
+//	    dir=PATH: a Hugging Face checkpoint directory (config.json +
+//	    model.safetensors; a path without white space).
 //	  - device NAME arch=wormhole|blackhole [strict]: the device ("sim") and
 //	    the simulated chip; strict turns the sanitizer on.
 //	  - engine: block= block size (multiple of 32, default 32); blocks= KV

@@ -62,8 +62,13 @@ func (f *EngineFactory) Close() error {
 }
 
 // weights exports the scenario's synthetic weights (once) and returns
-// their directory and config.json.
+// their directory and config.json; a checkpoint directory is named as it
+// is.
 func (f *EngineFactory) weights(sc Scenario) (string, []byte, error) {
+	if sc.ModelDir != "" {
+		b, err := os.ReadFile(filepath.Join(sc.ModelDir, "config.json"))
+		return sc.ModelDir, b, err
+	}
 	w, err := ModelWeights(sc)
 	if err != nil {
 		return "", nil, err

@@ -17,6 +17,55 @@ type Base struct {
 	Device string
 	// Faithful turns the simulator's sanitizer off (default: strict).
 	Faithful bool
+	// Model is the qwen3 preset of every scenario ("": tiny), ModelDir
+	// instead a checkpoint directory (config.json + model.safetensors).
+	// tiny's Synth seed is drawn per case (1..3); any other model is one
+	// for the whole campaign (a preset with Synth seed 1), so its weights
+	// are made once.
+	Model    string
+	ModelDir string
+}
+
+// scale is how a campaign fits its schedules to the model: the device
+// steps a case may ask for (work budget), the most sequences at once and
+// the most KV blocks of the cache. tiny's is the default campaign's; a
+// larger model (a position costs more than about 4M multiply-adds: the
+// qwen3-0.6b shape's cost 600M, about 0.29 s of CPU for the oracle and the
+// engine on sim together, measured over an eager schedule of 174
+// positions) gets fewer positions, batches of at most 4 and at most 64
+// blocks (the 0.6B shape's KV cache is 3.7 MB per block of 32 rows on the
+// device and again in the oracle), still with prompts and decodes drawn
+// around k·block-1, k·block and k·block+1.
+type scale struct {
+	budget, capacity, blocks int
+}
+
+// bigModel is the multiply-adds per position past which a model counts
+// as large.
+const bigModel = 4 << 20
+
+func scaleFor(cfg qwen3.Config) scale {
+	h, q, kv := cfg.HiddenSize, cfg.QDim(), cfg.KVDim()
+	perLayer := h*(q+2*kv) + q*h + 3*h*cfg.IntermediateSize
+	if cfg.NumHiddenLayers*perLayer+cfg.VocabSize*h <= bigModel {
+		return scale{budget: workBudget, capacity: MaxCapacity, blocks: 256}
+	}
+	return scale{budget: 72, capacity: 4, blocks: 64}
+}
+
+// scenario is the model part of a scenario b fixes, and its scale.
+func (b Base) scenario(rng *rand.Rand) (Scenario, scale, error) {
+	sc := Scenario{Model: b.Model, ModelDir: b.ModelDir}
+	if b.ModelDir == "" && (b.Model == "" || b.Model == "tiny") {
+		sc.Model, sc.ModelSeed = "tiny", uint64(1+rng.Intn(3))
+	} else if b.ModelDir == "" {
+		sc.ModelSeed = 1
+	}
+	cfg, err := ModelConfig(sc)
+	if err != nil {
+		return sc, scale{}, err
+	}
+	return sc, scaleFor(cfg), nil
 }
 
 // pick returns an index drawn with the given weights.
@@ -36,7 +85,7 @@ func pick(rng *rand.Rand, weights ...int) int {
 }
 
 // GenScenario generates a scenario:
-//   - model tiny, Synth seed 1..3;
+//   - model tiny, Synth seed 1..3 (or b's model, scaled: see scale);
 //   - arch wormhole or blackhole, strict unless b.Faithful;
 //   - block size 32 (3/4) or 64;
 //   - capacity 1..8, small ones likelier;
@@ -59,14 +108,23 @@ func drawScenario(rng *rand.Rand, b Base) Scenario {
 	if dev == "" {
 		dev = "sim"
 	}
-	sc := Scenario{Model: "tiny", ModelSeed: uint64(1 + rng.Intn(3)), Device: dev, Strict: !b.Faithful}
+	sc, scl, err := b.scenario(rng)
+	if err != nil {
+		// The command line checks the model before a campaign starts.
+		panic(err)
+	}
+	sc.Device, sc.Strict = dev, !b.Faithful
+	if scl.budget != workBudget {
+		sc.budget = scl.budget
+	}
 	sc.Arch = []string{"wormhole", "blackhole"}[rng.Intn(2)]
 	sc.BlockSize = []int{32, 64}[pick(rng, 3, 1)]
-	sc.Capacity = 1 + pick(rng, 4, 4, 3, 3, 1, 1, 1, 1)
-	sc.NumBlocks = []int{3, 6, 12, 24, 64}[pick(rng, 1, 2, 3, 2, 1)]
+	sc.Capacity = min(1+pick(rng, 4, 4, 3, 3, 1, 1, 1, 1), scl.capacity)
+	sc.NumBlocks = min([]int{3, 6, 12, 24, 64}[pick(rng, 1, 2, 3, 2, 1)], scl.blocks)
 	switch pick(rng, 1, 2, 1, 2) {
 	case 0:
-		sc.Width, sc.NumBlocks = kvpage.Fixed(256), 256
+		sc.NumBlocks = min(256, scl.blocks)
+		sc.Width = kvpage.Fixed(sc.NumBlocks)
 	case 1:
 		sc.Width = kvpage.Fixed(min(1+rng.Intn(3), sc.NumBlocks))
 	case 2:
@@ -107,8 +165,17 @@ func drawScenario(rng *rand.Rand, b Base) Scenario {
 
 // workBudget bounds the device steps (prompt positions + decode batches) a
 // generated schedule asks for, to keep one case fast; past it the generator
-// only finishes and re-captures. Shrinking never raises the work.
+// only finishes and re-captures. Shrinking never raises the work. A large
+// model's campaign has a smaller budget (scale).
 const workBudget = 200
+
+// budget is the model's work budget.
+func (m *model) budget() int {
+	if m.sc.budget > 0 {
+		return m.sc.budget
+	}
+	return workBudget
+}
 
 // GenCommand generates a command valid in m (its precondition holds).
 func genCommand(m model) gopter.Gen {
@@ -118,7 +185,7 @@ func genCommand(m model) gopter.Gen {
 }
 
 func drawCommand(rng *rand.Rand, m model) Cmd {
-	over := m.work >= workBudget
+	over := m.work >= m.budget()
 	var admit, dec *Cmd
 	if !over {
 		if c, ok := drawAdmit(rng, m); ok {
@@ -181,7 +248,7 @@ func drawAdmit(rng *rand.Rand, m model) (Cmd, bool) {
 	}
 	bs := m.sc.BlockSize
 	free := m.sc.NumBlocks - m.blocksInUse()
-	limit := min(m.maxLen, free*bs, workBudget-m.work+bs)
+	limit := min(m.maxLen, free*bs, m.budget()-m.work+bs)
 	if limit < 1 {
 		return Cmd{}, false
 	}
@@ -196,7 +263,7 @@ func drawAdmit(rng *rand.Rand, m model) (Cmd, bool) {
 		// Fill the pool (past the work budget when it takes a small
 		// cache), or come one position short of it.
 		n = min(m.maxLen, free*bs) - rng.Intn(2)
-		limit = max(limit, min(m.maxLen, free*bs, 2*workBudget))
+		limit = max(limit, min(m.maxLen, free*bs, 2*m.budget()))
 	}
 	if n > limit {
 		n = limit - rng.Intn(min(limit, 2))
@@ -253,7 +320,7 @@ func drawDecode(rng *rand.Rand, m model) (Cmd, bool) {
 	}
 	b := m.batch(c)
 	// The most steps the pool, the length limits and the budget allow.
-	most := min(MaxDecodeSteps, workBudget-m.work)
+	most := min(MaxDecodeSteps, m.budget()-m.work)
 	for _, q := range b {
 		most = min(most, m.maxLen-m.firstPos(c, q))
 	}
@@ -321,7 +388,7 @@ func drawPlainDecode(rng *rand.Rand, m model, c Cmd) (Cmd, bool) {
 	if len(b) == 0 {
 		return Cmd{}, false
 	}
-	most := min(MaxDecodeSteps, workBudget-m.work)
+	most := min(MaxDecodeSteps, m.budget()-m.work)
 	for _, q := range b {
 		most = min(most, m.maxLen-m.length[q])
 	}

@@ -8,8 +8,6 @@ import (
 
 	"github.com/leanovate/gopter"
 	"github.com/leanovate/gopter/commands"
-
-	"github.com/offcard/offcard/qwen3"
 )
 
 // The gopter state machine. Its State is the model (the host's truth: live
@@ -167,7 +165,7 @@ func (rec *recorder) machine(b Base) commands.Commands {
 			}
 		},
 		InitialStateGen: GenScenario(b).Map(func(sc Scenario) model {
-			cfg, err := qwen3.Preset(sc.Model)
+			cfg, err := ModelConfig(sc)
 			if err != nil {
 				panic(err)
 			}
@@ -407,7 +405,7 @@ func shrinkScript(s Script, f *Failure, fac Factory, runs, budget int) (Script, 
 			func(sc *Scenario) bool { v := sc.Verify; sc.Verify = false; return v },
 			func(sc *Scenario) bool { v := sc.RecaptureEvery; sc.RecaptureEvery = 0; return v > 0 },
 			func(sc *Scenario) bool { v := sc.Arch; sc.Arch = "wormhole"; return v != "wormhole" },
-			func(sc *Scenario) bool { v := sc.ModelSeed; sc.ModelSeed = 1; return v != 1 },
+			func(sc *Scenario) bool { v := sc.ModelSeed; sc.ModelSeed = 1; return sc.ModelDir == "" && v != 1 },
 			func(sc *Scenario) bool {
 				if _, fixed := sc.Width.FixedWidth(); fixed && sc.NumBlocks == 256 {
 					return false

@@ -17,9 +17,12 @@ import (
 // Scenario is everything a schedule runs on: the model, the device and the
 // engine's options. Its String form is the three header lines of a script.
 type Scenario struct {
-	// Model is a qwen3 preset name ("tiny") and ModelSeed the Synth seed.
+	// Model is a qwen3 preset name ("tiny") and ModelSeed the Synth seed;
+	// or, with ModelDir, Model is empty and the weights are the Hugging
+	// Face checkpoint in ModelDir (config.json + model.safetensors).
 	Model     string
 	ModelSeed uint64
+	ModelDir  string
 	// Device is "sim" (or, later, "tt"); Arch is "wormhole" or "blackhole";
 	// Strict turns the simulator's sanitizer on.
 	Device string
@@ -40,6 +43,11 @@ type Scenario struct {
 	Verify         bool
 	// Prefill is how the engine runs prompts (a program or decode steps).
 	Prefill qwen3.PrefillMode
+
+	// budget is the generator's work budget for this scenario's model (0:
+	// workBudget); it shapes only how a schedule is drawn, so a script
+	// does not carry it.
+	budget int
 }
 
 // EngineOptions are the qwen3.EngineOptions the scenario describes.
@@ -67,8 +75,12 @@ func (sc Scenario) MaxLen(cfg qwen3.Config) int {
 // Validate checks the scenario's own values (not whether a device exists).
 func (sc Scenario) Validate() error {
 	switch {
-	case sc.Model == "":
+	case sc.Model == "" && sc.ModelDir == "":
 		return errors.New("no model")
+	case sc.Model != "" && sc.ModelDir != "":
+		return errors.New("a preset and a model directory: want one")
+	case strings.ContainsAny(sc.ModelDir, " \t\n\r"):
+		return fmt.Errorf("model directory %q: a script cannot hold a path with white space", sc.ModelDir)
 	case sc.Device == "":
 		return errors.New("no device")
 	case sc.Arch != "wormhole" && sc.Arch != "blackhole":
@@ -89,8 +101,10 @@ func (sc Scenario) Validate() error {
 	if fw, ok := sc.Width.FixedWidth(); ok && fw > sc.NumBlocks {
 		return fmt.Errorf("width fixed:%d exceeds the %d blocks", fw, sc.NumBlocks)
 	}
-	if _, err := qwen3.Preset(sc.Model); err != nil {
-		return err
+	if sc.ModelDir == "" {
+		if _, err := qwen3.Preset(sc.Model); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -98,7 +112,11 @@ func (sc Scenario) Validate() error {
 // String is the scenario's three script header lines.
 func (sc Scenario) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "model %s seed=%d\n", sc.Model, sc.ModelSeed)
+	if sc.ModelDir != "" {
+		fmt.Fprintf(&b, "model dir=%s\n", sc.ModelDir)
+	} else {
+		fmt.Fprintf(&b, "model %s seed=%d\n", sc.Model, sc.ModelSeed)
+	}
 	fmt.Fprintf(&b, "device %s arch=%s", sc.Device, sc.Arch)
 	if sc.L1 != "" && sc.L1 != "poison" {
 		fmt.Fprintf(&b, " l1=%s", sc.L1)
@@ -303,7 +321,12 @@ func ParseScript(r io.Reader) (Script, error) {
 		}
 		switch verb {
 		case "model":
-			if err := args.positional(&sc.Model); err != nil {
+			if dir, ok := args.take("dir"); ok {
+				if dir == "" || len(args.pos) > 0 {
+					return fail(errors.New("want model dir=PATH or model PRESET seed=N"))
+				}
+				sc.ModelDir = dir
+			} else if err := args.positional(&sc.Model); err != nil {
 				return fail(err)
 			}
 			v, err := args.uint("seed", 0)

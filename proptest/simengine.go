@@ -10,7 +10,8 @@ import (
 
 // OpenSimEngine is the wire.Open of cmd/offcard-engine: qwen3.Engine on a
 // fresh simulated device (SimFactory), built from the hello's preset and
-// seed (its weights directory is not read) and its hints (width policy,
+// seed (its weights directory is read only when the hello names no preset:
+// a user's checkpoint) and its hints (width policy,
 // mode, recapture period, arch, strict, verify). It offers full logits,
 // claims bit-exactness, and reports every observation by sequence:
 // cur_pos and page-table rows (idle rows too) read back from the device,
@@ -19,6 +20,9 @@ import (
 func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 	sc := Scenario{Model: h.Model.Preset, ModelSeed: h.Model.Seed, Device: "sim", Arch: "wormhole",
 		BlockSize: h.BlockSize, NumBlocks: h.NumBlocks, Capacity: h.Capacity, Mode: qwen3.ModeEager}
+	if sc.Model == "" {
+		sc.ModelDir, sc.ModelSeed = h.Model.Weights, 0
+	}
 	if x := h.Hints; x != nil {
 		if x.Arch != "" {
 			sc.Arch = x.Arch

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -139,9 +140,10 @@ type PageTableObserver interface {
 	DevicePageTable() (table []int32, width int, ok bool, err error)
 }
 
-// The model weights are synthesised once per (preset, seed) and shared,
-// read-only, by every run; workers that need different models synthesise
-// them at the same time (a campaign's first cases need all three).
+// The model weights are synthesised once per (preset, seed), or loaded
+// once per checkpoint directory, and shared, read-only, by every run;
+// workers that need different models make them at the same time (a
+// campaign's first cases need all three).
 var weightsCache sync.Map // key -> *modelWeights
 
 type modelWeights struct {
@@ -150,19 +152,47 @@ type modelWeights struct {
 	err  error
 }
 
-// ModelWeights returns the scenario's (cached) synthetic weights.
+// modelKey names a scenario's weights in weightsCache.
+func modelKey(sc Scenario) string {
+	if sc.ModelDir != "" {
+		return "dir:" + sc.ModelDir
+	}
+	return fmt.Sprintf("%s/%d", sc.Model, sc.ModelSeed)
+}
+
+// ModelWeights returns the scenario's (cached) weights: synthetic ones of
+// its preset and seed, or its checkpoint directory's.
 func ModelWeights(sc Scenario) (*qwen3.Weights, error) {
-	v, _ := weightsCache.LoadOrStore(fmt.Sprintf("%s/%d", sc.Model, sc.ModelSeed), &modelWeights{})
+	return PrepareModel(sc, nil)
+}
+
+// PrepareModel is ModelWeights that reports the synthesis's progress (see
+// qwen3.SynthProgress) when it is this call that makes the weights.
+func PrepareModel(sc Scenario, progress func(done, total int64)) (*qwen3.Weights, error) {
+	v, _ := weightsCache.LoadOrStore(modelKey(sc), &modelWeights{})
 	m := v.(*modelWeights)
 	m.once.Do(func() {
+		if sc.ModelDir != "" {
+			m.w, m.err = qwen3.Load(sc.ModelDir)
+			return
+		}
 		cfg, err := qwen3.Preset(sc.Model)
 		if err != nil {
 			m.err = err
 			return
 		}
-		m.w, m.err = qwen3.Synth(cfg, sc.ModelSeed)
+		m.w, m.err = qwen3.SynthProgress(cfg, sc.ModelSeed, progress)
 	})
 	return m.w, m.err
+}
+
+// ModelConfig is the scenario's model config: its preset's, or its
+// checkpoint directory's config.json (read, not the whole checkpoint).
+func ModelConfig(sc Scenario) (qwen3.Config, error) {
+	if sc.ModelDir != "" {
+		return qwen3.LoadConfig(filepath.Join(sc.ModelDir, "config.json"))
+	}
+	return qwen3.Preset(sc.Model)
 }
 
 // SimSUT is qwen3.Engine on the simulator, with every observation: the

@@ -82,7 +82,7 @@ type timedReport struct {
 var checkFactory proptest.Factory = proptest.SimFactory
 
 func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--cases N] [--seed S] [--shard K/N] [--json [--times]] [--junit OUT.xml] [--save DIR] [--dump FILE.jsonl]")
+	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--preset tiny|qwen3-0.6b | --model DIR] [--cases N] [--seed S] [--shard K/N] [--json [--times]] [--junit OUT.xml] [--save DIR] [--dump FILE.jsonl]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
 	engine := fs.String("engine", "", "run the tolerant mode against an engine process speaking the line protocol: `'CMD ARGS'`, split at spaces (no shell); a fresh process per schedule run")
 	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take before the engine counts as hung and is killed (default 30s; hello 60s)")
@@ -96,10 +96,16 @@ func runCheck(e *env, args []string) error {
 	junitPath := fs.String("junit", "", "also write a JUnit XML report, one test case per case, to `OUT.xml`")
 	failFast := fs.Bool("fail-fast", false, "stop at the first failing case in case order: later cases are not started, and the report covers the cases up to it (what offcard mutants runs)")
 	save := fs.String("save", "", "write each failure's shrunk script into `DIR` (e.g. proptest/testdata/regressions)")
+	preset := fs.String("preset", "", "the model: a synthetic preset, `NAME` tiny (the default; Synth seeds 1-3) or qwen3-0.6b (the real Qwen3-0.6B shape, Synth seed 1, made once; schedules scaled to it)")
+	modelDir := fs.String("model", "", "the model: a Hugging Face checkpoint `DIR` (config.json + model.safetensors), loaded once; an --engine's hello names DIR as its weights")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if err := positiveTimeout(fs, *timeout); err != nil {
+		return err
+	}
+	cm, err := parseCampaignModel(*preset, *modelDir)
+	if err != nil {
 		return err
 	}
 	factory := checkFactory
@@ -170,7 +176,7 @@ func runCheck(e *env, args []string) error {
 	if junit != nil {
 		defer junit.Abort()
 	}
-	opt := proptest.Options{Seed: *seed, Cases: *cases, Shard: shard, Factory: factory, Base: proptest.Base{Device: *device}, FailFast: *failFast}
+	opt := proptest.Options{Seed: *seed, Cases: *cases, Shard: shard, Factory: factory, Base: cm.base(proptest.Base{Device: *device}), FailFast: *failFast}
 	if *device == proptest.CardDevice {
 		opt.ReplayArgs = "--device tt --lib " + *lib
 	}
@@ -179,6 +185,12 @@ func runCheck(e *env, args []string) error {
 		if *timeout != 0 {
 			opt.ReplayArgs += " --timeout " + timeout.String()
 		}
+	}
+	if a := cm.replayArgs(); a != "" {
+		opt.ReplayArgs = strings.TrimSpace(a + " " + opt.ReplayArgs)
+	}
+	if err := cm.prepare(e); err != nil {
+		return err
 	}
 	prog := startCampaignProgress(e.stderr, e.stderrTTY, len(shard.Cases(*cases)))
 	opt.CaseDone = prog.caseDone

@@ -159,6 +159,9 @@ func dumpCase(path string, script proptest.Script, factory proptest.Factory) (st
 		return "", err
 	}
 	sc := script.Scenario
+	if sc.ModelDir != "" {
+		return fmt.Sprintf("offcard adjudicate --ours %s --model %s", path, sc.ModelDir), nil
+	}
 	return fmt.Sprintf("offcard adjudicate --ours %s --synth %s --seed %d", path, sc.Model, sc.ModelSeed), nil
 }
 
