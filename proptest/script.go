@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/offcard/offcard/internal/inputfile"
 	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 )
@@ -243,9 +243,10 @@ func (s Script) String() string {
 	return b.String()
 }
 
-// ReadScriptFile parses the script at path.
+// ReadScriptFile parses the script at path, a regular file of at most
+// inputfile.MaxScript bytes.
 func ReadScriptFile(path string) (Script, error) {
-	f, err := os.Open(path)
+	f, _, err := inputfile.Open(path, inputfile.MaxScript, "a script")
 	if err != nil {
 		return Script{}, err
 	}

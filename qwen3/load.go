@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/internal/inputfile"
 	"github.com/offcard/offcard/qwen3/safetensors"
 	"github.com/x448/float16"
 )
@@ -106,7 +107,7 @@ func openTensors(dir string) ([]*safetensors.File, map[string]sourced, error) {
 	}
 
 	indexPath := filepath.Join(dir, IndexFile)
-	data, err := os.ReadFile(indexPath)
+	data, err := inputfile.ReadFile(indexPath, inputfile.MaxJSON, "a safetensors index")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("%s: no %s or %s", dir, SafetensorsFile, IndexFile)
 	}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 
 	"github.com/offcard/offcard/adjudicate"
 	"github.com/offcard/offcard/dump"
+	"github.com/offcard/offcard/internal/inputfile"
 	"github.com/offcard/offcard/qwen3/tokenizer"
 )
 
@@ -185,7 +185,7 @@ func runAdjudicate(e *env, args []string) error {
 // readDump reads and validates a dump file; every problem is bad input
 // named by its flag and file.
 func readDump(flag, path string) (*dump.Dump, error) {
-	f, err := os.Open(path)
+	f, _, err := inputfile.Open(path, inputfile.MaxDump, "a dump")
 	if err != nil {
 		return nil, badInput{err}
 	}
