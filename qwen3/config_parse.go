@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-		"strconv"
+	"strconv"
 
 	"github.com/offcard/offcard/internal/inputfile"
 )
