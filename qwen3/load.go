@@ -14,6 +14,7 @@ import (
 
 	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/internal/inputfile"
+	"github.com/offcard/offcard/internal/membudget"
 	"github.com/offcard/offcard/qwen3/safetensors"
 	"github.com/x448/float16"
 )
@@ -68,6 +69,20 @@ func LoadWith(dir string, opts LoadOptions) (*Weights, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The config's dimensions are checked against what the files hold
+	// before the model is laid out (a config of a million layers took
+	// gigabytes to lay out before its missing tensors were found).
+	held := int64(0)
+	for _, t := range tensors {
+		held = membudget.Add(held, int64(len(t.Data)))
+	}
+	if need := membudget.Mul(cfg.Params(), 2); need > held {
+		for _, f := range files {
+			_ = f.Close()
+		}
+		return nil, fmt.Errorf("%s: config.json (hidden_size %d, intermediate_size %d, num_hidden_layers %d, num_attention_heads %d, num_key_value_heads %d, head_dim %d, vocab_size %d) implies %d parameters (%s in bf16), more than the %s of tensors in %s",
+			dir, cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim, cfg.VocabSize, cfg.Params(), membudget.Size(need), membudget.Size(held), tensorFiles(files))
+	}
 	closeAll := func() error {
 		var errs []error
 		for _, f := range files {
@@ -82,6 +97,14 @@ func LoadWith(dir string, opts LoadOptions) (*Weights, error) {
 	}
 	w.closer = closeAll
 	return w, nil
+}
+
+// tensorFiles names the checkpoint's tensor files for a message.
+func tensorFiles(files []*safetensors.File) string {
+	if len(files) == 1 {
+		return SafetensorsFile
+	}
+	return fmt.Sprintf("the %d shards of %s", len(files), IndexFile)
 }
 
 // sourced is a tensor and the file it came from.
