@@ -13,6 +13,7 @@ import (
 	"github.com/offcard/offcard/adjudicate"
 	"github.com/offcard/offcard/dump"
 	"github.com/offcard/offcard/internal/inputfile"
+	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/qwen3/tokenizer"
 )
 
@@ -49,8 +50,9 @@ func runAdjudicate(e *env, args []string) error {
 		return bad("--band must be a positive number of nats, got %v", *band)
 	case *top < 1:
 		return bad("--top must be ≥ 1, got %d", *top)
-	case *threads < 0:
-		return bad("--threads must be ≥ 0, got %d", *threads)
+	}
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	opt := adjudicate.Options{Band: *band, TopK: *top}
 	ours, err := readDump("--ours", *oursPath)
@@ -113,6 +115,9 @@ func runAdjudicate(e *env, args []string) error {
 					return bad("--ours: seq %d has token %d (stream index %d) outside the model's vocabulary of %d", s.Seq, t, i, vocab)
 				}
 			}
+		}
+		if err := teacherFits(w.Config, ours, *threads); err != nil {
+			return err
 		}
 		dec, err := adjudicate.NewTeacher(w, ours, *threads)
 		if err != nil {
@@ -178,6 +183,26 @@ func runAdjudicate(e *env, args []string) error {
 	}
 	if divergent > 0 {
 		return errFound
+	}
+	return nil
+}
+
+// teacherFits refuses a dump whose positions run past the model's
+// max_position_embeddings (as generate refuses them), or whose teacher
+// would need more memory than the machine has, before the teacher is made.
+func teacherFits(cfg qwen3.Config, d *dump.Dump, threads int) error {
+	longest, prompt := 0, 0
+	for _, s := range d.Seqs {
+		// Positions fed to the teacher: the prompt's, then every step's
+		// token but the last.
+		n := len(s.Prompt) + max(len(s.Steps)-1, 0)
+		if max := cfg.MaxPositionEmbeddings; n > max {
+			return bad("--ours: seq %d has %d positions (a prompt of %d tokens and %d steps); the model has max_position_embeddings %d", s.Seq, n, len(s.Prompt), len(s.Steps), max)
+		}
+		longest, prompt = max(longest, n), max(prompt, len(s.Prompt))
+	}
+	if err := decoderFits(cfg, longest, prompt, threads); err != nil {
+		return bad("--ours: judging its longest sequence (%d positions) %v", longest, err)
 	}
 	return nil
 }
