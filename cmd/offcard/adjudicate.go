@@ -21,12 +21,29 @@ func init() {
 	commands["adjudicate"] = command{"judge a token dump against ref (teacher-forced) or an oracle dump: near-tie or divergence", runAdjudicate}
 }
 
+// adjHelp follows the synopsis in offcard help adjudicate.
+const adjHelp = `
+
+Every generated position is judged on the dump's own prefix (teacher forcing,
+one pass through the teacher's cache): agree, near-tie (gap within --band) or
+divergence (far beyond --top). A gap is given in nats and in bf16 steps:
+between two logits of the same sign, the number of bf16 values between them;
+across zero (opposite signs, or one of them 0), the gap in steps of the larger
+magnitude, ⌈|a − b| / spacing of bf16 values at the larger⌉: 0.5 and -0.2646
+are 196 steps apart (counting every bf16 value between them, most of them tiny
+numbers near 0, gave 32,135).
+
+A dump that names its model (offcard's dumps do) is judged only against that
+model; positions past the model's max_position_embeddings are refused.
+Exit 0: every difference a near-tie; 1: a divergence; 2: bad input.
+`
+
 // adjShown is the number of non-agreeing positions listed under a
 // sequence's summary line (--json lists every position).
 const adjShown = 10
 
 func runAdjudicate(e *env, args []string) error {
-	fs := newFlags(e, "adjudicate", "--ours A.jsonl (--oracle B.jsonl | --model DIR | --synth NAME --seed N) [--band NATS] [--top K] [--plot OUT.svg] [--json] [--prompt TEXT] [--tokenizer FILE] [--threads N]")
+	fs := newFlags(e, "adjudicate", "--ours A.jsonl (--oracle B.jsonl | --model DIR | --synth NAME --seed N) [--band NATS] [--top K] [--plot OUT.svg] [--json] [--prompt TEXT] [--tokenizer FILE] [--threads N]"+adjHelp)
 	oursPath := fs.String("ours", "", "our dump `A.jsonl` (the engine under judgement)")
 	oraclePath := fs.String("oracle", "", "an oracle's dump `B.jsonl` of the same prompts: compare the first differing token per sequence (no model needed)")
 	var m modelFlags
@@ -98,6 +115,9 @@ func runAdjudicate(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if ours.Model != "" && oracle.Model != "" && ours.Model != oracle.Model {
+			return bad("--ours %s and --oracle %s were not made with the same model: %s, and %s", *oursPath, *oraclePath, modelText(ours), modelText(oracle))
+		}
 		if reps, err = adjudicate.Compare(ours, oracle, opt); err != nil {
 			return bad("%v", err)
 		}
@@ -108,6 +128,11 @@ func runAdjudicate(e *env, args []string) error {
 			return err
 		}
 		defer w.Close()
+		if ours.Model != "" {
+			if d := w.Digest(); d != ours.Model {
+				return bad("--ours %s was not made with this model: it names %s; the teacher is %s (%s)", *oursPath, modelText(ours), m.name(), d)
+			}
+		}
 		vocab := w.Config.VocabSize
 		for _, s := range ours.Seqs {
 			for i, t := range s.Tokens() {
@@ -185,6 +210,14 @@ func runAdjudicate(e *env, args []string) error {
 		return errFound
 	}
 	return nil
+}
+
+// modelText is a dump's model for a message: its name and identity.
+func modelText(d *dump.Dump) string {
+	if d.ModelName != "" {
+		return fmt.Sprintf("%s (%s)", d.ModelName, d.Model)
+	}
+	return d.Model
 }
 
 // teacherFits refuses a dump whose positions run past the model's

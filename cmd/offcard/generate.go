@@ -84,6 +84,14 @@ func (m *modelFlags) load(notice func(string)) (*qwen3.Weights, error) {
 	return nil, bad("need --model DIR or --synth tiny|qwen3-0.6b")
 }
 
+// name describes the model for a dump's model_name and messages.
+func (m *modelFlags) name() string {
+	if m.dir != "" {
+		return "checkpoint " + m.dir
+	}
+	return synthName(m.synth, m.seed)
+}
+
 func parseIDs(s string, vocab int) ([]int32, error) {
 	var ids []int32
 	for _, f := range strings.Split(s, ",") {
@@ -204,6 +212,7 @@ func runGenerate(e *env, args []string) error {
 	var dw *dump.Writer
 	if dumpFile != nil {
 		dw = dump.NewWriter(dumpFile)
+		dw.SetModel(w.Digest(), m.name())
 		if err := dw.Prompt(0, ids); err != nil {
 			return err
 		}

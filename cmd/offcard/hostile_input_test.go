@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/internal/membudget"
 )
 
@@ -277,8 +278,15 @@ func TestAdjudicateModelMismatch(t *testing.T) {
 // Issue 33 point 4: the step distance is defined in offcard help adjudicate.
 func TestAdjudicateHelpDefinesSteps(t *testing.T) {
 	code, out, _ := runCLI(t, "help", "adjudicate")
-	if code != 0 || !strings.Contains(out, "across zero") || !strings.Contains(out, "larger magnitude") {
+	out = strings.Join(strings.Fields(out), " ")
+	if code != 0 || !strings.Contains(out, "across zero") || !strings.Contains(out, "in steps of the larger magnitude") {
 		t.Errorf("help adjudicate does not define bf16 steps across zero: %q", out)
+	}
+	// Its example is what bf16 computes.
+	a, b := bf16.FromFloat32(0.5), bf16.FromFloat32(-0.2646)
+	claim := fmt.Sprintf("0.5 and -0.2646 are %d steps apart (counting every bf16 value between them, most of them tiny numbers near 0, gave %s)", bf16.Steps(a, b), thousands(int(bf16.Key(a)-bf16.Key(b))))
+	if !strings.Contains(out, claim) {
+		t.Errorf("help adjudicate lacks %q", claim)
 	}
 }
 
@@ -352,4 +360,13 @@ func TestDecoderMemoryChecked(t *testing.T) {
 	oneLineExit2(t, "generate", code, out, errs, "--steps 4000", "needs about", "1.0 MiB available")
 	code, out, errs = runCLI(t, "adjudicate", "--ours", p, "--synth", "tiny")
 	oneLineExit2(t, "adjudicate", code, out, errs, "4002 positions", "needs about", "1.0 MiB available")
+}
+
+// thousands writes n with commas: 32,135.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
