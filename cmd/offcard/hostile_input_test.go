@@ -288,6 +288,13 @@ func TestAdjudicateHelpDefinesSteps(t *testing.T) {
 	if !strings.Contains(out, claim) {
 		t.Errorf("help adjudicate lacks %q", claim)
 	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), claim) {
+		t.Errorf("README lacks %q", claim)
+	}
 }
 
 // Issue 33 point 8: every input file must be a regular file; a FIFO must
