@@ -13,6 +13,7 @@ import (
 	"github.com/offcard/offcard/adjudicate"
 	"github.com/offcard/offcard/dump"
 	"github.com/offcard/offcard/internal/inputfile"
+	"github.com/offcard/offcard/internal/membudget"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/qwen3/tokenizer"
 )
@@ -243,9 +244,15 @@ func teacherFits(cfg qwen3.Config, d *dump.Dump, threads int) error {
 // readDump reads and validates a dump file; every problem is bad input
 // named by its flag and file.
 func readDump(flag, path string) (*dump.Dump, error) {
-	f, _, err := inputfile.Open(path, inputfile.MaxDump, "a dump")
+	f, size, err := inputfile.Open(path, inputfile.MaxDump, "a dump")
 	if err != nil {
 		return nil, badInput{err}
+	}
+	// Held in memory, a record takes about what its line does, up to four
+	// times (a bare step record's 40 bytes become a 160-byte Step).
+	if err := membudget.Check(membudget.Mul(4, size)); err != nil {
+		f.Close()
+		return nil, bad("%s %s (%s) %v", flag, path, membudget.Size(size), err)
 	}
 	defer f.Close()
 	d, err := dump.Read(f)

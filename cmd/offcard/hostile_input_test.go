@@ -367,6 +367,9 @@ func TestDecoderMemoryChecked(t *testing.T) {
 	oneLineExit2(t, "generate", code, out, errs, "--steps 4000", "needs about", "1.0 MiB available")
 	code, out, errs = runCLI(t, "adjudicate", "--ours", p, "--synth", "tiny")
 	oneLineExit2(t, "adjudicate", code, out, errs, "4002 positions", "needs about", "1.0 MiB available")
+	withBudget(t, 256<<10) // the dump itself (116 KiB) does not fit four times
+	code, out, errs = runCLI(t, "adjudicate", "--ours", p, "--synth", "tiny")
+	oneLineExit2(t, "adjudicate, dump", code, out, errs, "--ours "+p, "KiB) needs about", "256.0 KiB available")
 }
 
 // thousands writes n with commas: 32,135.
