@@ -43,9 +43,10 @@ func Compare(ours, oracle *dump.Dump, opt Options) ([]Report, error) {
 			break
 		}
 		if r.Note == "" && len(s.Steps) > n {
-			r.Note = fmt.Sprintf("positions after %d not judged: the oracle dump ends there", o.Steps[n-1].Pos)
 			if n == 0 {
 				r.Note = "not judged: the oracle dump has no steps for this sequence"
+			} else {
+				r.Note = fmt.Sprintf("positions after %d not judged: the oracle dump ends there", o.Steps[n-1].Pos)
 			}
 		}
 		out = append(out, r)

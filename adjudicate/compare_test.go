@@ -62,12 +62,18 @@ func TestCompare(t *testing.T) {
 			t.Errorf("%s: %d positions, last %+v, note %q", c.name, len(r.Positions), last, r.Note)
 		}
 	}
+	// An oracle sequence without steps (generate --steps 0): nothing
+	// judged, and said so (it was an index out of range).
+	rs, err := Compare(with(1, 0), oneSeq(oracleSeq(0, []int32{1, 2}, nil)), Options{})
+	if err != nil || len(rs[0].Positions) != 0 || !strings.Contains(rs[0].Note, "has no steps") {
+		t.Errorf("oracle without steps: %v, %+v", err, rs)
+	}
 	// No top list in the oracle: unknown gap, judged a divergence.
 	bare := oracleSeq(0, []int32{1, 2}, rows)
 	for i := range bare.Steps {
 		bare.Steps[i].TopIDs, bare.Steps[i].TopLogits = nil, nil
 	}
-	rs, _ := Compare(with(2), oneSeq(bare), Options{})
+	rs, _ = Compare(with(2), oneSeq(bare), Options{})
 	if p := rs[0].Positions[0]; !math.IsNaN(p.GapNats) || p.Verdict != Divergence {
 		t.Errorf("no top list: %+v", p)
 	}

@@ -49,14 +49,49 @@ func Key(b BF16) int32 {
 	return m
 }
 
-// Steps is the number of representable bfloat16 steps between a and b
-// (|Key(a) - Key(b)|).
+// Steps is the distance between a and b in bf16 steps:
+//
+//   - a and b of the same sign, both nonzero: the number of representable
+//     bfloat16 values between them, |Key(a) - Key(b)| (one step per value
+//     passed, whatever the binade);
+//   - of opposite signs, or one of them ±0 (a gap across zero): the gap in
+//     steps of the larger magnitude, ⌈|a - b| / ULP(larger)⌉. Counting the
+//     representable values would count every tiny and subnormal value near
+//     zero (0.5 and -0.2646, 0.76 apart, are 31,601 values apart; in steps
+//     of 0.5's spacing, 2^-8, they are 196). A gap across zero is so at most
+//     2·2^8 = 512 steps.
+//
+// Equal values (and +0, -0) are 0 steps apart; a nonzero gap is at least 1
+// step. A NaN, or an infinity across zero, is math.MaxInt32 steps from
+// anything.
 func Steps(a, b BF16) int {
-	d := int(Key(a)) - int(Key(b))
-	if d < 0 {
-		return -d
+	if a.IsNaN() || b.IsNaN() {
+		return math.MaxInt32
 	}
-	return d
+	ka, kb := int(Key(a)), int(Key(b))
+	if (ka > 0 && kb > 0) || (ka < 0 && kb < 0) {
+		return abs(ka - kb)
+	}
+	if ka == 0 && kb == 0 {
+		return 0
+	}
+	larger := a
+	if abs(kb) > abs(ka) {
+		larger = b
+	}
+	u := float64(ULP(larger))
+	gap := math.Abs(float64(a.Float32()) - float64(b.Float32()))
+	if math.IsInf(u, 0) || math.IsInf(gap, 0) {
+		return math.MaxInt32
+	}
+	return int(math.Ceil(gap / u))
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // ULP is the distance from |b| to the next representable value of larger

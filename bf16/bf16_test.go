@@ -174,8 +174,19 @@ func TestSteps(t *testing.T) {
 		{0x417F, 0x4180, 1}, // across a binade
 		{0x0000, 0x8000, 0}, // +0 vs -0
 		{0x0001, 0x8001, 2}, // smallest subnormals of either sign
-		{0x3F80, 0xBF80, 2 * 0x3F80},
 		{0x3F80, 0x3F80, 0},
+		// Across zero, in steps of the larger magnitude (issue 33: 0.7646
+		// nats were 31,601 steps): 1 and -1 are 2 / 2^-7 apart.
+		{0x3F80, 0xBF80, 256},
+		{0x3F00, FromFloat32(-0.2646), 196}, // 0.5 and -0.2646: ⌈0.7646 / 2^-8⌉
+		{0x3F00, 0x0000, 128},               // 0.5 and +0: 0.5 / 2^-8
+		{0x3F00, 0x8000, 128},               // and -0
+		{0x3F80, 0x8001, 128},               // 1 and the smallest negative subnormal: as 1 and 0
+		{0x7F7F, 0xFF7F, 510},               // the widest finite gap across zero: 2·(2^8-1)
+		{0x7F80, 0x3F80, 0x7F80 - 0x3F80},   // +Inf, same sign: counted
+		{0x7F80, 0xBF80, math.MaxInt32},     // +Inf across zero
+		{QuietNaN, 0x3F80, math.MaxInt32},
+		{0x4040, 0x3F3D, 0x4040 - 0x3F3D}, // 3 and 0.738, same sign: 259 values (unchanged)
 	}
 	for _, c := range cases {
 		if got := Steps(c.a, c.b); got != c.want {

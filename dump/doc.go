@@ -18,8 +18,14 @@
 // sequence), top_ids and top_logits (the k largest logits, larger
 // first, same length), gap_steps (top-1 minus top-2 logit in bf16 steps),
 // digest (first 16 hex digits of sha256 over the whole logits row as
-// little-endian float32, see Digest). Unknown fields are ignored, so a
-// writer may add its own.
+// little-endian float32, see Digest). Optional fields of a prompt record:
+// model (the identity of the model the dump was made with; offcard writes
+// qwen3's Weights.Digest, "sha256:" and 16 hex digits, and any other
+// string is compared as it is) and model_name (its description, e.g.
+// "synth tiny seed 1"). Every prompt record that carries a model carries
+// the same one (Dump.Model; a dump is of one model); a dump without it (an
+// older offcard's, another engine's) reads as before. Unknown fields are
+// ignored, so a writer may add its own.
 //
 // Rules (Read, Validate and Writer enforce the same ones): every line is a
 // JSON object; a record with "prompt" is a prompt record (seq, and a

@@ -33,6 +33,9 @@ type Sequence struct {
 	Seq    int
 	Prompt []int32
 	Steps  []Step
+	// Model and ModelName are the prompt record's model identity and its
+	// description ("" when the record carries none).
+	Model, ModelName string
 }
 
 // Tokens returns the sequence's token stream: the prompt, then every
@@ -49,6 +52,11 @@ func (s *Sequence) Tokens() []int32 {
 // Dump is a whole dump: its sequences ordered by seq.
 type Dump struct {
 	Seqs []*Sequence
+	// Model is the identity of the model the dump was made with, as its
+	// prompt records carry it (all that carry one agree), and ModelName
+	// its description; "" when no record carries one (an older offcard,
+	// another engine).
+	Model, ModelName string
 }
 
 // Sequence returns the sequence with id seq, or nil.
@@ -88,12 +96,17 @@ type wire struct {
 	TopLogits []float32 `json:"top_logits,omitempty"`
 	GapSteps  *int      `json:"gap_steps,omitempty"`
 	Digest    *string   `json:"digest,omitempty"`
+	Model     *string   `json:"model,omitempty"`
+	ModelName *string   `json:"model_name,omitempty"`
 }
 
 // state checks the rules record by record; Read and Writer share it.
 type state struct {
 	seqs map[int]*Sequence
 	line int
+	// The dump's model identity, from the first prompt record with one.
+	model, modelName string
+	modelSeq         int
 }
 
 func newState() *state { return &state{seqs: map[int]*Sequence{}} }
@@ -102,7 +115,7 @@ func (st *state) errf(format string, a ...any) error {
 	return &Error{Line: st.line, Msg: fmt.Sprintf(format, a...)}
 }
 
-func (st *state) prompt(seq int, ids []int32) error {
+func (st *state) prompt(seq int, ids []int32, model, modelName string) error {
 	if seq < 0 {
 		return st.errf("seq %d is negative", seq)
 	}
@@ -117,7 +130,14 @@ func (st *state) prompt(seq int, ids []int32) error {
 	if _, ok := st.seqs[seq]; ok {
 		return st.errf("seq %d has a second prompt record", seq)
 	}
-	st.seqs[seq] = &Sequence{Seq: seq, Prompt: append([]int32(nil), ids...)}
+	if model != "" {
+		if st.model == "" {
+			st.model, st.modelName, st.modelSeq = model, modelName, seq
+		} else if model != st.model {
+			return st.errf("seq %d: model %s differs from seq %d's model %s (a dump is of one model)", seq, model, st.modelSeq, st.model)
+		}
+	}
+	st.seqs[seq] = &Sequence{Seq: seq, Prompt: append([]int32(nil), ids...), Model: model, ModelName: modelName}
 	return nil
 }
 
@@ -154,7 +174,7 @@ func (st *state) step(s Step) error {
 }
 
 func (st *state) dump() *Dump {
-	d := &Dump{}
+	d := &Dump{Model: st.model, ModelName: st.modelName}
 	for _, s := range st.seqs {
 		d.Seqs = append(d.Seqs, s)
 	}
@@ -189,7 +209,14 @@ func (st *state) record(line []byte) error {
 			}
 			ids[i] = int32(id)
 		}
-		return st.prompt(*w.Seq, ids)
+		var model, name string
+		if w.Model != nil {
+			model = *w.Model
+		}
+		if w.ModelName != nil {
+			name = *w.ModelName
+		}
+		return st.prompt(*w.Seq, ids, model, name)
 	}
 	switch {
 	case w.Pos == nil:
@@ -288,6 +315,8 @@ type Writer struct {
 	w   *bufio.Writer
 	st  *state
 	err error
+	// The model identity written on every prompt record (SetModel).
+	model, modelName string
 }
 
 // NewWriter returns a Writer on w; call Flush at the end.
@@ -295,19 +324,32 @@ func NewWriter(w io.Writer) *Writer {
 	return &Writer{w: bufio.NewWriter(w), st: newState()}
 }
 
+// SetModel makes every later prompt record carry the identity of the
+// model the dump is made with (model, e.g. qwen3's Weights.Digest) and its
+// description (name, e.g. "synth tiny seed 1"; may be empty). Call it
+// before the first prompt record: a dump is of one model.
+func (w *Writer) SetModel(model, name string) { w.model, w.modelName = model, name }
+
 // Prompt writes a sequence's prompt record.
 func (w *Writer) Prompt(seq int, ids []int32) error {
 	if w.err != nil {
 		return w.err
 	}
 	w.st.line++
-	if err := w.st.prompt(seq, ids); err != nil {
+	if err := w.st.prompt(seq, ids, w.model, w.modelName); err != nil {
 		return err
 	}
 	w.w.WriteString(`{"seq":`)
 	w.w.WriteString(fmt.Sprint(seq))
 	w.w.WriteString(`,"prompt":`)
 	writeInts(w.w, ids)
+	for _, f := range []struct{ key, v string }{{"model", w.model}, {"model_name", w.modelName}} {
+		if f.v != "" {
+			js, _ := json.Marshal(f.v)
+			w.w.WriteString(`,"` + f.key + `":`)
+			w.w.Write(js)
+		}
+	}
 	w.w.WriteString("}\n")
 	return nil
 }

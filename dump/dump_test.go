@@ -123,6 +123,7 @@ func roundTrip(t *testing.T, d *Dump) *Dump {
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
 	for _, s := range d.Seqs {
+		w.SetModel(s.Model, s.ModelName)
 		if err := w.Prompt(s.Seq, s.Prompt); err != nil {
 			t.Fatal(err)
 		}
@@ -205,5 +206,45 @@ func TestReadLongLine(t *testing.T) {
 	d, err := Read(strings.NewReader(in))
 	if err != nil || len(d.Seqs[0].Prompt) != 30000 || len(d.Seqs[0].Steps) != 1 {
 		t.Fatalf("%v", err)
+	}
+}
+
+// The model identity of the prompt records (issue 33: a dump judged
+// against a model it was not made with must say so).
+func TestModelIdentity(t *testing.T) {
+	const with = `{"seq":0,"prompt":[1,2],"model":"sha256:0123456789abcdef","model_name":"synth tiny seed 1"}
+{"seq":1,"prompt":[3]}
+{"seq":2,"prompt":[4],"model":"sha256:0123456789abcdef"}
+{"seq":0,"pos":1,"token":5}
+`
+	d, err := Read(strings.NewReader(with))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Model != "sha256:0123456789abcdef" || d.ModelName != "synth tiny seed 1" || d.Seqs[1].Model != "" {
+		t.Errorf("model %q name %q, seq 1's %q", d.Model, d.ModelName, d.Seqs[1].Model)
+	}
+	old, _ := Read(strings.NewReader(good)) // an older dump: no model
+	if old.Model != "" {
+		t.Errorf("older dump: model %q", old.Model)
+	}
+	_, err = Read(strings.NewReader(with + `{"seq":3,"prompt":[4],"model":"sha256:fedcba9876543210"}` + "\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 5: seq 3: model sha256:fedcba9876543210 differs from seq 0's model sha256:0123456789abcdef") {
+		t.Errorf("two models: %v", err)
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.SetModel("sha256:0123456789abcdef", `synth "x"`)
+	w.Prompt(0, []int32{1})
+	w.Flush()
+	if got := buf.String(); got != `{"seq":0,"prompt":[1],"model":"sha256:0123456789abcdef","model_name":"synth \"x\""}`+"\n" {
+		t.Errorf("written: %s", got)
+	}
+	w = NewWriter(&bytes.Buffer{})
+	w.SetModel("a", "")
+	w.Prompt(0, []int32{1})
+	w.SetModel("b", "")
+	if err := w.Prompt(1, []int32{1}); err == nil || !strings.Contains(err.Error(), "a dump is of one model") {
+		t.Errorf("Writer with two models: %v", err)
 	}
 }

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/offcard/offcard/internal/inputfile"
+	"github.com/offcard/offcard/internal/membudget"
 	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 )
@@ -101,13 +102,45 @@ func (sc Scenario) Validate() error {
 	if fw, ok := sc.Width.FixedWidth(); ok && fw > sc.NumBlocks {
 		return fmt.Errorf("width fixed:%d exceeds the %d blocks", fw, sc.NumBlocks)
 	}
-	if sc.ModelDir == "" {
-		if _, err := qwen3.Preset(sc.Model); err != nil {
-			return err
-		}
+	if sc.ModelDir != "" {
+		return nil // a checkpoint's config is checked when it loads
+	}
+	cfg, err := qwen3.Preset(sc.Model)
+	if err != nil {
+		return err
+	}
+	return sc.fits(cfg)
+}
+
+// Device DRAM of the simulated (and real) cards, in bytes: sim.Options'
+// defaults (sim/device.go: 12 banks of 1 GiB on Wormhole, 8 of
+// 4,278,190,080 bytes on Blackhole).
+var deviceDRAM = map[string]int64{"wormhole": 12 << 30, "blackhole": 8 * 4278190080}
+
+// fits checks the sizes of sc (block size, blocks) against what they
+// imply before anything is allocated: a block no longer than the model's
+// context, the KV cache and the weights within the device's DRAM, and the
+// memory of a run (the simulated device's DRAM and the oracle's cache,
+// each with the cache and the weights) within what the machine has.
+func (sc Scenario) fits(cfg qwen3.Config) error {
+	eng := fmt.Sprintf("engine block=%d blocks=%d", sc.BlockSize, sc.NumBlocks)
+	if sc.BlockSize > cfg.MaxPositionEmbeddings {
+		return fmt.Errorf("%s: block size %d is larger than the model's max_position_embeddings %d", eng, sc.BlockSize, cfg.MaxPositionEmbeddings)
+	}
+	kv := membudget.Mul(int64(sc.NumBlocks), cfg.KVBytes(sc.BlockSize))
+	weights := membudget.Mul(cfg.Params(), 2)
+	if dram, ok := deviceDRAM[sc.Arch]; ok && sc.Device != EngineDevice && membudget.Add(kv, weights) > dram {
+		return fmt.Errorf("%s: the KV cache (%s) and the weights (%s) of %s do not fit the %s of DRAM of a %s device", eng, membudget.Size(kv), membudget.Size(weights), sc.Model, membudget.Size(dram), sc.Arch)
+	}
+	if err := membudget.Check(membudget.Add(membudget.Mul(2, kv), membudget.Mul(2, weights), runOverhead)); err != nil {
+		return fmt.Errorf("%s: %w", eng, err)
 	}
 	return nil
 }
+
+// runOverhead is the memory of a run besides the caches and the weights
+// (the simulator's L1 and tables, the oracle's scratch), for the estimate.
+const runOverhead = 64 << 20
 
 // String is the scenario's three script header lines.
 func (sc Scenario) String() string {
@@ -149,6 +182,9 @@ const (
 	MaxDecodeSteps = 256
 	// MaxSkip bounds a decode's position jump.
 	MaxSkip = 64
+	// MaxCases bounds a campaign's cases (check --cases): each case's
+	// result is kept until the report.
+	MaxCases = 1_000_000
 )
 
 // CmdKind is a schedule command.
@@ -261,9 +297,10 @@ func (s Script) String() string {
 	return b.String()
 }
 
-// ReadScriptFile parses the script at path.
+// ReadScriptFile parses the script at path, a regular file of at most
+// inputfile.MaxScript bytes.
 func ReadScriptFile(path string) (Script, error) {
-	f, err := os.Open(path)
+	f, _, err := inputfile.Open(path, inputfile.MaxScript, "a script")
 	if err != nil {
 		return Script{}, err
 	}

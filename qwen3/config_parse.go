@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
+
+	"github.com/offcard/offcard/internal/inputfile"
 )
 
 // Defaults for keys a config.json may omit. They are Hugging Face
@@ -19,9 +20,10 @@ const (
 // maxDim bounds every size so that products of two sizes cannot overflow.
 const maxDim = 1 << 24
 
-// LoadConfig reads and parses a config.json file.
+// LoadConfig reads and parses a config.json file: a regular file of at
+// most inputfile.MaxJSON bytes.
 func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.ReadFile(path, inputfile.MaxJSON, "a config.json")
 	if err != nil {
 		return Config{}, err
 	}

@@ -9,10 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"unsafe"
 
 	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/internal/inputfile"
+	"github.com/offcard/offcard/internal/membudget"
 	"github.com/offcard/offcard/qwen3/safetensors"
 	"github.com/x448/float16"
 )
@@ -67,6 +70,18 @@ func LoadWith(dir string, opts LoadOptions) (*Weights, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The config's dimensions are checked against what the files hold
+	// before the model is laid out (a config of a million layers took
+	// gigabytes to lay out before its missing tensors were listed): a
+	// layer count past the files' last layer, or weights of more than
+	// twice the bytes of the files' tensors (a different model, not a
+	// tensor or two missing, which assemble names one by one).
+	if err := fitsTensors(cfg, files, tensors); err != nil {
+		for _, f := range files {
+			_ = f.Close()
+		}
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	closeAll := func() error {
 		var errs []error
 		for _, f := range files {
@@ -81,6 +96,40 @@ func LoadWith(dir string, opts LoadOptions) (*Weights, error) {
 	}
 	w.closer = closeAll
 	return w, nil
+}
+
+// fitsTensors checks cfg's layer count and size against the tensors.
+func fitsTensors(cfg Config, files []*safetensors.File, tensors map[string]sourced) error {
+	held, layers := int64(0), 0
+	for name, t := range tensors {
+		held = membudget.Add(held, int64(len(t.Data)))
+		if rest, ok := strings.CutPrefix(name, "model.layers."); ok {
+			i, _, _ := strings.Cut(rest, ".")
+			if n, err := strconv.Atoi(i); err == nil && n >= layers && n < cfg.NumHiddenLayers {
+				layers = n + 1
+			}
+		}
+	}
+	if cfg.NumHiddenLayers > layers+1 {
+		last := fmt.Sprintf("stop at layer %d", layers-1)
+		if layers == 0 {
+			last = "have no layer"
+		}
+		return fmt.Errorf("config.json: num_hidden_layers %d, but the tensors of %s %s", cfg.NumHiddenLayers, tensorFiles(files), last)
+	}
+	if need := membudget.Mul(cfg.Params(), 2); need/2 > held {
+		return fmt.Errorf("config.json (hidden_size %d, intermediate_size %d, num_hidden_layers %d, num_attention_heads %d, num_key_value_heads %d, head_dim %d, vocab_size %d) implies %d parameters (%s in bf16), more than twice the %s of tensors in %s",
+			cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim, cfg.VocabSize, cfg.Params(), membudget.Size(need), membudget.Size(held), tensorFiles(files))
+	}
+	return nil
+}
+
+// tensorFiles names the checkpoint's tensor files for a message.
+func tensorFiles(files []*safetensors.File) string {
+	if len(files) == 1 {
+		return SafetensorsFile
+	}
+	return fmt.Sprintf("the %d shards of %s", len(files), IndexFile)
 }
 
 // sourced is a tensor and the file it came from.
@@ -106,7 +155,7 @@ func openTensors(dir string) ([]*safetensors.File, map[string]sourced, error) {
 	}
 
 	indexPath := filepath.Join(dir, IndexFile)
-	data, err := os.ReadFile(indexPath)
+	data, err := inputfile.ReadFile(indexPath, inputfile.MaxJSON, "a safetensors index")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("%s: no %s or %s", dir, SafetensorsFile, IndexFile)
 	}

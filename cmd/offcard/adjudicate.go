@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 
 	"github.com/offcard/offcard/adjudicate"
 	"github.com/offcard/offcard/dump"
+	"github.com/offcard/offcard/internal/inputfile"
+	"github.com/offcard/offcard/internal/membudget"
+	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/qwen3/tokenizer"
 )
 
@@ -20,12 +22,29 @@ func init() {
 	commands["adjudicate"] = command{"judge a token dump against ref (teacher-forced) or an oracle dump: near-tie or divergence", runAdjudicate}
 }
 
+// adjHelp follows the synopsis in offcard help adjudicate.
+const adjHelp = `
+
+Every generated position is judged on the dump's own prefix (teacher forcing,
+one pass through the teacher's cache): agree, near-tie (gap within --band) or
+divergence (far beyond --top). A gap is given in nats and in bf16 steps:
+between two logits of the same sign, the number of bf16 values between them;
+across zero (opposite signs, or one of them 0), the gap in steps of the larger
+magnitude, ⌈|a − b| / spacing of bf16 values at the larger⌉: 0.5 and -0.2646
+are 196 steps apart (counting every bf16 value between them, most of them tiny
+numbers near 0, gave 32,135).
+
+A dump that names its model (offcard's dumps do) is judged only against that
+model; positions past the model's max_position_embeddings are refused.
+Exit 0: every difference a near-tie; 1: a divergence; 2: bad input.
+`
+
 // adjShown is the number of non-agreeing positions listed under a
 // sequence's summary line (--json lists every position).
 const adjShown = 10
 
 func runAdjudicate(e *env, args []string) error {
-	fs := newFlags(e, "adjudicate", "--ours A.jsonl (--oracle B.jsonl | --model DIR | --synth NAME --seed N) [--band NATS] [--top K] [--plot OUT.svg] [--json] [--prompt TEXT] [--tokenizer FILE] [--threads N]")
+	fs := newFlags(e, "adjudicate", "--ours A.jsonl (--oracle B.jsonl | --model DIR | --synth NAME --seed N) [--band NATS] [--top K] [--plot OUT.svg] [--json] [--prompt TEXT] [--tokenizer FILE] [--threads N]"+adjHelp)
 	oursPath := fs.String("ours", "", "our dump `A.jsonl` (the engine under judgement)")
 	oraclePath := fs.String("oracle", "", "an oracle's dump `B.jsonl` of the same prompts: compare the first differing token per sequence (no model needed)")
 	m := modelFlags{e: e, cmd: "adjudicate"}
@@ -49,8 +68,9 @@ func runAdjudicate(e *env, args []string) error {
 		return bad("--band must be a positive number of nats, got %v", *band)
 	case *top < 1:
 		return bad("--top must be ≥ 1, got %d", *top)
-	case *threads < 0:
-		return bad("--threads must be ≥ 0, got %d", *threads)
+	}
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	opt := adjudicate.Options{Band: *band, TopK: *top}
 	ours, err := readDump("--ours", *oursPath)
@@ -96,6 +116,9 @@ func runAdjudicate(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if ours.Model != "" && oracle.Model != "" && ours.Model != oracle.Model {
+			return bad("--ours %s and --oracle %s were not made with the same model: %s, and %s", *oursPath, *oraclePath, modelText(ours), modelText(oracle))
+		}
 		if reps, err = adjudicate.Compare(ours, oracle, opt); err != nil {
 			return bad("%v", err)
 		}
@@ -106,6 +129,11 @@ func runAdjudicate(e *env, args []string) error {
 			return err
 		}
 		defer w.Close()
+		if ours.Model != "" {
+			if d := w.Digest(); d != ours.Model {
+				return bad("--ours %s was not made with this model: it names %s; the teacher is %s (%s)", *oursPath, modelText(ours), m.name(), d)
+			}
+		}
 		vocab := w.Config.VocabSize
 		for _, s := range ours.Seqs {
 			for i, t := range s.Tokens() {
@@ -113,6 +141,9 @@ func runAdjudicate(e *env, args []string) error {
 					return bad("--ours %s: seq %d has token %d (stream index %d) outside the model's vocabulary of %d", dumpRecordLine(*oursPath, s, i), s.Seq, t, i, vocab)
 				}
 			}
+		}
+		if err := teacherFits(w.Config, ours, *threads); err != nil {
+			return err
 		}
 		dec, err := adjudicate.NewTeacher(w, ours, *threads)
 		if err != nil {
@@ -182,12 +213,46 @@ func runAdjudicate(e *env, args []string) error {
 	return nil
 }
 
+// modelText is a dump's model for a message: its name and identity.
+func modelText(d *dump.Dump) string {
+	if d.ModelName != "" {
+		return fmt.Sprintf("%s (%s)", d.ModelName, d.Model)
+	}
+	return d.Model
+}
+
+// teacherFits refuses a dump whose positions run past the model's
+// max_position_embeddings (as generate refuses them), or whose teacher
+// would need more memory than the machine has, before the teacher is made.
+func teacherFits(cfg qwen3.Config, d *dump.Dump, threads int) error {
+	longest, prompt := 0, 0
+	for _, s := range d.Seqs {
+		// Positions fed to the teacher: the prompt's, then every step's
+		// token but the last.
+		n := len(s.Prompt) + max(len(s.Steps)-1, 0)
+		if max := cfg.MaxPositionEmbeddings; n > max {
+			return bad("--ours: seq %d has %d positions (a prompt of %d tokens and %d steps); the model has max_position_embeddings %d", s.Seq, n, len(s.Prompt), len(s.Steps), max)
+		}
+		longest, prompt = max(longest, n), max(prompt, len(s.Prompt))
+	}
+	if err := decoderFits(cfg, longest, prompt, threads); err != nil {
+		return bad("--ours: judging its longest sequence (%d positions) %v", longest, err)
+	}
+	return nil
+}
+
 // readDump reads and validates a dump file; every problem is bad input
 // named by its flag and file.
 func readDump(flag, path string) (*dump.Dump, error) {
-	f, err := os.Open(path)
+	f, size, err := inputfile.Open(path, inputfile.MaxDump, "a dump")
 	if err != nil {
 		return nil, badInput{err}
+	}
+	// Held in memory, a record takes about what its line does, up to four
+	// times (a bare step record's 40 bytes become a 160-byte Step).
+	if err := membudget.Check(membudget.Mul(4, size)); err != nil {
+		f.Close()
+		return nil, bad("%s %s (%s) %v", flag, path, membudget.Size(size), err)
 	}
 	defer f.Close()
 	d, err := dump.Read(f)

@@ -140,6 +140,9 @@ func runCheck(e *env, args []string) error {
 	if *cases < 1 {
 		return bad("--cases %d: want at least 1", *cases)
 	}
+	if *cases > proptest.MaxCases {
+		return bad("--cases %d: at most %d (a campaign keeps every case's result until its report)", *cases, proptest.MaxCases)
+	}
 	if *times && !*asJSON {
 		return bad("--times goes with --json")
 	}

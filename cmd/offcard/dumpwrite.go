@@ -40,8 +40,17 @@ type dumpRecorder struct {
 	err   error
 }
 
-func newDumpRecorder(w io.Writer) *dumpRecorder {
-	return &dumpRecorder{w: dump.NewWriter(w), ids: map[qwen3.SeqID]int{}, steps: map[int]int{}}
+func newDumpRecorder(w io.Writer, sc proptest.Scenario) *dumpRecorder {
+	r := &dumpRecorder{w: dump.NewWriter(w), ids: map[qwen3.SeqID]int{}, steps: map[int]int{}}
+	if mw, err := proptest.ModelWeights(sc); err == nil {
+		r.w.SetModel(mw.Digest(), synthName(sc.Model, sc.ModelSeed))
+	}
+	return r
+}
+
+// synthName is a synthetic model's name in a dump's model_name.
+func synthName(preset string, seed uint64) string {
+	return fmt.Sprintf("synth %s seed %d", preset, seed)
 }
 
 func (r *dumpRecorder) prefill(p qwen3.Prefill, out []qwen3.Output) {
@@ -138,7 +147,7 @@ func dumpCase(path string, script proptest.Script, factory proptest.Factory) (st
 		return "", err
 	}
 	defer f.Abort()
-	rec := newDumpRecorder(f)
+	rec := newDumpRecorder(f, script.Scenario)
 	_, _, err = proptest.RunScript(script, func(sc proptest.Scenario) (proptest.SUT, error) {
 		sut, err := factory(sc)
 		if err != nil {

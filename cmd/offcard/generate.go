@@ -8,11 +8,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/offcard/offcard/dump"
+	"github.com/offcard/offcard/internal/membudget"
 	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/qwen3/tokenizer"
@@ -20,6 +22,31 @@ import (
 )
 
 const genBlockSize = 32
+
+// maxThreads bounds --threads: more workers than cores only cost memory
+// (each holds attention scratch for the whole context).
+const maxThreads = 256
+
+// decoderFits checks the memory a ref decoder takes for a sequence of
+// positions (its KV cache, every worker's attention scratch) and the
+// logits rows of a prefill of prompt tokens against what the machine has.
+func decoderFits(cfg qwen3.Config, positions, prompt, threads int) error {
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	rows := int64(kvpage.BlocksFor(positions, genBlockSize) * genBlockSize)
+	need := membudget.Add(cfg.KVBytes(int(rows)),
+		membudget.Mul(int64(threads), rows, int64(4*cfg.HeadDim+4)),
+		membudget.Mul(int64(prompt), int64(cfg.VocabSize), 4))
+	return membudget.Check(need)
+}
+
+func checkThreads(n int) error {
+	if n < 0 || n > maxThreads {
+		return bad("--threads %d: want 0 (GOMAXPROCS) to %d", n, maxThreads)
+	}
+	return nil
+}
 
 // modelFlags selects a model: a checkpoint directory or a synthetic preset.
 type modelFlags struct {
@@ -74,6 +101,14 @@ func needBOS(m modelFlags, noPrompt bool) error {
 	return nil
 }
 
+// name describes the model for a dump's model_name and messages.
+func (m *modelFlags) name() string {
+	if m.dir != "" {
+		return "checkpoint " + m.dir
+	}
+	return synthName(m.synth, m.seed)
+}
+
 func parseIDs(s string, vocab int) ([]int32, error) {
 	var ids []int32
 	for _, f := range strings.Split(s, ",") {
@@ -104,8 +139,8 @@ func runGenerate(e *env, args []string) error {
 	if *steps < 0 {
 		return bad("--steps must be ≥ 0, got %d", *steps)
 	}
-	if *threads < 0 {
-		return bad("--threads must be ≥ 0, got %d", *threads)
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	if *prompt != "" && *promptIDs != "" {
 		return bad("--prompt and --prompt-ids are exclusive")
@@ -160,6 +195,9 @@ func runGenerate(e *env, args []string) error {
 	if n, max := len(ids)+max(*steps-1, 0), cfg.MaxPositionEmbeddings; max > 0 && n > max {
 		return bad("a prompt of %d tokens and --steps %d need %d positions; the model has max_position_embeddings %d", len(ids), *steps, n, max)
 	}
+	if err := decoderFits(cfg, len(ids)+max(*steps-1, 0), len(ids), *threads); err != nil {
+		return bad("a prompt of %d tokens and --steps %d %v", len(ids), *steps, err)
+	}
 
 	var dumpFile, logits *atomicFile
 	for _, o := range []struct {
@@ -197,6 +235,7 @@ func runGenerate(e *env, args []string) error {
 	var dw *dump.Writer
 	if dumpFile != nil {
 		dw = dump.NewWriter(dumpFile)
+		dw.SetModel(w.Digest(), m.name())
 		if err := dw.Prompt(0, ids); err != nil {
 			return err
 		}

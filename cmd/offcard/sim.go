@@ -64,7 +64,7 @@ func runSim(e *env, args []string) error {
 		return err
 	}
 	defer f.Abort()
-	dw := newDumpRecorder(f)
+	dw := newDumpRecorder(f, s.Scenario)
 	err = runTranscript(e, s, dw)
 	if err != nil && !errors.Is(err, errFound) {
 		return err

@@ -2,6 +2,8 @@ package safetensors
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -17,6 +19,18 @@ func FuzzParse(f *testing.F) {
 	f.Add(file(`{"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}`, []byte{1, 2, 3, 4}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pf, err := Parse(data)
+		// Open's check of the header alone, before the file is read,
+		// finds exactly Parse's errors.
+		head := data
+		if len(data) >= 8 {
+			head = data[:8]
+			if n := binary.LittleEndian.Uint64(data); n <= MaxHeaderSize && n <= uint64(len(data)-8) {
+				head = data[:8+n]
+			}
+		}
+		if hf, herr := parse(head, len(data)); fmt.Sprint(herr) != fmt.Sprint(err) || (hf != nil) != (len(head) == len(data) && err == nil) {
+			t.Fatalf("header check: %v, Parse: %v", herr, err)
+		}
 		if err != nil {
 			if _, ok := err.(*Error); !ok {
 				t.Fatalf("error of type %T: %v", err, err)

@@ -1,14 +1,23 @@
 package safetensors
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
+
+	"github.com/offcard/offcard/internal/inputfile"
 )
 
 // Open memory-maps the file at path read-only (on Linux and macOS; other
-// systems read it into memory) and parses it. Errors name the path. Close
-// the File to unmap it.
+// systems read it into memory) and parses it. The file must be a regular
+// file (inputfile.Open), and its header is read and validated against the
+// file's size before the rest is read or mapped, so that a bad header
+// length or tensor table costs nothing whatever the file's size. Errors
+// name the path. Close the File to unmap it.
 func Open(path string) (*File, error) {
+	if err := checkHeader(path); err != nil {
+		return nil, err
+	}
 	data, release, err := mapFile(path)
 	if err != nil {
 		return nil, err
@@ -24,32 +33,46 @@ func Open(path string) (*File, error) {
 	return f, nil
 }
 
-// openFile opens path, a regular file, and returns it with its size. On
-// error nothing is left open.
-func openFile(path string) (*os.File, int, error) {
-	fd, err := os.Open(path)
+// checkHeader validates the header of the file at path (its 8-byte length
+// N against the file's size, then the N bytes of JSON and the tensor table
+// against it) reading only those 8+N bytes.
+func checkHeader(path string) error {
+	fd, size, err := openFile(path)
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
-	size, err := statSize(fd, path)
-	if err != nil {
-		fd.Close()
-		return nil, 0, err
+	defer fd.Close()
+	var head []byte
+	if size >= 8 {
+		var b [8]byte
+		if _, err := fd.ReadAt(b[:], 0); err != nil {
+			return fmt.Errorf("%s: read: %w", path, err)
+		}
+		head = b[:]
+		if n := binary.LittleEndian.Uint64(b[:]); n <= MaxHeaderSize && n <= uint64(size-8) {
+			head = make([]byte, 8+n)
+			if _, err := fd.ReadAt(head, 0); err != nil {
+				return fmt.Errorf("%s: read: %w", path, err)
+			}
+		}
 	}
-	return fd, size, nil
+	if _, err := parse(head, size); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
-func statSize(fd *os.File, path string) (int, error) {
-	st, err := fd.Stat()
+// openFile opens path, a regular file (inputfile.Open: a FIFO or a device
+// is refused without blocking), and returns it with its size. On error
+// nothing is left open.
+func openFile(path string) (*os.File, int, error) {
+	fd, size, err := inputfile.Open(path, -1, "a safetensors file")
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	if !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("%s: not a regular file", path)
+	if size != int64(int(size)) {
+		fd.Close()
+		return nil, 0, fmt.Errorf("%s: file of %d bytes is too large to map", path, size)
 	}
-	size := st.Size()
-	if size < 0 || size != int64(int(size)) {
-		return 0, fmt.Errorf("%s: file of %d bytes is too large to map", path, size)
-	}
-	return int(size), nil
+	return fd, int(size), nil
 }

@@ -79,17 +79,23 @@ type entry struct {
 
 // Parse validates data as a safetensors file and returns its tensors, whose
 // Data slices alias data.
-func Parse(data []byte) (*File, error) {
-	if len(data) < 8 {
-		return nil, errf(HeaderTooSmall, "", "input is %d bytes, shorter than the 8-byte header length", len(data))
+func Parse(data []byte) (*File, error) { return parse(data, len(data)) }
+
+// parse is Parse of a file of size bytes whose first len(data) bytes are
+// data: all of it, or (for a check before the file is read) at least its
+// header, 8+N bytes; then it validates the header against size and
+// returns a nil File when it is valid.
+func parse(data []byte, size int) (*File, error) {
+	if size < 8 {
+		return nil, errf(HeaderTooSmall, "", "input is %d bytes, shorter than the 8-byte header length", size)
 	}
 	n64 := binary.LittleEndian.Uint64(data[:8])
 	if n64 > MaxHeaderSize {
 		return nil, errf(HeaderTooLarge, "", "header length %d exceeds the limit of %d bytes", n64, MaxHeaderSize)
 	}
 	n := int(n64)
-	if n > len(data)-8 {
-		return nil, errf(InvalidHeaderLength, "", "header length %d runs past the end of the %d-byte input", n, len(data))
+	if n > size-8 {
+		return nil, errf(InvalidHeaderLength, "", "header length %d runs past the end of the %d-byte input", n, size)
 	}
 	header := data[8 : 8+n]
 	if !utf8.Valid(header) {
@@ -141,13 +147,16 @@ func Parse(data []byte) (*File, error) {
 			return nil, errf(TensorInvalidInfo, e.name, "data_offsets [%d, %d] hold %d bytes, but %s %v needs %d", e.begin, e.end, e.end-e.begin, e.dtype, e.shape, nbits/8)
 		}
 	}
-	buf := data[8+n:]
-	if start != uint64(len(buf)) {
-		if start < uint64(len(buf)) {
-			return nil, errf(MetadataIncompleteBuffer, "", "tensors cover %d bytes of a %d-byte buffer: %d trailing bytes", start, len(buf), uint64(len(buf))-start)
+	if bufLen := uint64(size - 8 - n); start != bufLen {
+		if start < bufLen {
+			return nil, errf(MetadataIncompleteBuffer, "", "tensors cover %d bytes of a %d-byte buffer: %d trailing bytes", start, bufLen, bufLen-start)
 		}
-		return nil, errf(MetadataIncompleteBuffer, "", "tensors need %d bytes but the buffer after the header has %d", start, len(buf))
+		return nil, errf(MetadataIncompleteBuffer, "", "tensors need %d bytes but the buffer after the header has %d", start, bufLen)
 	}
+	if len(data) < size {
+		return nil, nil // the header alone, valid
+	}
+	buf := data[8+n:]
 
 	f := &File{
 		tensors:   make([]Tensor, len(entries)),

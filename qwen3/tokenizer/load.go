@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/dlclark/regexp2/v2"
+	"github.com/offcard/offcard/internal/inputfile"
 )
 
 // fileJSON is the subset of tokenizer.json that this package reads.
@@ -67,7 +67,7 @@ func isNull(raw json.RawMessage) bool {
 
 // Load reads and parses a Hugging Face tokenizer.json file.
 func Load(path string) (*Tokenizer, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.ReadFile(path, inputfile.MaxTokenizer, "a tokenizer.json")
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
