@@ -580,7 +580,7 @@ func TestPagedFillCacheSkipsMinusOne(t *testing.T) {
 			op := tt.PagedFillCache{Cache: cache, Input: in, PageTable: pt, BatchIdx: c.batch}
 			if c.bidx {
 				bi := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, 1), []int32{int32(c.batch)})
-				op.BatchIdx = 99
+				op.BatchIdx = 0 // the fallback, checked against the table's rows even with the tensor
 				op.BatchIdxTensor = &bi
 			}
 			before := cDown(t, d, cache)
@@ -779,7 +779,7 @@ func TestPagedSDPAValidation(t *testing.T) {
 	pt3 := cAlloc(t, d, cSpec(tt.INT32, tt.RowMajor, 3, 2))
 	cp3 := cAlloc(t, d, cSpec(tt.INT32, tt.RowMajor, 3))
 	err = run1(d, tt.PagedSDPADecode{Q: qt, K: kt, V: vt, PageTable: pt3, CurPos: cp3})
-	if !tt.HasMsg(err, "Page_table must have batch size equal to Q") {
+	if !tt.HasMsg(err, "cur_pos must have batch size equal to Q, got 3 and 2") {
 		t.Fatalf("batch mismatch: %v", err)
 	}
 	ptU := cAlloc(t, d, cSpec(tt.UINT32, tt.RowMajor, 2, 2))
