@@ -60,8 +60,8 @@ const (
 	// write_shard_to_device, whose text adds the trace id
 	// (tt_metal/distributed/fd_mesh_command_queue.cpp). Format: trace id.
 	MsgWritesDuringCaptureID = "Writes are not supported during trace capture. trace id: %d"
-	MsgReadsDuringCapture  = "Reads are not supported during trace capture."
-	MsgEventsDuringCapture = "Event Synchronization is not supported during trace capture."
+	MsgReadsDuringCapture    = "Reads are not supported during trace capture."
+	MsgEventsDuringCapture   = "Event Synchronization is not supported during trace capture."
 	// MsgProgramCacheMissDuringCapture is the first sentence of the
 	// TT_FATAL in tt_metal/distributed/mesh_workload.cpp (load_binaries).
 	// The card's text continues with adjacent string literals and no space
