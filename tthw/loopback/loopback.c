@@ -686,7 +686,8 @@ int32_t offcard_tt_write_host(offcard_tt_device *d, uint64_t id, const int64_t *
   if (!same) return lb_err(OFFCARD_TT_EDEVICE, op, "Host tensor has different shape");
   if (dtype != t->s.dtype) return lb_err(OFFCARD_TT_EDEVICE, op, "Host tensor has different dtype");
   if (layout != t->s.layout) return lb_err(OFFCARD_TT_EDEVICE, op, "Host tensor has different page config");
-  if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, op, "Writes are not supported during trace capture.");
+  /* write_shard_to_device adds the trace id (fd_mesh_command_queue.cpp). */
+  if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, op, "Writes are not supported during trace capture. trace id: %u", d->cur_trace);
   return lb_write_logical(d, op, t, data);
 }
 
@@ -822,7 +823,9 @@ static lb_trace *find_trace(offcard_tt_device *d, uint32_t id) {
 int32_t offcard_tt_begin_capture(offcard_tt_device *d, uint32_t *id) {
   clear_err();
   if (!d || !id) return lb_err(OFFCARD_TT_EARG, "begin_trace_capture", "NULL argument");
-  if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, "begin_trace_capture", "CQ %d is already being used for tracing tid %u", 0, d->cur_trace);
+  /* begin_trace_capture takes the next id from MeshTrace's counter, then
+   * begin_mesh_trace refuses printing that new id (mesh_device.cpp). */
+  if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, "begin_trace_capture", "CQ %d is already being used for tracing tid %u", 0, ++d->next_trace);
   d->n_capture++;
   if (d->fail_capture && d->n_capture == d->fail_capture)
     return lb_err(OFFCARD_TT_EINJECTED, "begin_trace_capture", "injected failure of capture %ld", d->n_capture);
@@ -846,8 +849,9 @@ int32_t offcard_tt_end_capture(offcard_tt_device *d, uint32_t id) {
   uint64_t size = (d->nrec + 1) * TRACE_BYTES_PER_OP;
   if (d->trace_region > 0 && size > d->trace_region - used) {
     d->nrec = 0;
+    /* The text prints the cumulative trace buffers size (mesh_trace.cpp). */
     return lb_err(OFFCARD_TT_EDEVICE, "end_trace_capture", "Creating trace buffers of size %lluB on MeshDevice %d, but only %lluB is allocated for trace region.",
-                  (unsigned long long)size, 0, (unsigned long long)d->trace_region);
+                  (unsigned long long)(used + size), 0, (unsigned long long)d->trace_region);
   }
   if (!grow((void **)&d->traces, &d->captraces, d->ntraces + 1, sizeof *d->traces)) return lb_err(OFFCARD_TT_EINTERNAL, "end_trace_capture", "out of host memory");
   lb_trace t = {id, NULL, d->nrec, 1};
@@ -865,7 +869,8 @@ int32_t offcard_tt_execute(offcard_tt_device *d, uint32_t id) {
   clear_err();
   if (!d) return lb_err(OFFCARD_TT_EARG, "execute_trace", "device is NULL");
   lb_trace *t = find_trace(d, id);
-  if (!t) return lb_err(OFFCARD_TT_EARG, "execute_trace", "trace %u does not exist", id);
+  if (!t)
+    return lb_err(OFFCARD_TT_EDEVICE, "execute_trace", "Trace instance %u must exist on Mesh device %d's active sub-device manager %d", id, 0, 0);
   if (d->capturing) return lb_err(OFFCARD_TT_EARG, "execute_trace", "execute_trace inside a capture is not supported");
   for (size_t i = 0; i < t->nops; i++) {
     int rc = lb_exec(d, &t->ops[i]);
@@ -878,7 +883,8 @@ int32_t offcard_tt_release(offcard_tt_device *d, uint32_t id) {
   clear_err();
   if (!d) return lb_err(OFFCARD_TT_EARG, "release_trace", "device is NULL");
   lb_trace *t = find_trace(d, id);
-  if (!t) return lb_err(OFFCARD_TT_EARG, "release_trace", "trace %u does not exist", id);
+  /* release_mesh_trace erases the id from the pool: nothing for an absent id. */
+  if (!t) return OFFCARD_TT_OK;
   t->live = 0;
   free(t->ops);
   t->ops = NULL;
