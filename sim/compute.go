@@ -378,6 +378,9 @@ func (d *Device) linear(o tt.Linear) error {
 	const name = "linear"
 	return d.launchOp(name, attrKey{b2u(o.TransposeB)}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output, o.Bias}, func(bs []*buffer) error {
 		in, w, out, bias := bs[0], bs[1], bs[2], bs[3]
+		if in.spec.DType != tt.BF16 && in.spec.DType != tt.FP32 {
+			return opErr(name, "Unsupported data format") // is_floating_point
+		}
 		for _, c := range []struct {
 			what string
 			b    *buffer
@@ -388,6 +391,10 @@ func (d *Device) linear(o tt.Linear) error {
 			if err := wantBF16(name, c.what, c.b); err != nil {
 				return err
 			}
+		}
+		// matmul_device_operation.cpp validate_on_program_cache_miss.
+		if in.spec.Layout != tt.Tile || w.spec.Layout != tt.Tile {
+			return opErr(name, "Inputs to matmul must be tilized")
 		}
 		gi, gw, gout := in.g, w.g, out.g
 		k, n := gw.h*gw.outer, gw.w
@@ -820,7 +827,7 @@ func (d *Device) toMemoryConfig(o tt.ToMemoryConfig, output tt.Tensor) error {
 	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &output}, func(bs []*buffer) error {
 		in, out := bs[0], bs[1]
 		if !shapeEqual(in.spec.Shape, out.spec.Shape) || in.spec.DType != out.spec.DType || in.spec.Layout != out.spec.Layout {
-			return opErr(name, "Output spec %v does not match input spec %v", out.spec, in.spec)
+			return contractErr(name, "Output spec %v does not match input spec %v", out.spec, in.spec)
 		}
 		return nil
 	}, opLaunch{run: execCopy})

@@ -67,9 +67,13 @@ func (d *Device) fillCache(o tt.PagedFillCache) error {
 		}
 		if bi != nil {
 			xs := bi.spec
+			vol := 1 // physical_volume: the padded shape's
+			for _, x := range xs.PaddedShape() {
+				vol *= x
+			}
 			switch {
-			case xs.Volume() != ip[0]:
-				return opErr(name, "Batch idx tensor must have input_tensor batch dim (%d) elements, got %d", ip[0], xs.Volume())
+			case vol != ip[0]:
+				return opErr(name, "Batch idx tensor must have input_tensor batch dim (%d) elements, got %d", ip[0], vol)
 			case xs.DType != tt.INT32 && xs.DType != tt.UINT32:
 				return opErr(name, "Batch idx tensor must be an integer type")
 			case xs.Layout != tt.RowMajor:

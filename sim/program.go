@@ -247,7 +247,7 @@ func (d *Device) checkAllocating(op tt.Op, ins []tt.Tensor, specs []tt.Spec) err
 		}
 	case *tt.ToMemoryConfig:
 		if err := specs[0].Validate(); err != nil {
-			return opErr(op.Name(), "%v", err)
+			return contractErr(op.Name(), "%v", err)
 		}
 	}
 	return nil

@@ -56,6 +56,9 @@ func ParseChecks(s string) ([]Check, error) {
 		if len(f) != 10 {
 			return nil, fmt.Errorf("checks line %d: %d fields, want 10", n+1, len(f))
 		}
+		if f[0] == "id" {
+			continue // the header
+		}
 		for i := range f {
 			f[i] = UnescapeField(f[i])
 		}
@@ -64,9 +67,6 @@ func ParseChecks(s string) ([]Check, error) {
 			return nil, fmt.Errorf("checks line %d: line %q", n+1, f[4])
 		}
 		c := Check{ID: f[0], Op: f[1], File: f[2], Func: f[3], Line: ln, Kind: f[5], Cond: f[6], Text: f[7], Status: f[8], Note: f[9]}
-		if c.ID == "id" {
-			continue // the header
-		}
 		if seen[c.ID] {
 			return nil, fmt.Errorf("checks line %d: duplicate id %s", n+1, c.ID)
 		}
@@ -117,21 +117,19 @@ func UnescapeField(s string) string {
 func (c Check) TextPattern() *regexp.Regexp {
 	var b strings.Builder
 	b.WriteString("^")
-	rest := c.Text
-	for {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			break
+	s := c.Text
+	for i := 0; i < len(s); i++ {
+		switch {
+		case strings.HasPrefix(s[i:], "{{"), strings.HasPrefix(s[i:], "}}"):
+			b.WriteString(regexp.QuoteMeta(s[i : i+1])) // fmt's escaped brace
+			i++
+		case s[i] == '{' && strings.IndexByte(s[i:], '}') > 0:
+			b.WriteString("(.*?)")
+			i += strings.IndexByte(s[i:], '}')
+		default:
+			b.WriteString(regexp.QuoteMeta(s[i : i+1]))
 		}
-		j := strings.IndexByte(rest[i:], '}')
-		if j < 0 {
-			break
-		}
-		b.WriteString(regexp.QuoteMeta(rest[:i]))
-		b.WriteString("(.*?)")
-		rest = rest[i+j+1:]
 	}
-	b.WriteString(regexp.QuoteMeta(rest))
 	b.WriteString("$")
 	return regexp.MustCompile(b.String())
 }
