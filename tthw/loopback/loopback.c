@@ -560,7 +560,7 @@ int32_t offcard_tt_close(offcard_tt_device *d, uint64_t *leaked_tensors, uint64_
   uint64_t n, m;
   offcard_tt_live(d, &n, &m);
   if (leaked_tensors) *leaked_tensors = n;
-  if (leaked_traces) *leaked_traces = m;
+  if (leaked_traces) *leaked_traces = m + (d->capturing ? 1 : 0); /* an open capture is ended and released too */
   dev_destroy(d);
   return OFFCARD_TT_OK;
 }
@@ -637,6 +637,11 @@ int32_t offcard_tt_allocate(offcard_tt_device *d, const int64_t *spec, uint32_t 
 
 static int free_tensor(offcard_tt_device *d, lb_tensor *t) {
   t->live = 0;
+  /* A handle aliasing another's buffer (to_memory_config to the same
+   * config returns its input, to_memory_config_op.cpp): the buffer stays
+   * until its last handle is freed. */
+  for (size_t i = 1; i < d->nts; i++)
+    if (d->ts[i].live && d->ts[i].s.buffer == t->s.buffer && d->ts[i].addr == t->addr) return 0;
   if (!alloc_release(t->s.buffer == OFFCARD_TT_DRAM ? &d->da : &d->la, t->addr)) return lb_err(OFFCARD_TT_EINTERNAL, "free", "out of host memory");
   return 0;
 }
@@ -775,6 +780,17 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
   if (d->fail_op && d->n_op == d->fail_op) return lb_err(OFFCARD_TT_EINJECTED, name, "injected failure of op %ld", d->n_op);
   int rc = lb_validate(d, &o); /* on every call, hits included (ttnn validate_on_program_cache_hit) */
   if (rc) return rc;
+  if (code == OFFCARD_TT_OP_TO_MEMORY_CONFIG && !memcmp(&specs[0], &o.t[0].s, sizeof specs[0])) {
+    /* ttnn::to_memory_config to the input's own config returns the input
+     * tensor itself, before any program (to_memory_config_op.cpp): the new
+     * handle aliases the input's buffer; nothing runs or is recorded. */
+    if (!grow((void **)&d->ts, &d->capts, d->nts + 1, sizeof *d->ts)) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+    lb_tensor a = d->ts[tensors[0]];
+    a.id = d->nts;
+    d->ts[d->nts++] = a;
+    outs[0] = a.id;
+    return OFFCARD_TT_OK;
+  }
   char key[2048];
   if (!prog_key(&o, key, sizeof key)) return lb_err(OFFCARD_TT_EARG, name, "program key too long");
   int hit = 0;

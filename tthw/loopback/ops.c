@@ -421,7 +421,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (qs[1] < ks[1] || qs[1] % ks[1]) FAIL("Q num_heads must be >= K num_heads and divisible by K num_heads. Got Q: %lld, K: %lld", (long long)qs[1], (long long)ks[1]);
       if ((o->i[1] || o->i[2]) && (o->i[1] % LB_TILE || o->i[1] < 0)) FAIL("q_chunk_size must be divisible by TILE_SIZE. Got q_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[1], LB_TILE);
       if ((o->i[1] || o->i[2]) && (o->i[2] % LB_TILE || o->i[2] < 0)) FAIL("k_chunk_size must be divisible by TILE_SIZE. Got k_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[2], LB_TILE);
-      if (!o->i[1] && !o->i[2] && o->i[4]) FAIL("exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
+      if (!o->i[1] && !o->i[2] && o->i[4]) FAIL("offcard: exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
       if (qs[3] % LB_TILE) FAIL("Padding is not supported on the head_dim dimension");
       if (!same_shape(&o->out[0].s, &t[0].s) || o->out[0].s.dtype != t[0].s.dtype || o->out[0].s.layout != OFFCARD_TT_TILE) FAIL("Output spec must be Q's shape and dtype, TILE");
       return 0;
