@@ -107,16 +107,16 @@ static int mem_rw(lb_mem *m, uint64_t a, uint8_t *buf, uint64_t n, int write) {
 int lb_io(offcard_tt_device *d, const char *op, int l1, int bank, uint64_t addr, void *buf, uint64_t n, int write) {
   lb_mem *m;
   if (l1) {
-    if (bank < 0 || bank >= d->ncores) return lb_err(OFFCARD_TT_EDEVICE, op, "core %d is not a worker core", bank);
+    if (bank < 0 || bank >= d->ncores) return lb_err(OFFCARD_TT_EDEVICE, op, "offcard: core %d is not a worker core", bank);
     m = &d->l1[bank];
   } else {
-    if (bank < 0 || bank >= d->nbanks) return lb_err(OFFCARD_TT_EDEVICE, op, "DRAM bank %d does not exist", bank);
+    if (bank < 0 || bank >= d->nbanks) return lb_err(OFFCARD_TT_EDEVICE, op, "offcard: DRAM bank %d does not exist", bank);
     m = &d->dram[bank];
   }
   int r = mem_rw(m, addr, buf, n, write);
   if (r < 0) return lb_err(OFFCARD_TT_EINTERNAL, op, "out of host memory");
   if (r == 0)
-    return lb_err(OFFCARD_TT_EDEVICE, op, "%llu B at %s %d address 0x%llx is outside the device memory",
+    return lb_err(OFFCARD_TT_EDEVICE, op, "offcard: %llu B at %s %d address 0x%llx is outside the device memory",
                   (unsigned long long)n, l1 ? "L1 of core" : "DRAM bank", bank, (unsigned long long)addr);
   return 0;
 }
