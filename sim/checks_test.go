@@ -27,6 +27,9 @@ import (
 type ckFix struct {
 	t *testing.T
 	d *Device
+	// record: run keeps the op in last instead of running it.
+	record bool
+	last   tt.Op
 }
 
 func (f *ckFix) alloc(dt tt.DType, l tt.Layout, m tt.MemoryConfig, shape ...int) tt.Tensor {
@@ -44,6 +47,10 @@ func (f *ckFix) alloc(dt tt.DType, l tt.Layout, m tt.MemoryConfig, shape ...int)
 func (f *ckFix) p(x tt.Tensor) *tt.Tensor { return &x }
 
 func (f *ckFix) run(op tt.Op) error {
+	if f.record {
+		f.last = op
+		return nil
+	}
 	_, err := f.d.Run(op)
 	return err
 }
@@ -158,6 +165,55 @@ func (f *ckFix) ropePrefill() tt.RotaryEmbeddingHF {
 
 func (f *ckFix) sdpaPre(q, k, v []int) tt.SDPA {
 	return tt.SDPA{Q: f.alloc(tt.BF16, tt.Tile, dram, q...), K: f.alloc(tt.BF16, tt.Tile, dram, k...), V: f.alloc(tt.BF16, tt.Tile, dram, v...), Causal: true}
+}
+
+// fusedCases: paged_fused_update_cache_device_operation.cpp makes the
+// same checks on each (cache, input) pair; each of these entries is fed the
+// paged_update_cache case named, as pair 1.
+var fusedCases = map[string]string{
+	"paged_fused_update_cache.4":  "paged_update_cache.5",
+	"paged_fused_update_cache.5":  "paged_update_cache.6",
+	"paged_fused_update_cache.6":  "paged_update_cache.7",
+	"paged_fused_update_cache.7":  "paged_update_cache.8",
+	"paged_fused_update_cache.11": "paged_update_cache.19",
+	"paged_fused_update_cache.12": "paged_update_cache.20",
+	"paged_fused_update_cache.14": "paged_update_cache.22",
+	"paged_fused_update_cache.15": "paged_update_cache.23",
+	"paged_fused_update_cache.17": "paged_update_cache.25",
+	"paged_fused_update_cache.18": "paged_update_cache.27",
+	"paged_fused_update_cache.19": "paged_update_cache.28",
+	"paged_fused_update_cache.20": "paged_update_cache.29",
+	"paged_fused_update_cache.21": "paged_update_cache.30",
+	"paged_fused_update_cache.25": "paged_update_cache.34",
+	"paged_fused_update_cache.28": "paged_update_cache.37",
+	"paged_fused_update_cache.29": "paged_update_cache.38",
+	"paged_fused_update_cache.30": "paged_update_cache.39",
+	"paged_fused_update_cache.34": "paged_update_cache.44",
+	"paged_fused_update_cache.35": "paged_update_cache.45",
+}
+
+func init() {
+	for id, from := range fusedCases {
+		checkCases[id] = fusedFrom(from)
+	}
+}
+
+// fusedFrom builds a paged_fused_update_cache case from a paged_update_cache
+// one: the faulty op's tensors and attributes as pair 1, a good pair 2 on
+// cores 8-11.
+func fusedFrom(id string) func(f *ckFix) error {
+	return func(f *ckFix) error {
+		f.record = true
+		_ = checkCases[id](f)
+		f.record = false
+		o, ok := f.last.(tt.PagedUpdateCache)
+		if !ok {
+			f.t.Fatalf("%s builds no paged_update_cache op", id)
+		}
+		in2 := f.alloc(tt.BF16, tt.Tile, tt.L1HeightShardedAt(8, 4, [2]int{32, 64}), 1, 4, 2, 64)
+		return f.run(tt.PagedFusedUpdateCache{Cache1: o.Cache, Input1: o.Input, Cache2: f.alloc(tt.BF16, tt.Tile, dram, 8, 2, 32, 64), Input2: in2,
+			UpdateIdxs: o.UpdateIdxs, UpdateIdxsList: o.UpdateIdxsList, PageTable: o.PageTable, ShareCache: o.ShareCache, BatchOffset: o.BatchOffset})
+	}
 }
 
 var (
@@ -912,6 +968,15 @@ func TestChecksTable(t *testing.T) {
 		}
 	}
 	t.Logf("checks table at %.8s: %d entries, %d covered, %d left out", tt.ChecksCommit(), len(checks), len(covered), left)
+	// The README states the counts.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := regexp.MustCompile(`\((\d+) entries: path:line, condition, text\),\s+(\d+) of them fed`).FindStringSubmatch(string(readme))
+	if claim == nil || claim[1] != strconv.Itoa(len(checks)) || claim[2] != strconv.Itoa(len(covered)) {
+		t.Errorf("README's counts %v, the table has %d entries, %d covered", claim, len(checks), len(covered))
+	}
 }
 
 // TestSimTextsInTable: every refusal text package sim writes with opErr (or
