@@ -298,6 +298,7 @@ std::map<std::string, std::string> options(const char *opts) {
   while (p < s.size()) {
     size_t e = s.find(';', p);
     std::string kv = s.substr(p, e == std::string::npos ? std::string::npos : e - p);
+    kv.erase(0, kv.find_first_not_of(' '));  // as the loopback: spaces before a key are skipped
     size_t eq = kv.find('=');
     std::string k = kv.substr(0, eq);
     if (!k.empty()) {
