@@ -49,7 +49,11 @@ const (
 	// (tt_metal/impl/tensor/tensor_apis.cpp enqueue_write_tensor). The older
 	// "Source tensor is not on host." / "Destination tensor is not on
 	// device." texts are gone at the pinned commit.
-	MsgBufferNotAllocated = "Buffer must be allocated on device."
+	// A tensor that is not allocated: copy_to_device reaches
+	// DeviceStorage::get_mesh_tensor, whose TT_THROW says so
+	// (ttnn/core/tensor/tensor_ops.cpp, ttnn/core/tensor/storage.cpp); the
+	// older "Buffer must be allocated on device." is not at the pin.
+	MsgBufferNotAllocated = "Tensor is not allocated"
 	MsgHostShape          = "Host tensor has different shape"
 	MsgHostDType          = "Host tensor has different dtype"
 	MsgHostPageConfig     = "Host tensor has different page config"

@@ -25,7 +25,7 @@ func TestLoopbackTextsAreTTNNs(t *testing.T) {
 	}
 	runtime := []string{
 		"Out of Memory: Not enough space to allocate ",                                          // bank_manager.cpp
-		"Buffer must be allocated on device.",                                                   // tt.MsgBufferNotAllocated
+		"Tensor is not allocated",                                                               // tt.MsgBufferNotAllocated
 		"Reads are not supported during trace capture.",                                         // fd_mesh_command_queue.cpp
 		"Cannot load new binaries during trace capture.",                                        // tt.MsgProgramCacheMissDuringCapture
 		"page table page size in bytes must be a multiple of 32 due to address alignment",       // paged_fill_cache_program_factory.cpp

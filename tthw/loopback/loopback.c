@@ -685,7 +685,7 @@ int32_t offcard_tt_write_host(offcard_tt_device *d, uint64_t id, const int64_t *
   for (uint32_t i = 0; i < rank; i++) vol *= (uint64_t)shape[i];
   if (!lb_esize(dtype) || vol * lb_esize(dtype) != nbytes) return lb_err(OFFCARD_TT_EARG, op, "host tensor holds %llu bytes, want %llu", (unsigned long long)nbytes, (unsigned long long)(vol * lb_esize(dtype)));
   lb_tensor *t = live_tensor(d, id);
-  if (!t) return lb_err(OFFCARD_TT_EDEVICE, op, "Buffer must be allocated on device.");
+  if (!t) return lb_err(OFFCARD_TT_EDEVICE, op, "Tensor is not allocated");
   int same = (int32_t)rank == t->s.rank;
   for (uint32_t i = 0; same && i < rank; i++) same = shape[i] == t->s.dims[i];
   if (!same) return lb_err(OFFCARD_TT_EDEVICE, op, "Host tensor has different shape");
@@ -700,7 +700,7 @@ int32_t offcard_tt_read_host(offcard_tt_device *d, uint64_t id, void *data, uint
   clear_err();
   if (!d || (!data && nbytes)) return lb_err(OFFCARD_TT_EARG, "read", "NULL argument");
   lb_tensor *t = live_tensor(d, id);
-  if (!t) return lb_err(OFFCARD_TT_EDEVICE, "read", "Buffer must be allocated on device.");
+  if (!t) return lb_err(OFFCARD_TT_EDEVICE, "read", "Tensor is not allocated");
   if (lb_volume(&t->s) * lb_esize(t->s.dtype) != nbytes) return lb_err(OFFCARD_TT_EARG, "read", "buffer of %llu bytes, tensor holds %llu", (unsigned long long)nbytes, (unsigned long long)(lb_volume(&t->s) * lb_esize(t->s.dtype)));
   if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, "read", "Reads are not supported during trace capture.");
   return lb_read_logical(d, "read", t, data);
