@@ -332,9 +332,19 @@ var checkCases = map[string]func(f *ckFix) error{
 		o.Input = f.alloc(tt.INT32, tt.Tile, dram, 1, 1, 32, ckD)
 		return f.run(o)
 	},
-	"rms_norm.16": func(f *ckFix) error {
+	"rms_norm.12": func(f *ckFix) error {
 		o := f.rmsNorm()
-		o.Weight = f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, ckD)
+		o.Weight = f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64)
+		return f.run(o)
+	},
+	"rms_norm.15": func(f *ckFix) error {
+		o := f.rmsNorm()
+		o.Weight = f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 64, ckD)
+		return f.run(o)
+	},
+	"rms_norm.17": func(f *ckFix) error {
+		o := f.rmsNorm()
+		o.Weight = f.alloc(tt.BF16, tt.RowMajor, dram, 1, 1, 1, 64)
 		return f.run(o)
 	},
 	"rms_norm.20": func(f *ckFix) error {

@@ -319,8 +319,23 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 		if d := in.spec.DType; d != tt.FP32 && d != tt.BF16 { // (or BFLOAT8_B, which tt has no name for)
 			return opErr(name, "Input tensor must be FLOAT32, BFLOAT16, or BFLOAT8_B, got: %v", d)
 		}
-		if w.spec.Layout != tt.RowMajor {
-			return opErr(name, "Gamma tensor must have ROW_MAJOR layout, got: %v", w.spec.Layout)
+		// The gamma rules: a TILE gamma's width and tile height; a
+		// ROW_MAJOR gamma's rows of one tile width covering the input's
+		// padded width; then its dtype.
+		ap, wp := in.spec.PaddedShape(), w.spec.PaddedShape()
+		if w.spec.Layout == tt.Tile {
+			if ap[len(ap)-1] != wp[len(wp)-1] || w.spec.Width() < in.spec.Width() {
+				return opErr(name, "Input and gamma padded widths must match and gamma logical width must be >= input logical width (otherwise valid input columns would be multiplied by gamma padding). Got input: logical[-1]=%d padded[-1]=%d vs gamma: logical[-1]=%d padded[-1]=%d",
+					in.spec.Width(), ap[len(ap)-1], w.spec.Width(), wp[len(wp)-1])
+			}
+			if wp[len(wp)-2] != tt.TileSize {
+				return opErr(name, "Gamma tensor height must equal tile height (%d), got: %d", tt.TileSize, wp[len(wp)-2])
+			}
+			return contractErr(name, "a TILE gamma is not modelled: tt.RMSNorm takes a ROW_MAJOR [1, 1, n/32, 32] weight")
+		}
+		if vol := w.spec.Volume(); wp[len(wp)-1] != tt.TileSize || vol/tt.TileSize != ap[len(ap)-1]/tt.TileSize {
+			return opErr(name, "Gamma's last padded dim needs to equal tile width and gamma's volume needs to align with last padded dim of input. Error with gamma.value().padded_shape(): %s, tile_width: %d, gamma.value().physical_volume(): %d, a.padded_shape(): %s",
+				ttShape(wp), tt.TileSize, vol, ttShape(ap))
 		}
 		if d := w.spec.DType; d != tt.FP32 && d != tt.BF16 {
 			return opErr(name, "Gamma tensor must be FLOAT32 or BFLOAT16, got: %v", d)

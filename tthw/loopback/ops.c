@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include "lb.h"
 
 float lb_bf16_to_f32(uint16_t b) {
@@ -161,6 +163,15 @@ static uint32_t *read_u(offcard_tt_device *d, const char *op, const lb_tensor *t
 
 #define FAIL(...) return lb_err(OFFCARD_TT_EDEVICE, name, __VA_ARGS__)
 
+/* padded_shape prints a spec's padded shape as tt-metal's Shape operator<<
+ * does ("Shape([1, 1, 1, 64])", tt_metal/common/shape.cpp). */
+static const char *padded_shape(const lb_spec *s, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "Shape([");
+  for (int i = 0; i < s->rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)lb_padded(s, i));
+  if (k < n) snprintf(buf + k, n - k, "])");
+  return buf;
+}
+
 static int want_bf16(const char *name, const char *what, const lb_tensor *t) {
   if (t->s.dtype != OFFCARD_TT_BF16) return lb_err(OFFCARD_TT_EDEVICE, name, "offcard: %s must be BFLOAT16", what);
   return 0;
@@ -279,7 +290,22 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       /* rmsnorm.cpp, then layernorm_device_operation.cpp */
       if (t[0].s.layout == OFFCARD_TT_ROW_MAJOR) FAIL("ttnn::rms_norm does not support ROW_MAJOR input tensors. Use TILE layout.");
       if (t[0].s.dtype != OFFCARD_TT_FP32 && t[0].s.dtype != OFFCARD_TT_BF16) FAIL("Input tensor must be FLOAT32, BFLOAT16, or BFLOAT8_B, got: %s", t[0].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[0].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
-      if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Gamma tensor must have ROW_MAJOR layout, got: TILE");
+      {
+        const lb_spec *as = &t[0].s, *ws = &t[1].s;
+        int64_t aw = lb_padded(as, as->rank - 1), ww = lb_padded(ws, ws->rank - 1);
+        if (ws->layout == OFFCARD_TT_TILE) {
+          if (aw != ww || last(ws) < last(as))
+            FAIL("Input and gamma padded widths must match and gamma logical width must be >= input logical width (otherwise valid input columns would be multiplied by gamma padding). Got input: logical[-1]=%lld padded[-1]=%lld vs gamma: logical[-1]=%lld padded[-1]=%lld",
+                 (long long)last(as), (long long)aw, (long long)last(ws), (long long)ww);
+          if (lb_padded(ws, ws->rank - 2) != LB_TILE) FAIL("Gamma tensor height must equal tile height (%d), got: %lld", LB_TILE, (long long)lb_padded(ws, ws->rank - 2));
+          FAIL("offcard: a TILE gamma is not modelled: tt.RMSNorm takes a ROW_MAJOR [1, 1, n/32, 32] weight");
+        }
+        if (ww != LB_TILE || (int64_t)lb_volume(ws) / LB_TILE != aw / LB_TILE) {
+          char wsh[160], ash[160];
+          FAIL("Gamma's last padded dim needs to equal tile width and gamma's volume needs to align with last padded dim of input. Error with gamma.value().padded_shape(): %s, tile_width: %d, gamma.value().physical_volume(): %llu, a.padded_shape(): %s",
+               padded_shape(ws, wsh, sizeof wsh), LB_TILE, (unsigned long long)lb_volume(ws), padded_shape(as, ash, sizeof ash));
+        }
+      }
       if (t[1].s.dtype != OFFCARD_TT_FP32 && t[1].s.dtype != OFFCARD_TT_BF16) FAIL("Gamma tensor must be FLOAT32 or BFLOAT16, got: %s", t[1].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[1].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
       if (t[0].s.memory == OFFCARD_TT_HEIGHT_SHARDED) FAIL("Height sharded inputs are not supported.");
       if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Weight tensor", &t[1])) return OFFCARD_TT_EDEVICE;
