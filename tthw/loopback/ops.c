@@ -11,10 +11,9 @@
  * logical elements, rounded to bf16 once at the end: not bit-exact with
  * offcard's ref, on purpose. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <stdio.h>
 
 #include "lb.h"
 
