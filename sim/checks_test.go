@@ -104,6 +104,24 @@ func (f *ckFix) rope(in, cos, sin tt.Spec) tt.RotaryEmbeddingHF {
 	return tt.RotaryEmbeddingHF{Input: a(in), Cos: a(cos), Sin: a(sin)}
 }
 
+// llama: decode-mode rotary_embedding_llama on [1, B, 1, D].
+func (f *ckFix) llama(fn func(in, cs, sn, tm *tt.Spec)) tt.RotaryEmbeddingLlama {
+	in, cs := f.ropeSpec(ckD)
+	sn := cs
+	tm := tt.Spec{Shape: []int{1, 1, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(1, [2]int{32, 32})}
+	in.Shape, cs.Shape, sn.Shape, tm.Shape = append([]int(nil), in.Shape...), append([]int(nil), cs.Shape...), append([]int(nil), sn.Shape...), append([]int(nil), tm.Shape...)
+	fn(&in, &cs, &sn, &tm)
+	a := func(s tt.Spec) tt.Tensor {
+		f.t.Helper()
+		x, err := f.d.Allocate(s)
+		if err != nil {
+			f.t.Fatalf("allocate %v: %v", s, err)
+		}
+		return x
+	}
+	return tt.RotaryEmbeddingLlama{Input: a(in), Cos: a(cs), Sin: a(sn), TransMat: a(tm)}
+}
+
 func ropeWith(s tt.Spec, fn func(*tt.Spec)) tt.Spec {
 	s.Shape = append([]int(nil), s.Shape...)
 	fn(&s)
@@ -489,6 +507,81 @@ var checkCases = map[string]func(f *ckFix) error{
 		o := f.ropePrefill()
 		o.Memory = tt.L1WidthSharded(1, [2]int{64, ckD})
 		return f.run(o)
+	},
+	// rotary_embedding_llama_device_operation.cpp, decode mode.
+	"rotary_embedding_llama.3": func(f *ckFix) error {
+		return f.run(f.llama(func(in, _, _, _ *tt.Spec) {
+			in.Layout = tt.RowMajor
+			in.Memory = tt.L1HeightSharded(ckB, [2]int{1, ckD})
+		}))
+	},
+	"rotary_embedding_llama.7": func(f *ckFix) error {
+		return f.run(f.llama(func(_, cs, _, _ *tt.Spec) {
+			cs.Layout = tt.RowMajor
+			cs.Memory = tt.L1HeightSharded(ckB, [2]int{1, ckD})
+		}))
+	},
+	"rotary_embedding_llama.11": func(f *ckFix) error {
+		return f.run(f.llama(func(_, _, sn, _ *tt.Spec) {
+			sn.Layout = tt.RowMajor
+			sn.Memory = tt.L1HeightSharded(ckB, [2]int{1, ckD})
+		}))
+	},
+	"rotary_embedding_llama.15": func(f *ckFix) error {
+		return f.run(f.llama(func(_, _, _, tm *tt.Spec) { tm.Layout = tt.RowMajor; tm.Memory = tt.L1HeightSharded(32, [2]int{1, 32}) }))
+	},
+	"rotary_embedding_llama.17": func(f *ckFix) error {
+		return f.run(f.llama(func(in, cs, sn, _ *tt.Spec) {
+			for _, s := range []*tt.Spec{in, cs, sn} {
+				s.Shape[3] = 288
+				s.Memory = tt.L1HeightSharded(ckB, [2]int{32, 288})
+			}
+		}))
+	},
+	"rotary_embedding_llama.18": func(f *ckFix) error {
+		return f.run(f.llama(func(_, _, _, tm *tt.Spec) { tm.DType = tt.FP32 }))
+	},
+	"rotary_embedding_llama.19": func(f *ckFix) error {
+		o := f.llama(func(_, _, _, _ *tt.Spec) {})
+		o.Memory = dram
+		return f.run(o)
+	},
+	"rotary_embedding_llama.23": func(f *ckFix) error {
+		o := f.llama(func(in, _, _, _ *tt.Spec) { in.Memory = l1 })
+		o.Memory = l1
+		return f.run(o)
+	},
+	"rotary_embedding_llama.20": func(f *ckFix) error {
+		return f.run(f.llama(func(_, _, sn, _ *tt.Spec) { sn.Shape[1] = 1; sn.Memory = tt.L1HeightSharded(1, [2]int{32, ckD}) }))
+	},
+	"rotary_embedding_llama.22": func(f *ckFix) error {
+		return f.run(f.llama(func(in, _, _, _ *tt.Spec) { in.Shape[0] = 2; in.Memory = tt.L1HeightSharded(2*ckB, [2]int{32, ckD}) }))
+	},
+	"rotary_embedding_llama.24": func(f *ckFix) error {
+		return f.run(f.llama(func(_, cs, sn, _ *tt.Spec) { cs.Memory = l1; sn.Memory = l1 }))
+	},
+	"rotary_embedding_llama.25": func(f *ckFix) error {
+		return f.run(f.llama(func(_, _, sn, _ *tt.Spec) { sn.Memory = l1 }))
+	},
+	"rotary_embedding_llama.26": func(f *ckFix) error {
+		return f.run(f.llama(func(_, _, _, tm *tt.Spec) { tm.Memory = dram }))
+	},
+	"rotary_embedding_llama.28": func(f *ckFix) error {
+		return f.run(f.llama(func(_, cs, sn, _ *tt.Spec) {
+			for _, s := range []*tt.Spec{cs, sn} {
+				s.Shape[1] = 1
+				s.Memory = tt.L1HeightSharded(1, [2]int{32, ckD})
+			}
+		}))
+	},
+	"rotary_embedding_llama.30": func(f *ckFix) error {
+		return f.run(f.llama(func(_, _, _, tm *tt.Spec) { tm.Shape[1] = 2; tm.Memory = tt.L1HeightSharded(2, [2]int{32, 32}) }))
+	},
+	"rotary_embedding_llama.31": func(f *ckFix) error {
+		return f.run(f.llama(func(_, _, _, tm *tt.Spec) { tm.Shape[2] = 64; tm.Memory = tt.L1HeightSharded(1, [2]int{64, 32}) }))
+	},
+	"rotary_embedding_llama.32": func(f *ckFix) error {
+		return f.run(f.llama(func(_, _, _, tm *tt.Spec) { tm.Shape[3] = 64; tm.Memory = tt.L1HeightSharded(1, [2]int{32, 64}) }))
 	},
 	// paged_update_cache_device_operation.cpp.
 	"paged_update_cache.4": func(f *ckFix) error {

@@ -660,6 +660,11 @@ func (d *Device) rotary(o rotaryArgs) error {
 	}
 	llama := o.trans != nil
 	return d.launchOp(name, attrKey{b2u(llama)}, ts, func(bs []*buffer) error {
+		if llama {
+			if err := checkRopeLlamaDecode(bs[0].spec, bs[1].spec, bs[2].spec, bs[4].spec, bs[3].spec.Memory); err != nil {
+				return err
+			}
+		}
 		for i, b := range bs {
 			if err := wantBF16(name, []string{"Input tensor", "Cos", "Sin", "Output tensor", "Trans mat"}[i], b); err != nil {
 				return err
@@ -716,6 +721,61 @@ func (d *Device) rotary(o rotaryArgs) error {
 		}
 		return nil
 	}, opLaunch{flag: llama, run: execRotary})
+}
+
+// checkRopeLlamaDecode is rotary_embedding_llama's
+// validate_on_program_cache_miss in decode mode (ttnn/cpp/ttnn/operations/
+// experimental/transformer/rotary_embedding_llama/device/
+// rotary_embedding_llama_device_operation.cpp), in its order.
+func checkRopeLlamaDecode(in, cs, sn, tm tt.Spec, out tt.MemoryConfig) error {
+	const name = "rotary_embedding_llama"
+	if len(in.Shape) != 4 || len(tm.Shape) != 4 {
+		return contractErr(name, "Input tensor and trans mat must be rank 4, got shapes %v and %v", in.Shape, tm.Shape)
+	}
+	switch {
+	case in.Layout != tt.Tile:
+		return opErr(name, "input tensor to rotary embedding must be tilized")
+	case cs.Layout != tt.Tile:
+		return opErr(name, "cos tensor to rotary embedding must be tilized")
+	case sn.Layout != tt.Tile:
+		return opErr(name, "sin tensor to rotary embedding must be tilized")
+	case tm.Layout != tt.Tile:
+		return opErr(name, "transformation matrix to rotary embedding must be tilized")
+	}
+	hd := in.Width()
+	switch {
+	case hd > 256:
+		return opErr(name, "Head dim must be less than 256")
+	case in.DType != tt.BF16 || cs.DType != tt.BF16 || sn.DType != tt.BF16 || tm.DType != tt.BF16:
+		return opErr(name, "All input tensors must have dtype = bfloat16")
+	case in.Memory.Layout != out.Layout:
+		return opErr(name, "Input tensor and output tensor must have same memory layout")
+	case !shapeEqual(cs.Shape, sn.Shape):
+		return opErr(name, "Cos and Sin dims must match")
+	case hd%tt.TileSize != 0:
+		return opErr(name, "Head dim must be a multiple of TILE_WIDTH in decode mode")
+	case in.Shape[0] != 1:
+		return opErr(name, "rotary_embedding_llama currently only supports sharded inputs in decode mode, and therefore, seq_len (in dim 0) must be 1.")
+	case in.Memory.Layout != tt.HeightSharded:
+		return opErr(name, "Sharded inputs for RoPE must be HEIGHT_SHARDED.")
+	case cs.Memory.Layout != tt.HeightSharded:
+		return opErr(name, "cos tensor for RoPE must be HEIGHT_SHARDED.")
+	case sn.Memory.Layout != tt.HeightSharded:
+		return opErr(name, "sin tensor for RoPE must be HEIGHT_SHARDED.")
+	case tm.Memory.Layout != tt.HeightSharded:
+		return opErr(name, "transformation matrix for RoPE must be HEIGHT_SHARDED.")
+	case len(cs.Shape) < 2 || in.Shape[1] != cs.Shape[1]:
+		return opErr(name, "Cos and Sin must have the same batch size as the input")
+	case cs.Memory.Shard.Shape[0] != tt.TileSize:
+		return opErr(name, "In decode mode, RoPE only supports n_heads (shard_shape[0]) less than equal to TILE_HEIGHT")
+	case len(tm.Shape) != 4 || tm.Shape[0] != 1 || tm.Shape[1] != 1:
+		return opErr(name, "Transformation matrix must have 1st & 2nd dim equal to 1")
+	case tm.Memory.Shard.Shape[0] != tt.TileSize:
+		return opErr(name, "Transformation matrix must have 3rd dim equal to TILE_HEIGHT")
+	case tm.Memory.Shard.Shape[1] != tt.TileSize:
+		return opErr(name, "Transformation matrix must have 4th dim equal to TILE_WIDTH")
+	}
+	return nil
 }
 
 // checkRopeHFDecode is rotary_embedding_hf's validate_on_program_cache_miss
