@@ -356,8 +356,8 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 		if !shapeEqual(in.spec.Shape, out.spec.Shape) {
 			return contractErr(name, "Output shape %v != input shape %v", out.spec.Shape, in.spec.Shape)
 		}
-		if w.spec.Volume() != in.g.w {
-			return contractErr(name, "Weight tensor has %d elements, want %d (the last dim)", w.spec.Volume(), in.g.w)
+		if w.spec.Volume() < in.g.w {
+			return contractErr(name, "Weight tensor has %d elements, want at least %d (the last dim)", w.spec.Volume(), in.g.w)
 		}
 		return nil
 	}, opLaunch{eps: o.Epsilon, run: execRMSNorm})
@@ -370,10 +370,11 @@ func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {
 	if err := x.readRows(s, in, src); err != nil {
 		return err
 	}
-	wt := s.buf(1, gi.w)
+	wt := s.buf(1, w.spec.Volume()) // the padded width's weights; the first n are used
 	if err := x.readLogical(s, 2, w, wt); err != nil {
 		return err
 	}
+	wt = wt[:gi.w]
 	dst := s.buf(3, go_.size())
 	n := gi.w
 	for r := 0; r < gi.rows(); r++ {
