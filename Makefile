@@ -5,7 +5,7 @@ PKGS    := ./...
 
 -include testdata.mk
 
-.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score crosscheck loopback ttnn-check
+.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score crosscheck loopback ttnn-check ttnn-table
 all: build loopback
 
 # The C loopback of the device ABI (tthw/loopback, tthw/include/offcard_tt.h),
@@ -28,6 +28,17 @@ ttnn-check:
 	@test -n "$(TTNN_HEADERS)" -a -f "$(TTNN_HEADERS)/cxxflags" || { echo "ttnn-check: set TTNN_HEADERS to a directory with a cxxflags file (tthw/ttnn/README.md)"; exit 2; }
 	g++ -std=c++20 -fsyntax-only -w -Itthw/include $$(cat $(TTNN_HEADERS)/cxxflags) tthw/ttnn/offcard_tt_ttnn.cpp
 	@if command -v clang++ >/dev/null; then echo clang++ -std=c++20 -fsyntax-only; clang++ -std=c++20 -fsyntax-only -w -Itthw/include $$(cat $(TTNN_HEADERS)/cxxflags) tthw/ttnn/offcard_tt_ttnn.cpp; fi
+
+# The drift check of the checks table (tt/checks.tsv): re-reads, in the
+# tt-metal git directory TTMETAL at COMMIT (default: the table's pin), the
+# validate functions the table lists and prints every entry whose text,
+# condition or line changed, and the checks gone or new (exit 1 when any).
+# No network: point TTMETAL at a local clone or mirror.
+TTMETAL ?=
+COMMIT  ?=
+ttnn-table:
+	@test -n "$(TTMETAL)" || { echo "ttnn-table: set TTMETAL to a tt-metal git directory (TTMETAL=path/to/tt-metal/.git)"; exit 2; }
+	$(GO) run ./cmd/ttnn-table -git "$(TTMETAL)" $(if $(COMMIT),-commit "$(COMMIT)")
 
 build:
 	$(GO) build $(PKGS)

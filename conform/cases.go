@@ -20,7 +20,8 @@ func Cases() []Case {
 		{"host-write-refusals", caseWriteRefusals},
 		{"capture-refusals", caseCaptureRefusals},
 		{"plus-one", casePlusOne},
-		{"embedding", caseEmbedding},
+		{"embedding", func(p *Pair) error { return caseEmbedding(p, tt.Tile) }},
+		{"embedding-row-major-output", func(p *Pair) error { return caseEmbedding(p, tt.RowMajor) }},
 		{"paged-update-cache", caseUpdateCache},
 		{"paged-update-cache-list", caseUpdateCacheList},
 		{"paged-fused-update-cache", caseFusedUpdateCache},
@@ -33,6 +34,7 @@ func Cases() []Case {
 		{"create-qkv-heads", caseCreateHeads},
 		{"concat-heads", caseConcatHeads},
 		{"to-memory-config", caseToMemoryConfig},
+		{"to-memory-config-same-config", caseToMemoryConfigSame},
 		{"rms-norm", caseRMSNorm},
 		{"rotary-embedding-hf", func(p *Pair) error { return caseRotary(p, false) }},
 		{"rotary-embedding-llama", func(p *Pair) error { return caseRotary(p, true) }},
@@ -57,6 +59,9 @@ func caseFacts(p *Pair) error {
 	}
 	if f.DRAMBanks != want.banks || f.DRAMAlignment != want.align {
 		return fmt.Errorf("%s: device reports %d DRAM banks, %d B alignment; the arch has %d and %d", f.Arch, f.DRAMBanks, f.DRAMAlignment, want.banks, want.align)
+	}
+	if f.TraceRegionSize != p.TraceRegion {
+		return fmt.Errorf("device reports a %d B trace region, %d B were requested", f.TraceRegionSize, p.TraceRegion)
 	}
 	if f.GridX <= 0 || f.GridY <= 0 || f.L1Size <= 0 {
 		return fmt.Errorf("device reports grid %dx%d and L1 %d B", f.GridX, f.GridY, f.L1Size)
@@ -264,7 +269,21 @@ func caseCaptureRefusals(p *Pair) error {
 	if err := sameErr("end_trace_capture twice", es, ec); err != nil {
 		return err
 	}
-	p.Note("%d refusals, same texts", len(checks)+1)
+	// An id that names no trace: execute_trace fails with replay_mesh_trace's
+	// text; release_trace succeeds (the pool's erase of an absent id,
+	// tt_metal/distributed/mesh_device.cpp).
+	const unknown = 99
+	es, ec = p.Sim.Execute(unknown), p.Card.Execute(unknown)
+	if es == nil {
+		return fmt.Errorf("execute_trace of an unknown id: sim did not refuse")
+	}
+	if err := sameErr("execute_trace of an unknown id", es, ec); err != nil {
+		return err
+	}
+	if err := sameErr("release_trace of an unknown id", p.Sim.Release(unknown), p.Card.Release(unknown)); err != nil {
+		return err
+	}
+	p.Note("%d refusals, same texts; release of an unknown id succeeds on both", len(checks)+2)
 	return nil
 }
 
@@ -303,7 +322,10 @@ func casePlusOne(p *Pair) error {
 	return nil
 }
 
-func caseEmbedding(p *Pair) error {
+// caseEmbedding: a TILE output is what the ttnn shim makes with ttnn's
+// TILE path and a copy (embedding.cpp's row sticks would otherwise land in
+// the tiled buffer); a ROW_MAJOR output takes ttnn's stick kernel directly.
+func caseEmbedding(p *Pair, layout tt.Layout) error {
 	r := rand.New(rand.NewPCG(5, 6))
 	const vocab, hidden, b = 40, 96, 6
 	w, err := p.alloc(dram([]int{vocab, hidden}, tt.BF16, tt.RowMajor))
@@ -314,7 +336,7 @@ func caseEmbedding(p *Pair) error {
 	if err != nil {
 		return err
 	}
-	out, err := p.alloc(dram([]int{1, 1, b, hidden}, tt.BF16, tt.Tile))
+	out, err := p.alloc(dram([]int{1, 1, b, hidden}, tt.BF16, layout))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package conform
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -106,6 +107,70 @@ func caseToMemoryConfig(p *Pair) error {
 		return err
 	}
 	return p.exact("L1 height-sharded -> DRAM", back[0])
+}
+
+// caseToMemoryConfigSame: to the input's own memory config ttnn returns the
+// input itself (ttnn/cpp/ttnn/operations/core/to_memory_config/
+// to_memory_config_op.cpp): the device's new handle shares the input's
+// buffer (same address), freeing it leaves the input intact, and freeing
+// both frees the buffer once. Checked on the device; sim's answer is noted
+// (the simulator models the identity in its own change).
+func caseToMemoryConfigSame(p *Pair) error {
+	r := rand.New(rand.NewPCG(31, 32))
+	spec := dram([]int{1, 1, 32, 64}, tt.BF16, tt.Tile)
+	in, err := p.allocWrite(r, spec, 2)
+	if err != nil {
+		return err
+	}
+	before, err := p.Card.ReadHost(in[1])
+	if err != nil {
+		return err
+	}
+	live, err := p.Card.Live()
+	if err != nil {
+		return err
+	}
+	outs, err := p.Card.Run(tt.ToMemoryConfig{Input: in[1], Memory: spec.Memory})
+	if err != nil {
+		return err
+	}
+	out := outs[0]
+	if out.Addr != in[1].Addr || !out.Spec.Equal(in[1].Spec) {
+		return fmt.Errorf("to_memory_config to the same config: output %v at %#x, input %v at %#x", out.Spec, out.Addr, in[1].Spec, in[1].Addr)
+	}
+	if err := p.Card.Free(out); err != nil {
+		return err
+	}
+	after, err := p.Card.ReadHost(in[1])
+	if err != nil {
+		return fmt.Errorf("the input after freeing its alias: %v", err)
+	}
+	if !bytes.Equal(before.Data, after.Data) {
+		return fmt.Errorf("the input changed when its alias was freed: %s", firstDiff(before, after))
+	}
+	// The buffer is still the input's: a new allocation of the same spec
+	// does not land on it.
+	probe, err := p.Card.Allocate(spec)
+	if err != nil {
+		return err
+	}
+	if probe.Addr == in[1].Addr {
+		return fmt.Errorf("freeing the alias freed the input's buffer: a new tensor lands at %#x", probe.Addr)
+	}
+	if err := p.Card.Free(probe); err != nil {
+		return err
+	}
+	if err := p.Card.Free(in[1]); err != nil {
+		return err
+	}
+	if now, err := p.Card.Live(); err != nil || now.Tensors != live.Tensors-1 {
+		return fmt.Errorf("live tensors %+v after freeing both handles, %+v before (err %v)", now, live, err)
+	}
+	so, err := p.Sim.Run(tt.ToMemoryConfig{Input: in[0], Memory: spec.Memory})
+	if err == nil {
+		p.Note("device: same address %#x, one buffer; sim: output at %#x", out.Addr, so[0].Addr)
+	}
+	return nil
 }
 
 func caseRMSNorm(p *Pair) error {

@@ -86,6 +86,8 @@ func (r Report) Failed() int {
 type Pair struct {
 	Sim  *sim.Device
 	Card *tthw.Device
+	// TraceRegion is the trace region size the device was opened with.
+	TraceRegion int64
 	// detail collects what the case compared, for the report line.
 	detail []string
 }
@@ -110,7 +112,7 @@ func openPair(o Options) (*Pair, error) {
 		card.Close()
 		return nil, err
 	}
-	return &Pair{Sim: s, Card: card}, nil
+	return &Pair{Sim: s, Card: card, TraceRegion: int64(o.Tthw.TraceRegionSize)}, nil
 }
 
 // Open checks that the library loads and reports what it is (a failure

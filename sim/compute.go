@@ -210,26 +210,36 @@ func (d *Device) embedding(o tt.Embedding) error {
 	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
 		in, w, out := bs[0], bs[1], bs[2]
 		// ttnn/cpp/ttnn/operations/embedding/device/embedding_device_operation.cpp
+		// validate_on_program_cache_miss, in its order. (ttnn's wrapper
+		// converts TILE weights to ROW_MAJOR first, embedding.cpp; the
+		// contract takes ROW_MAJOR weights, so sim refuses TILE weights with
+		// the device op's text.)
+		if w.spec.Layout != tt.RowMajor {
+			return opErr(name, "Weights tensor layout must be ROW_MAJOR but got %v", w.spec.Layout)
+		}
 		if in.spec.DType != tt.UINT32 && in.spec.DType != tt.BF16 {
 			return opErr(name, "Input must be UINT32 or BFLOAT16")
+		}
+		if w.spec.DType != tt.BF16 {
+			return opErr(name, "Weights tensor must have BFLOAT16 dtype")
+		}
+		if in.spec.Memory.Sharded() {
+			return opErr(name, "Embedding does not currently support sharded inputs")
+		}
+		if w.spec.Memory.Sharded() {
+			return opErr(name, "Embedding does not currently support sharded weights")
 		}
 		if err := wantLayout(name, "Input tensor", in, tt.RowMajor); err != nil {
 			return err
 		}
-		if err := wantLayout(name, "Weight tensor", w, tt.RowMajor); err != nil {
-			return err
-		}
 		if len(w.spec.Shape) < 2 {
-			return opErr(name, "Weight tensor must be [vocab, hidden], got shape %v", w.spec.Shape)
-		}
-		if err := wantBF16(name, "Weight tensor", w); err != nil {
-			return err
+			return contractErr(name, "Weight tensor must be [vocab, hidden], got shape %v", w.spec.Shape)
 		}
 		if err := wantBF16(name, "Output tensor", out); err != nil {
 			return err
 		}
 		if want := in.spec.Volume() * w.spec.Width(); out.spec.Volume() != want {
-			return opErr(name, "Output tensor shape %v does not hold %d rows of %d", out.spec.Shape, in.spec.Volume(), w.spec.Width())
+			return contractErr(name, "Output tensor shape %v does not hold %d rows of %d", out.spec.Shape, in.spec.Volume(), w.spec.Width())
 		}
 		return nil
 	}, opLaunch{run: execEmbedding})
@@ -300,14 +310,41 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 	const name = "rms_norm"
 	return d.launchOp(name, attrKey{uint64(math.Float32bits(o.Epsilon))}, []*tt.Tensor{&o.Input, &o.Weight, &output}, func(bs []*buffer) error {
 		in, w, out := bs[0], bs[1], bs[2]
-		// ttnn/cpp/ttnn/operations/normalization/layernorm/device/
-		// layernorm_device_operation.cpp (rms_norm is layernorm's RMS mode).
+		// ttnn/cpp/ttnn/operations/normalization/rmsnorm/rmsnorm.cpp, then
+		// layernorm_device_operation.cpp (rms_norm is layernorm's RMS
+		// mode), in their order.
+		if in.spec.Layout == tt.RowMajor {
+			return opErr(name, "ttnn::rms_norm does not support ROW_MAJOR input tensors. Use TILE layout.")
+		}
+		if d := in.spec.DType; d != tt.FP32 && d != tt.BF16 { // (or BFLOAT8_B, which tt has no name for)
+			return opErr(name, "Input tensor must be FLOAT32, BFLOAT16, or BFLOAT8_B, got: %v", d)
+		}
+		// The gamma rules: a TILE gamma's width and tile height; a
+		// ROW_MAJOR gamma's rows of one tile width covering the input's
+		// padded width; then its dtype.
+		ap, wp := in.spec.PaddedShape(), w.spec.PaddedShape()
+		if w.spec.Layout == tt.Tile {
+			if ap[len(ap)-1] != wp[len(wp)-1] || w.spec.Width() < in.spec.Width() {
+				return opErr(name, "Input and gamma padded widths must match and gamma logical width must be >= input logical width (otherwise valid input columns would be multiplied by gamma padding). Got input: logical[-1]=%d padded[-1]=%d vs gamma: logical[-1]=%d padded[-1]=%d",
+					in.spec.Width(), ap[len(ap)-1], w.spec.Width(), wp[len(wp)-1])
+			}
+			if wp[len(wp)-2] != tt.TileSize {
+				return opErr(name, "Gamma tensor height must equal tile height (%d), got: %d", tt.TileSize, wp[len(wp)-2])
+			}
+			return contractErr(name, "a TILE gamma is not modelled: tt.RMSNorm takes a ROW_MAJOR [1, 1, n/32, 32] weight")
+		}
+		if vol := w.spec.Volume(); wp[len(wp)-1] != tt.TileSize || vol/tt.TileSize != ap[len(ap)-1]/tt.TileSize {
+			return opErr(name, "Gamma's last padded dim needs to equal tile width and gamma's volume needs to align with last padded dim of input. Error with gamma.value().padded_shape(): %s, tile_width: %d, gamma.value().physical_volume(): %d, a.padded_shape(): %s",
+				ttShape(wp), tt.TileSize, vol, ttShape(ap))
+		}
+		if d := w.spec.DType; d != tt.FP32 && d != tt.BF16 {
+			return opErr(name, "Gamma tensor must be FLOAT32 or BFLOAT16, got: %v", d)
+		}
 		if in.spec.Memory.Layout == tt.HeightSharded {
 			return opErr(name, "Height sharded inputs are not supported.")
 		}
-		if in.spec.Layout != tt.Tile {
-			return opErr(name, "Only tile layout is supported") // ~
-		}
+		// ttnn accepts FLOAT32 and BFLOAT8_B input and FLOAT32 gamma; the
+		// simulator computes BF16 only.
 		for _, c := range []struct {
 			what string
 			b    *buffer
@@ -317,10 +354,10 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 			}
 		}
 		if !shapeEqual(in.spec.Shape, out.spec.Shape) {
-			return opErr(name, "Output shape %v != input shape %v", out.spec.Shape, in.spec.Shape)
+			return contractErr(name, "Output shape %v != input shape %v", out.spec.Shape, in.spec.Shape)
 		}
-		if w.spec.Volume() != in.g.w {
-			return opErr(name, "Weight tensor has %d elements, want %d (the last dim)", w.spec.Volume(), in.g.w)
+		if w.spec.Volume() < in.g.w {
+			return contractErr(name, "Weight tensor has %d elements, want at least %d (the last dim)", w.spec.Volume(), in.g.w)
 		}
 		return nil
 	}, opLaunch{eps: o.Epsilon, run: execRMSNorm})
@@ -333,10 +370,11 @@ func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {
 	if err := x.readRows(s, in, src); err != nil {
 		return err
 	}
-	wt := s.buf(1, gi.w)
+	wt := s.buf(1, w.spec.Volume()) // the padded width's weights; the first n are used
 	if err := x.readLogical(s, 2, w, wt); err != nil {
 		return err
 	}
+	wt = wt[:gi.w]
 	dst := s.buf(3, go_.size())
 	n := gi.w
 	for r := 0; r < gi.rows(); r++ {
@@ -356,6 +394,9 @@ func (d *Device) linear(o tt.Linear) error {
 	const name = "linear"
 	return d.launchOp(name, attrKey{b2u(o.TransposeB)}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output, o.Bias}, func(bs []*buffer) error {
 		in, w, out, bias := bs[0], bs[1], bs[2], bs[3]
+		if in.spec.DType != tt.BF16 && in.spec.DType != tt.FP32 {
+			return opErr(name, "Unsupported data format") // is_floating_point
+		}
 		for _, c := range []struct {
 			what string
 			b    *buffer
@@ -367,19 +408,25 @@ func (d *Device) linear(o tt.Linear) error {
 				return err
 			}
 		}
+		// matmul_device_operation.cpp validate_on_program_cache_miss.
+		if in.spec.Layout != tt.Tile || w.spec.Layout != tt.Tile {
+			return opErr(name, "Inputs to matmul must be tilized")
+		}
 		gi, gw, gout := in.g, w.g, out.g
 		k, n := gw.h*gw.outer, gw.w
 		if o.TransposeB {
 			k, n = n, k
 		}
+		// ttnn/cpp/ttnn/operations/matmul/device/matmul_device_operation.cpp
+		// validate_matmul_matrix_dimensions.
 		if gi.w != k {
-			return opErr(name, "The width of the first tensor (%d) must be equal to the height of the second tensor (%d)", gi.w, k)
+			return opErr(name, "The width of the first tensor must be equal to the height of the second tensor. Mismatch: width=%d height=%d", gi.w, k)
 		}
 		if gout.w != n || gout.rows() != gi.rows() {
-			return opErr(name, "Output shape %v, want %d rows of %d", out.spec.Shape, gi.rows(), n)
+			return contractErr(name, "Output shape %v, want %d rows of %d", out.spec.Shape, gi.rows(), n)
 		}
 		if bias != nil && bias.spec.Volume() != n {
-			return opErr(name, "Bias tensor has %d elements, want %d", bias.spec.Volume(), n)
+			return contractErr(name, "Bias tensor has %d elements, want %d", bias.spec.Volume(), n)
 		}
 		return nil
 	}, opLaunch{flag: o.TransposeB, run: execLinear})
@@ -487,6 +534,35 @@ func transpose(dst, raw []bf16.BF16, g geom, k, n int) {
 
 // ---- nlp_create_qkv_heads_decode ----
 
+// checkCreateHeadsDecode is validate_on_program_cache_miss of
+// nlp_create_qkv_heads_decode (ttnn/cpp/ttnn/operations/experimental/
+// transformer/nlp_create_qkv_heads_decode/device/
+// nlp_create_qkv_heads_decode_device_operation.cpp), in its order, for what
+// the contract can express (interleaved input, overlap_qk_coregrid true,
+// the output grid the contract allocates).
+func checkCreateHeadsDecode(o tt.NLPCreateQKVHeadsDecode) error {
+	const name = "nlp_create_qkv_heads_decode"
+	s := o.Input.Spec
+	if s.DType != tt.FP32 && s.DType != tt.BF16 {
+		return opErr(name, "Unsupported data format")
+	}
+	if s.Layout != tt.Tile {
+		return opErr(name, "Only tile layout is supported for input tensor")
+	}
+	sh := s.Shape
+	const numUsersSupported = 32
+	if sh[3]%tt.TileSize != 0 || sh[2] > numUsersSupported || sh[1] != 1 || sh[0] != 1 {
+		return opErr(name, "Unsupported input shape = %s", ttShape(sh))
+	}
+	if s.Memory.Sharded() && s.Memory.Layout != tt.WidthSharded {
+		return opErr(name, "Current input memory layout is %v. It must be width sharded", s.Memory.Layout)
+	}
+	if o.NumHeads < o.NumKVHeads {
+		return opErr(name, "num_q_heads=%d must be greater than or equal to num_kv_heads=%d", o.NumHeads, o.NumKVHeads)
+	}
+	return nil
+}
+
 // createHeads: Input BF16 [1,1,B,(NumHeads+2*NumKVHeads)*D]; Q BF16
 // [1,B,Hq,D] with Hq >= NumHeads (32 when padded logically, or NumHeads with
 // the tile padding); K and V [1,B,Hkv,D] with Hkv >= NumKVHeads. Row (b,h) of
@@ -497,7 +573,7 @@ func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode, outs []tt.Tensor) err
 	return d.launchOp(name, attrKey{uint64(o.NumHeads), uint64(o.NumKVHeads)}, []*tt.Tensor{&o.Input, &outs[0], &outs[1], &outs[2]}, func(bs []*buffer) error {
 		in := bs[0]
 		if o.NumHeads <= 0 || o.NumKVHeads <= 0 {
-			return opErr(name, "num_heads (%d) and num_kv_heads (%d) must be positive", o.NumHeads, o.NumKVHeads)
+			return contractErr(name, "num_heads (%d) and num_kv_heads (%d) must be positive", o.NumHeads, o.NumKVHeads)
 		}
 		for i, b := range bs {
 			if err := wantBF16(name, []string{"Input tensor", "Q", "K", "V"}[i], b); err != nil {
@@ -511,7 +587,7 @@ func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode, outs []tt.Tensor) err
 		}
 		dh := q.Shape[3]
 		if gi.w != (o.NumHeads+2*o.NumKVHeads)*dh {
-			return opErr(name, "Input width %d != (num_heads + 2*num_kv_heads) * head_dim = %d", gi.w, (o.NumHeads+2*o.NumKVHeads)*dh)
+			return contractErr(name, "Input width %d != (num_heads + 2*num_kv_heads) * head_dim = %d", gi.w, (o.NumHeads+2*o.NumKVHeads)*dh)
 		}
 		for i, b := range bs[1:] {
 			heads := o.NumHeads
@@ -523,7 +599,7 @@ func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode, outs []tt.Tensor) err
 			}
 			sh := b.spec.Shape
 			if sh[0] != 1 || sh[1] != gi.rows() || sh[2] < heads || sh[3] != dh {
-				return opErr(name, "Output shape %v, want [1, %d, >=%d, %d]", sh, gi.rows(), heads, dh)
+				return contractErr(name, "Output shape %v, want [1, %d, >=%d, %d]", sh, gi.rows(), heads, dh)
 			}
 		}
 		return nil
@@ -585,6 +661,11 @@ func (d *Device) rotary(o rotaryArgs) error {
 	}
 	llama := o.trans != nil
 	return d.launchOp(name, attrKey{b2u(llama)}, ts, func(bs []*buffer) error {
+		if llama {
+			if err := checkRopeLlamaDecode(bs[0].spec, bs[1].spec, bs[2].spec, bs[4].spec, bs[3].spec.Memory); err != nil {
+				return err
+			}
+		}
 		for i, b := range bs {
 			if err := wantBF16(name, []string{"Input tensor", "Cos", "Sin", "Output tensor", "Trans mat"}[i], b); err != nil {
 				return err
@@ -598,41 +679,149 @@ func (d *Device) rotary(o rotaryArgs) error {
 		// rotary_embedding_hf/device/rotary_embedding_hf_device_operation.cpp,
 		// and rotary_embedding_llama's): all TILE, input height-sharded one
 		// user per core, cos/sin sharded with the same shape, [1, B, 1, D].
+		if !llama {
+			if err := checkRopeHFDecode(in.spec, bs[1].spec, bs[2].spec); err != nil {
+				return err
+			}
+		}
+		// What the contract's decode form needs beyond ttnn's checks (and,
+		// for rotary_embedding_llama, whose decode checks are not modelled:
+		// the table lists them as left out).
 		for i, b := range bs {
 			if b.spec.Layout != tt.Tile {
-				return opErr(name, "%s must be TILE layout", []string{"Input tensor", "Cos", "Sin", "Output tensor", "Trans mat"}[i]) // ~
+				return contractErr(name, "%s must be TILE layout", []string{"Input tensor", "Cos", "Sin", "Output tensor", "Trans mat"}[i])
 			}
 		}
 		if in.spec.Memory.Layout != tt.HeightSharded {
-			return opErr(name, "Input tensor must be HEIGHT_SHARDED in decode mode") // ~
+			return contractErr(name, "Input tensor must be HEIGHT_SHARDED in decode mode")
 		}
 		if !bs[1].spec.Equal(bs[2].spec) {
-			return opErr(name, "Cos and sin must have the same spec: %v vs %v", bs[1].spec, bs[2].spec) // ~
+			return contractErr(name, "Cos and sin must have the same spec: %v vs %v", bs[1].spec, bs[2].spec)
 		}
 		if !bs[1].spec.Memory.Sharded() {
-			return opErr(name, "Cos and sin must be sharded in decode mode") // ~
+			return contractErr(name, "Cos and sin must be sharded in decode mode")
 		}
 		if cs := bs[1].spec.Shape; len(cs) != 4 || cs[0] != 1 || cs[1] != in.spec.Shape[1] || cs[2] != 1 || cs[3] != in.spec.Shape[3] {
-			return opErr(name, "Cos and sin must be [1, %d, 1, %d] in decode mode, got %v", in.spec.Shape[1], in.spec.Shape[3], cs) // ~
+			return contractErr(name, "Cos and sin must be [1, %d, 1, %d] in decode mode, got %v", in.spec.Shape[1], in.spec.Shape[3], cs)
 		}
 		if !shapeEqual(in.spec.Shape, out.spec.Shape) {
-			return opErr(name, "Output shape %v != input shape %v", out.spec.Shape, in.spec.Shape)
+			return contractErr(name, "Output shape %v != input shape %v", out.spec.Shape, in.spec.Shape)
 		}
 		sh := in.spec.Shape
 		if sh[3]%2 != 0 {
-			return opErr(name, "head_dim %d must be even", sh[3])
+			return contractErr(name, "head_dim %d must be even", sh[3])
 		}
 		want := sh[0] * sh[1] * sh[3]
 		if bs[1].spec.Volume() != want || bs[2].spec.Volume() != want {
-			return opErr(name, "Cos/Sin must hold %d users of %d, got shapes %v and %v", sh[0]*sh[1], sh[3], bs[1].spec.Shape, bs[2].spec.Shape)
+			return contractErr(name, "Cos/Sin must hold %d users of %d, got shapes %v and %v", sh[0]*sh[1], sh[3], bs[1].spec.Shape, bs[2].spec.Shape)
 		}
 		if llama {
 			if tm := bs[4].spec; !shapeEqual(tm.Shape, []int{1, 1, tt.TileSize, tt.TileSize}) || tm.Layout != tt.Tile {
-				return opErr(name, "Transformation matrix must be [1, 1, 32, 32] TILE, got %v", tm)
+				return contractErr(name, "Transformation matrix must be [1, 1, 32, 32] TILE, got %v", tm)
 			}
 		}
 		return nil
 	}, opLaunch{flag: llama, run: execRotary})
+}
+
+// checkRopeLlamaDecode is rotary_embedding_llama's
+// validate_on_program_cache_miss in decode mode (ttnn/cpp/ttnn/operations/
+// experimental/transformer/rotary_embedding_llama/device/
+// rotary_embedding_llama_device_operation.cpp), in its order.
+func checkRopeLlamaDecode(in, cs, sn, tm tt.Spec, out tt.MemoryConfig) error {
+	const name = "rotary_embedding_llama"
+	if len(in.Shape) != 4 || len(tm.Shape) != 4 {
+		return contractErr(name, "Input tensor and trans mat must be rank 4, got shapes %v and %v", in.Shape, tm.Shape)
+	}
+	switch {
+	case in.Layout != tt.Tile:
+		return opErr(name, "input tensor to rotary embedding must be tilized")
+	case cs.Layout != tt.Tile:
+		return opErr(name, "cos tensor to rotary embedding must be tilized")
+	case sn.Layout != tt.Tile:
+		return opErr(name, "sin tensor to rotary embedding must be tilized")
+	case tm.Layout != tt.Tile:
+		return opErr(name, "transformation matrix to rotary embedding must be tilized")
+	}
+	hd := in.Width()
+	switch {
+	case hd > 256:
+		return opErr(name, "Head dim must be less than 256")
+	case in.DType != tt.BF16 || cs.DType != tt.BF16 || sn.DType != tt.BF16 || tm.DType != tt.BF16:
+		return opErr(name, "All input tensors must have dtype = bfloat16")
+	case in.Memory.Layout != out.Layout:
+		return opErr(name, "Input tensor and output tensor must have same memory layout")
+	case !shapeEqual(cs.Shape, sn.Shape):
+		return opErr(name, "Cos and Sin dims must match")
+	case hd%tt.TileSize != 0:
+		return opErr(name, "Head dim must be a multiple of TILE_WIDTH in decode mode")
+	case in.Shape[0] != 1:
+		return opErr(name, "rotary_embedding_llama currently only supports sharded inputs in decode mode, and therefore, seq_len (in dim 0) must be 1.")
+	case in.Memory.Layout != tt.HeightSharded:
+		return opErr(name, "Sharded inputs for RoPE must be HEIGHT_SHARDED.")
+	case cs.Memory.Layout != tt.HeightSharded:
+		return opErr(name, "cos tensor for RoPE must be HEIGHT_SHARDED.")
+	case sn.Memory.Layout != tt.HeightSharded:
+		return opErr(name, "sin tensor for RoPE must be HEIGHT_SHARDED.")
+	case tm.Memory.Layout != tt.HeightSharded:
+		return opErr(name, "transformation matrix for RoPE must be HEIGHT_SHARDED.")
+	case len(cs.Shape) < 2 || in.Shape[1] != cs.Shape[1]:
+		return opErr(name, "Cos and Sin must have the same batch size as the input")
+	case cs.Memory.Shard.Shape[0] != tt.TileSize:
+		return opErr(name, "In decode mode, RoPE only supports n_heads (shard_shape[0]) less than equal to TILE_HEIGHT")
+	case len(tm.Shape) != 4 || tm.Shape[0] != 1 || tm.Shape[1] != 1:
+		return opErr(name, "Transformation matrix must have 1st & 2nd dim equal to 1")
+	case tm.Memory.Shard.Shape[0] != tt.TileSize:
+		return opErr(name, "Transformation matrix must have 3rd dim equal to TILE_HEIGHT")
+	case tm.Memory.Shard.Shape[1] != tt.TileSize:
+		return opErr(name, "Transformation matrix must have 4th dim equal to TILE_WIDTH")
+	}
+	return nil
+}
+
+// checkRopeHFDecode is rotary_embedding_hf's validate_on_program_cache_miss
+// in decode mode (ttnn/cpp/ttnn/operations/experimental/transformer/
+// rotary_embedding_hf/device/rotary_embedding_hf_device_operation.cpp), in
+// its order.
+func checkRopeHFDecode(in, cs, sn tt.Spec) error {
+	const name = "rotary_embedding_hf"
+	switch {
+	case in.Layout != tt.Tile:
+		return opErr(name, "Input must be tilized")
+	case cs.Layout != tt.Tile:
+		return opErr(name, "Cos must be tilized")
+	case sn.Layout != tt.Tile:
+		return opErr(name, "Sin must be tilized")
+	}
+	if len(cs.Shape) != 4 || len(sn.Shape) != 4 {
+		return contractErr(name, "Cos and sin must be rank 4, got %v and %v", cs.Shape, sn.Shape)
+	}
+	x := in.PaddedDim(3)
+	if x != tt.TileSize && x%(2*tt.TileSize) != 0 {
+		return opErr(name, "Input X dim (%d) must be either %d (single tile) or divisible by %d (rotate_half midpoint must align with a tile boundary).", x, tt.TileSize, 2*tt.TileSize)
+	}
+	cp, sp := cs.PaddedShape(), sn.PaddedShape()
+	switch {
+	case cs.DType != sn.DType:
+		return opErr(name, "Cos and Sin dtypes must match")
+	case !shapeEqual(cp, sp):
+		return opErr(name, "Cos and Sin shapes must match")
+	case cp[0] != 1 || cp[3] != x:
+		return opErr(name, "Cos dims must match input dims")
+	case !in.Memory.Sharded():
+		return opErr(name, "Input must be sharded in decode mode")
+	case in.Memory.Layout != tt.HeightSharded:
+		return opErr(name, "Input must be HEIGHT_SHARDED in decode mode")
+	case !cs.Memory.Sharded():
+		return opErr(name, "Cos must be sharded in decode mode")
+	case !sn.Memory.Sharded():
+		return opErr(name, "Sin must be sharded in decode mode")
+	case cp[1] != in.PaddedDim(1):
+		return opErr(name, "Cos batch dim must match input")
+	case sp[1] != in.PaddedDim(1):
+		return opErr(name, "Sin batch dim must match input")
+	}
+	return nil
 }
 
 func execRotary(l *opLaunch, x *opIO, s *scratch) error {
@@ -714,7 +903,7 @@ func (d *Device) toMemoryConfig(o tt.ToMemoryConfig, output tt.Tensor) error {
 	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &output}, func(bs []*buffer) error {
 		in, out := bs[0], bs[1]
 		if !shapeEqual(in.spec.Shape, out.spec.Shape) || in.spec.DType != out.spec.DType || in.spec.Layout != out.spec.Layout {
-			return opErr(name, "Output spec %v does not match input spec %v", out.spec, in.spec)
+			return contractErr(name, "Output spec %v does not match input spec %v", out.spec, in.spec)
 		}
 		return nil
 	}, opLaunch{run: execCopy})
@@ -742,32 +931,54 @@ func (d *Device) concatHeads(o tt.ConcatHeads) error {
 	const name = "nlp_concat_heads_decode"
 	return d.launchOp(name, attrKey{uint64(o.NumHeads)}, []*tt.Tensor{&o.Input, &o.Output}, func(bs []*buffer) error {
 		in, out := bs[0], bs[1]
+		// ttnn/cpp/ttnn/operations/experimental/transformer/
+		// nlp_concat_heads_decode/device/
+		// nlp_concat_heads_decode_device_operation.cpp, in its order; the
+		// program factory then reads the output's shard spec (an
+		// interleaved output throws std::bad_optional_access).
+		if err := wantRank(name, "Input tensor", in, 4); err != nil {
+			return err
+		}
+		if in.spec.DType != tt.FP32 && in.spec.DType != tt.BF16 {
+			return opErr(name, "Unsupported data format")
+		}
+		if in.spec.Layout != tt.Tile {
+			return opErr(name, "Input tensor layout must be TILE but got %v", in.spec.Layout)
+		}
+		sh := in.spec.Shape
+		if sh[0] != 1 {
+			return opErr(name, "seqlen=1 for decode")
+		}
+		if sh[1] > 32 {
+			return opErr(name, "currently only support less than 32 users")
+		}
+		if p := in.spec.PaddedDim(2); p%32 != 0 {
+			return opErr(name, "padded heads must be a multiple of TILE_HEIGHT (32), got %d", p)
+		}
+		if in.spec.PaddedDim(2) < o.NumHeads {
+			return opErr(name, "head_dim must be multiple of TILE_WIDTH")
+		}
+		if !in.spec.Memory.Sharded() {
+			return opErr(name, "Input tensor must be sharded")
+		}
+		if in.spec.Memory.Layout != tt.HeightSharded {
+			return opErr(name, "Input tensor memory layout must be HEIGHT_SHARDED but got %v", in.spec.Memory.Layout)
+		}
 		if err := wantBF16(name, "Input tensor", in); err != nil {
 			return err
 		}
 		if err := wantBF16(name, "Output tensor", out); err != nil {
 			return err
 		}
-		// ttnn/cpp/ttnn/operations/experimental/transformer/
-		// nlp_concat_heads_decode/device/: the input is height-sharded one
-		// user per core; the program factory reads the output's shard spec
-		// (an interleaved output throws std::bad_optional_access).
-		if in.spec.Memory.Layout != tt.HeightSharded {
-			return opErr(name, "Input tensor must be HEIGHT_SHARDED") // ~
-		}
 		if !out.spec.Memory.Sharded() {
 			return opErr(name, "bad optional access") // std::bad_optional_access::what()
 		}
-		if err := wantRank(name, "Input tensor", in, 4); err != nil {
-			return err
-		}
-		sh := in.spec.Shape
-		if o.NumHeads <= 0 || o.NumHeads > sh[2] {
-			return opErr(name, "num_heads %d out of range for input shape %v", o.NumHeads, sh)
+		if o.NumHeads <= 0 {
+			return contractErr(name, "num_heads %d out of range for input shape %v", o.NumHeads, sh)
 		}
 		g := out.g
 		if g.rows() != sh[0]*sh[1] || g.w != o.NumHeads*sh[3] {
-			return opErr(name, "Output shape %v, want [1, 1, %d, %d]", out.spec.Shape, sh[0]*sh[1], o.NumHeads*sh[3])
+			return contractErr(name, "Output shape %v, want [1, 1, %d, %d]", out.spec.Shape, sh[0]*sh[1], o.NumHeads*sh[3])
 		}
 		return nil
 	}, opLaunch{n: o.NumHeads, run: execConcat})
@@ -806,7 +1017,7 @@ func (d *Device) eltwise(name string, a, b, out tt.Tensor, silu bool) error {
 		}
 		for _, x := range bs[1:] {
 			if !shapeEqual(x.spec.Shape, bs[0].spec.Shape) || x.spec.Layout != bs[0].spec.Layout {
-				return opErr(name, "Tensors must have the same shape and layout: %v vs %v", bs[0].spec, x.spec)
+				return contractErr(name, "Tensors must have the same shape and layout: %v vs %v", bs[0].spec, x.spec)
 			}
 		}
 		return nil
@@ -923,17 +1134,26 @@ func (d *Device) argmax(o tt.Argmax) error {
 	const name = "argmax"
 	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &o.Output}, func(bs []*buffer) error {
 		in, out := bs[0], bs[1]
+		// ttnn/cpp/ttnn/operations/reduction/argmax/device/
+		// argmax_device_operation.cpp validate_on_program_cache_miss, in
+		// its order (the preallocated output's checks).
+		if in.spec.Memory.Sharded() {
+			return opErr(name, "Only INTERLEAVED memory layout is supported for inputs, got %v", in.spec.Memory.Layout)
+		}
 		if err := wantBF16(name, "Input tensor", in); err != nil {
 			return err
 		}
-		if out.spec.DType != tt.UINT32 && out.spec.DType != tt.INT32 {
-			return opErr(name, "Output tensor must be UINT32, got %v", out.spec.DType)
+		if out.spec.DType != tt.UINT32 {
+			return opErr(name, "Only UINT32 is supported for outputs, got %v", out.spec.DType)
 		}
-		if err := wantLayout(name, "Output tensor", out, tt.RowMajor); err != nil {
-			return err
+		if out.spec.Memory.Sharded() {
+			return opErr(name, "Only INTERLEAVED memory layout is supported for outputs, got %v", out.spec.Memory.Layout)
+		}
+		if out.spec.Layout != tt.RowMajor {
+			return opErr(name, "Output tensor must have ROW_MAJOR layout, got %v", out.spec.Layout)
 		}
 		if out.spec.Volume() < in.g.rows() {
-			return opErr(name, "Output tensor %v holds fewer than %d indices", out.spec.Shape, in.g.rows())
+			return contractErr(name, "Output tensor %v holds fewer than %d indices", out.spec.Shape, in.g.rows())
 		}
 		return nil
 	}, opLaunch{run: execArgmax})

@@ -174,13 +174,10 @@ func TestRMSNormMatchesRef(t *testing.T) {
 			x := cRand(r, vol, specials)
 			wv := cRand(r, c.n, false)
 			in := cUpload(t, d, cSpec(tt.BF16, tt.Tile, c.shape...), x)
-			var ws tt.Spec
-			if c.n%32 == 0 {
-				ws = cSpec(tt.BF16, tt.RowMajor, 1, 1, c.n/32, 32)
-			} else {
-				ws = cSpec(tt.BF16, tt.RowMajor, c.n)
-			}
-			w := cUpload(t, d, ws, wv)
+			// ttnn's gamma layout: tile-wide rows covering the input's
+			// padded width (the padding columns' weights are not used)
+			np := (c.n + 31) / 32
+			w := cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, 1, 1, np, 32), append(slices.Clone(wv), make([]bf16.BF16, np*32-c.n)...))
 			const eps = 1e-6
 			out := cOut(t, d, tt.RMSNorm{Input: in, Weight: w, Epsilon: eps})
 			want := make([]bf16.BF16, vol)
@@ -330,7 +327,9 @@ func TestTilePaddingWrittenZero(t *testing.T) {
 	wide, narrow := dims{64, 64}, dims{48, 40}
 	norms, weights := map[dims]tt.Tensor{}, map[dims]tt.Tensor{}
 	for _, w := range []dims{wide, narrow} {
-		norms[w] = cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, 1, 1, 1, w.k), cRand(r, w.k, false))
+		// ttnn's gamma: tile-wide rows covering the input's padded width
+		kp := (w.k + 31) / 32
+		norms[w] = cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, 1, 1, kp, 32), cRand(r, kp*32, false))
 		weights[w] = cUpload(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, w.n, w.k), cRand(r, w.n*w.k, false))
 	}
 	ops := []struct {
@@ -580,7 +579,7 @@ func TestPagedFillCacheSkipsMinusOne(t *testing.T) {
 			op := tt.PagedFillCache{Cache: cache, Input: in, PageTable: pt, BatchIdx: c.batch}
 			if c.bidx {
 				bi := cUploadI32(t, d, cSpec(tt.INT32, tt.RowMajor, 1), []int32{int32(c.batch)})
-				op.BatchIdx = 99
+				op.BatchIdx = 0 // the fallback, checked against the table's rows even with the tensor
 				op.BatchIdxTensor = &bi
 			}
 			before := cDown(t, d, cache)
@@ -779,7 +778,7 @@ func TestPagedSDPAValidation(t *testing.T) {
 	pt3 := cAlloc(t, d, cSpec(tt.INT32, tt.RowMajor, 3, 2))
 	cp3 := cAlloc(t, d, cSpec(tt.INT32, tt.RowMajor, 3))
 	err = run1(d, tt.PagedSDPADecode{Q: qt, K: kt, V: vt, PageTable: pt3, CurPos: cp3})
-	if !tt.HasMsg(err, "Page_table must have batch size equal to Q") {
+	if !tt.HasMsg(err, "cur_pos must have batch size equal to Q, got 3 and 2") {
 		t.Fatalf("batch mismatch: %v", err)
 	}
 	ptU := cAlloc(t, d, cSpec(tt.UINT32, tt.RowMajor, 2, 2))

@@ -39,8 +39,9 @@
 // Programs (§1.1-1.2, §6.5): ops are validated on every call, hits
 // included (ttnn/api/ttnn/device_operation.hpp: a hit runs
 // validate_on_program_cache_hit, which for these ops is the miss
-// validation), with ttnn's texts where known (offcard's own texts are
-// marked "// ~" in the code); then looked up in a program cache keyed by op
+// validation), with ttnn's texts verbatim (every check is a row of the
+// table tt/checks.tsv, with its tt-metal path:line; refusals of offcard's
+// own contract start with tt.ContractPrefix "offcard: "); then looked up in a program cache keyed by op
 // attributes and tensor specs (never addresses or contents; SDPA decode keys
 // the cur_pos tensor's spec too); a hit only refreshes runtime arguments. Each program
 // places its circular buffers from the same L1 base in creation order, so
@@ -108,8 +109,8 @@
 // multi-core split per user (one core per user here) and NaN propagation
 // through masked tiles; the exact kernel-binary sizes and trace-buffer
 // sizes (1 KiB per launch is assumed); the trace_region_size == 0 dynamic
-// trace buffer; ttnn's texts for checks the reference notes do not quote
-// (marked "// ~"); the full shape rules of the RoPE ops' trans_mat and of
+// trace buffer; the checks tt/checks.tsv lists as left out (with the
+// reason for each); the full shape rules of the RoPE ops' trans_mat and of
 // nlp_create_qkv_heads_decode's core-grid options.
 //
 // Observability: Options.LogKV records every KV row write of the paged

@@ -29,52 +29,77 @@ func (d *Device) fillCache(o tt.PagedFillCache) error {
 	cache, in, pt, bi := bs[0], bs[1], bs[2], bs[3]
 	validate := func() error {
 		cs, is, ps := cache.spec, in.spec, pt.spec
-		if cs.DType != tt.FP32 && cs.DType != tt.BF16 {
-			return opErr(name, "Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B") // ~
+		// ttnn/cpp/ttnn/operations/experimental/paged_cache/device/
+		// fill_cache/paged_fill_cache_device_operation.cpp
+		// validate_on_program_cache_miss, in its order.
+		if is.DType != tt.FP32 && is.DType != tt.BF16 {
+			return opErr(name, "Data type of input tensor for fill cache must be FLOAT32, BFLOAT16, or BFLOAT8_b")
 		}
-		if is.DType != cs.DType {
-			return opErr(name, "Input tensor dtype (%v) must match cache tensor dtype (%v)", is.DType, cs.DType) // ~
+		if is.Memory.Layout != tt.Interleaved {
+			return opErr(name, "Expect input_tensor to have memory layout INTERLEAVED")
 		}
-		if cs.Memory != tt.DRAMInterleaved {
-			return opErr(name, "Only DRAM interleaved cache is supported") // ~
-		}
-		if cs.Layout != tt.Tile || is.Layout != tt.Tile {
-			return opErr(name, "Input and cache tensors must be tilized") // ~
-		}
-		if is.Memory.Layout != tt.Interleaved || ps.Memory.Layout != tt.Interleaved {
-			return opErr(name, "Input tensor and page table must be interleaved") // ~
+		if ps.Memory.Layout != tt.Interleaved {
+			return opErr(name, "Expect page_table_tensor to have memory layout INTERLEAVED")
 		}
 		if ps.DType != tt.INT32 {
-			return opErr(name, "Page table must be INT32") // ~
+			return opErr(name, "Expect page_table_tensor to have datatype INT32")
 		}
-		if ps.Layout != tt.RowMajor || len(ps.Shape) != 2 {
-			return opErr(name, "Page table must be a ROW_MAJOR [batch, max_num_blocks_per_seq] tensor") // ~
+		if len(cs.Shape) != 4 || len(is.Shape) != 4 || len(ps.Shape) != 2 {
+			return contractErr(name, "Cache and input tensors must be rank 4 and the page table rank 2")
 		}
-		if len(cs.Shape) != 4 || len(is.Shape) != 4 {
-			return opErr(name, "Cache and input tensors must be rank 4") // ~
+		if o.BatchIdx < 0 || o.BatchIdx >= ps.PaddedDim(0) {
+			return opErr(name, "Batch idx must be within the page_table batch size")
 		}
-		if is.Shape[0] != 1 {
-			return opErr(name, "Input tensor batch dim must be 1") // ~
+		cp, ip := cs.PaddedShape(), is.PaddedShape()
+		if cacheE, viewE := cp[1]*cp[2]*cp[3], ip[1]*cp[2]*ip[3]; cacheE != viewE {
+			return opErr(name, "paged_fill_cache geometry mismatch: cache has %d elems/block (kv_heads=%d, block_size=%d, head_dim=%d) but input view is %d (kv_heads=%d, block_size=%d, head_dim=%d).",
+				cacheE, cp[1], cp[2], cp[3], viewE, ip[1], cp[2], ip[3])
 		}
-		if bi == nil && (o.BatchIdx < 0 || o.BatchIdx >= ps.Shape[0]) {
-			return opErr(name, "batch_idx (%d) must be less than page_table.shape[0] (%d)", o.BatchIdx, ps.Shape[0]) // ~
+		if ip[3]%tt.TileSize != 0 {
+			return opErr(name, "input_tensor last dim (%d) must be a multiple of TILE_WIDTH (%d)", ip[3], tt.TileSize)
 		}
-		if is.Shape[1] != cs.Shape[1] || is.Shape[3] != cs.Shape[3] {
-			return opErr(name, "Input [heads, head_dim] = [%d, %d] must match cache [%d, %d]", is.Shape[1], is.Shape[3], cs.Shape[1], cs.Shape[3]) // ~
-		}
-		bsz := cs.PaddedShape()[2]
+		bsz := cp[2]
 		if bsz%tt.TileSize != 0 {
-			return opErr(name, "block_size (%d) must be a multiple of 32", bsz) // ~
+			return opErr(name, "effective block_size (%d) must be a multiple of TILE_HEIGHT (%d)", bsz, tt.TileSize)
 		}
-		if is.Shape[2] > bsz*ps.Shape[1] {
-			return opErr(name, "Input sequence length (%d) must be at most block_size * page_table.shape[1] (%d)", is.Shape[2], bsz*ps.Shape[1]) // ~
+		if ip[2] > bsz*ps.PaddedDim(1) {
+			return opErr(name, "Input seq_len (%d) must fit in max_num_blocks_per_seq (%d) * block_size (%d)", ip[2], ps.PaddedDim(1), bsz)
 		}
 		if bi != nil {
 			xs := bi.spec
-			if len(xs.Shape) != 1 || (xs.DType != tt.INT32 && xs.DType != tt.UINT32) || xs.Layout != tt.RowMajor ||
-				xs.Memory != tt.DRAMInterleaved || xs.Volume() != is.Shape[0] {
-				return opErr(name, "batch_idx_tensor must be a 1-D int ROW_MAJOR DRAM interleaved tensor of %d elements", is.Shape[0]) // ~
+			vol := 1 // physical_volume: the padded shape's
+			for _, x := range xs.PaddedShape() {
+				vol *= x
 			}
+			switch {
+			case vol != ip[0]:
+				return opErr(name, "Batch idx tensor must have input_tensor batch dim (%d) elements, got %d", ip[0], vol)
+			case xs.DType != tt.INT32 && xs.DType != tt.UINT32:
+				return opErr(name, "Batch idx tensor must be an integer type")
+			case xs.Layout != tt.RowMajor:
+				return opErr(name, "Batch idx tensor must be in ROW_MAJOR layout")
+			case xs.Memory.Layout != tt.Interleaved:
+				return opErr(name, "Batch idx tensor must have INTERLEAVED memory layout")
+			case xs.Memory.Buffer != tt.DRAM:
+				return opErr(name, "Batch idx tensor must be DRAM-resident")
+			}
+		}
+		// What the simulator models beyond ttnn's checks: a cache of the
+		// input's dtype, tilized, DRAM interleaved; one sequence's input.
+		if is.DType != cs.DType {
+			return contractErr(name, "Input tensor dtype (%v) must match cache tensor dtype (%v)", is.DType, cs.DType)
+		}
+		if cs.Memory != tt.DRAMInterleaved {
+			return contractErr(name, "Only DRAM interleaved cache is modelled")
+		}
+		if cs.Layout != tt.Tile || is.Layout != tt.Tile {
+			return contractErr(name, "Input and cache tensors must be tilized")
+		}
+		if ps.Layout != tt.RowMajor {
+			return contractErr(name, "Page table must be ROW_MAJOR")
+		}
+		if is.Shape[0] != 1 {
+			return contractErr(name, "Input tensor batch dim must be 1")
 		}
 		if pt.aligned%32 != 0 {
 			return opErr(name, "page table page size in bytes must be a multiple of 32 due to address alignment")

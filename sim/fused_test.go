@@ -193,7 +193,7 @@ func TestFusedUpdateCacheValidation(t *testing.T) {
 	vi := mustAlloc(t, f.d, tt.Spec{Shape: []int{1, 2, 1, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1Interleaved})
 	o = f.fused()
 	o.Input2 = vi
-	if err := run1(f.d, o); !tt.HasMsg(err, "Input tensor must be sharded") {
+	if err := run1(f.d, o); !tt.HasMsg(err, "Expect input_tensor to be sharded") {
 		t.Errorf("pair 2: %v", err)
 	}
 	// Overlapping grids.

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -86,7 +87,7 @@ func TestExactCaptureAndCopyMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	exact("host write during capture", f.d.WriteHost(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{0, 0})),
-		"Writes are not supported during trace capture.")
+		"Writes are not supported during trace capture. trace id: "+strconv.Itoa(int(id)))
 	_, err = f.d.ReadHost(f.idx)
 	exact("host read during capture", err, "Reads are not supported during trace capture.")
 	o := f.op()

@@ -435,12 +435,14 @@ func snapshot(b *buffer) *buffer {
 	return &c
 }
 
-// operandOf returns the live buffer of an op operand, with ttnn's wording
-// for a tensor that is not allocated.
+// operandOf returns the live buffer of an op operand. A tensor that is not
+// allocated fails before any op check, as ttnn's launch checks every
+// tensor argument first (ttnn/api/ttnn/device_operation.hpp launch,
+// tt.MsgInputNotAllocated).
 func (d *Device) operandOf(op string, t tt.Tensor) (*buffer, error) {
 	b, ok := d.live(t)
 	if !ok || b.addr != t.Addr {
-		return nil, tt.Errorf(op, "Operands to %s need to be allocated in buffers on device!", op)
+		return nil, tt.Errorf(op, tt.MsgInputNotAllocated)
 	}
 	return b, nil
 }
@@ -510,25 +512,48 @@ func (d *Device) runSimple(name string, attrs attrKey, bufs []*buffer, validate 
 	return err
 }
 
+// opErr is a refusal with ttnn's text (the table tt/checks.tsv lists each
+// one with its tt-metal path:line).
 func opErr(op, format string, a ...any) error { return tt.Errorf(op, format, a...) }
+
+// contractErr is a refusal of offcard's own contract where ttnn has no
+// check of its own (an input the simulator does not model, or a
+// caller-passed output ttnn would take unchecked): its text starts with
+// tt.ContractPrefix, so it is never mistaken for a text of ttnn's.
+func contractErr(op, format string, a ...any) error {
+	return tt.Errorf(op, tt.ContractPrefix+format, a...)
+}
+
+// ttShape prints a shape as tt-metal's operator<< for Shape does
+// ("Shape([1, 1, 8, 768])", tt_metal/common/shape.cpp).
+func ttShape(s []int) string {
+	b := []byte("Shape([")
+	for i, x := range s {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, int64(x), 10)
+	}
+	return string(append(b, "])"...))
+}
 
 func wantBF16(op, what string, b *buffer) error {
 	if b.spec.DType != tt.BF16 {
-		return opErr(op, "%s must be BFLOAT16, got %v", what, b.spec.DType)
+		return contractErr(op, "%s must be BFLOAT16, got %v", what, b.spec.DType)
 	}
 	return nil
 }
 
 func wantLayout(op, what string, b *buffer, l tt.Layout) error {
 	if b.spec.Layout != l {
-		return opErr(op, "%s must be %v, got %v", what, l, b.spec.Layout)
+		return contractErr(op, "%s must be %v, got %v", what, l, b.spec.Layout)
 	}
 	return nil
 }
 
 func wantRank(op, what string, b *buffer, r int) error {
 	if len(b.spec.Shape) != r {
-		return opErr(op, "%s must be rank %d, got shape %v", what, r, b.spec.Shape)
+		return contractErr(op, "%s must be rank %d, got shape %v", what, r, b.spec.Shape)
 	}
 	return nil
 }

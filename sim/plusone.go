@@ -20,10 +20,10 @@ func (d *Device) plusOne(o tt.PlusOne) error {
 			return opErr(name, tt.MsgPlusOneDType)
 		}
 		if in.spec.Layout != tt.RowMajor {
-			return opErr(name, "Only ROW_MAJOR layout is supported for inputs!") // ~
+			return opErr(name, "Only ROW_MAJOR layout is supported for inputs!")
 		}
 		if r := len(in.spec.Shape); r < 1 || r > 4 {
-			return opErr(name, "Input tensor must be rank 1 to 4, got %d", r) // ~
+			return opErr(name, "must have 1 to 4 dimensions for input tensor")
 		}
 		return nil
 	}, opLaunch{flag: o.SkipNegativeEntries, run: execPlusOne})

@@ -12,7 +12,7 @@ import (
 // in prefill mode, scaled_dot_product_attention and nlp_concat_heads. All
 // four allocate their outputs (tt.Allocating). Validation follows ttnn's
 // order and texts where they are known (tt-metal 622c6fb9 paths cited at
-// each check); "// ~" marks offcard's own. Configurations ttnn accepts but
+// each check); offcard's own refusals start with tt.ContractPrefix. Configurations ttnn accepts but
 // the simulator does not model fail with a plain "sim: ... not implemented"
 // error, never with a made-up ttnn text.
 
@@ -41,10 +41,10 @@ func checkCreateHeadsShape(o tt.NLPCreateQKVHeads) error {
 	const name = opCreateHeadsPrefill
 	sh := o.Input.Spec.Shape
 	if len(sh) != 4 {
-		return opErr(name, "Input tensor must be rank 4 [B, 1, S, (num_heads + 2*num_kv_heads) * head_dim], got shape %v", sh) // ~
+		return contractErr(name, "Input tensor must be rank 4 [B, 1, S, (num_heads + 2*num_kv_heads) * head_dim], got shape %v", sh)
 	}
 	if o.NumHeads <= 0 || o.NumKVHeads < 0 {
-		return opErr(name, "num_heads (%d) must be positive and num_kv_heads (%d) not negative", o.NumHeads, o.NumKVHeads) // ~
+		return contractErr(name, "num_heads (%d) must be positive and num_kv_heads (%d) not negative", o.NumHeads, o.NumKVHeads)
 	}
 	// nlp_create_qkv_heads.cpp: padded_shape[3] % (num_q_heads + 2*num_kv_heads).
 	if o.Input.Spec.Width()%(o.NumHeads+2*o.KVHeads()) != 0 {
@@ -169,7 +169,7 @@ func transposeTile(dst, src []byte, e int) {
 func checkConcatHeadsShape(o tt.NLPConcatHeads) error {
 	const name = opConcatHeadsPrefill
 	if sh := o.Input.Spec.Shape; len(sh) != 4 {
-		return opErr(name, "Input tensor must be rank 4 [B, heads, S, head_dim], got shape %v", sh) // ~
+		return contractErr(name, "Input tensor must be rank 4 [B, heads, S, head_dim], got shape %v", sh)
 	}
 	return checkInterleavedOut(name, o.Input.Spec, o.Memory)
 }
@@ -255,7 +255,7 @@ func (d *Device) rotaryPrefill(o tt.RotaryEmbeddingHF, output tt.Tensor) error {
 			return opErr(name, "Sin must be tilized")
 		}
 		if len(in.Shape) != 4 || len(cs.Shape) != 4 || len(sn.Shape) != 4 {
-			return opErr(name, "Input, cos and sin must be rank 4, got %v, %v and %v", in.Shape, cs.Shape, sn.Shape) // ~
+			return contractErr(name, "Input, cos and sin must be rank 4, got %v, %v and %v", in.Shape, cs.Shape, sn.Shape)
 		}
 		x := in.Width()
 		if x != tt.TileSize && x%(2*tt.TileSize) != 0 {
@@ -334,7 +334,7 @@ func (d *Device) sdpaPrefill(o tt.SDPA, output tt.Tensor) error {
 				return opErr(name, "Operands to SDPA need to be DRAM/L1 interleaved")
 			}
 			if len(s.Shape) != 4 {
-				return opErr(name, "Q, K and V must be rank 4, got shape %v", s.Shape) // ~
+				return contractErr(name, "Q, K and V must be rank 4, got shape %v", s.Shape)
 			}
 		}
 		qs, ks, vs := q.Shape, k.Shape, v.Shape
@@ -367,7 +367,7 @@ func (d *Device) sdpaPrefill(o tt.SDPA, output tt.Tensor) error {
 		} else if o.ExactExp {
 			// exp_approx_mode is a field of SDPAProgramConfig: without chunk
 			// sizes there is no program config to carry it.
-			return opErr(name, "exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size") // ~
+			return contractErr(name, "exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size")
 		}
 		// Padding checks run last; only the head dim can be padded here.
 		for _, s := range []tt.Spec{q, k, v} {

@@ -479,7 +479,7 @@ func TestPrefillRefusals(t *testing.T) {
 			"k_chunk_size must be divisible by TILE_SIZE. Got k_chunk_size: 40, TILE_SIZE: 32", nil},
 		{sdp, sdpa(q48, kv48, kv48), "Padding is not supported on the head_dim dimension", nil},
 		{"offcard's: exp_approx_mode lives in SDPAProgramConfig", tt.SDPA{Q: heads, K: kv, V: kv, Causal: true, ExactExp: true},
-			"exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size", nil},
+			tt.ContractPrefix + "exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size", nil},
 	} {
 		for pass := 0; pass < 2; pass++ {
 			if pass == 1 && c.warm != nil {

@@ -128,7 +128,7 @@ func TestUpdateCacheValidation(t *testing.T) {
 		op   tt.PagedUpdateCache
 		want string
 	}{
-		{mod(func(o *tt.PagedUpdateCache) { o.PageTable = &freed }), "Operands to update_cache need to be allocated in buffers on device!"},
+		{mod(func(o *tt.PagedUpdateCache) { o.PageTable = &freed }), tt.MsgInputNotAllocated},
 		{mod(func(o *tt.PagedUpdateCache) {
 			o.Input = respec(inS, func(s *tt.Spec) { s.Layout = tt.RowMajor; s.Memory = tt.L1HeightSharded(4, [2]int{2, 64}) })
 		}), "Input tensor in non-fused update_cache must be tilized"},
@@ -150,7 +150,7 @@ func TestUpdateCacheValidation(t *testing.T) {
 			o.PageTable = &x
 			y := respec(rmSpec(2), func(*tt.Spec) {})
 			o.UpdateIdxs = &y
-		}), "Input shard grid must have one core per user"},
+		}), "Input tensor shard grid must have num_cores (4) equal to the number of users / batch (2)."},
 		{mod(func(o *tt.PagedUpdateCache) { o.BatchOffset = 2 }), "batch_offset must be 0"},
 	} {
 		err := run1(d, c.op)

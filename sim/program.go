@@ -274,21 +274,29 @@ func (d *Device) checkAllocating(op tt.Op, ins []tt.Tensor, specs []tt.Spec) err
 	}
 	switch o := op.(type) {
 	case *tt.NLPCreateQKVHeadsDecode:
+		// The wrapper infers head_dim (ttnn/cpp/ttnn/operations/
+		// experimental/transformer/nlp_create_qkv_heads_decode/
+		// nlp_create_qkv_heads_decode.cpp), then the device op validates
+		// (device/nlp_create_qkv_heads_decode_device_operation.cpp).
 		sh := o.Input.Spec.Shape
-		if len(sh) != 4 || o.NumHeads <= 0 || o.NumKVHeads <= 0 || sh[3]%(o.NumHeads+2*o.NumKVHeads) != 0 {
-			return opErr(op.Name(), "Input shape %v does not split into %d query and 2x%d kv heads", sh, o.NumHeads, o.NumKVHeads)
+		if len(sh) != 4 || o.NumHeads <= 0 || o.NumKVHeads <= 0 {
+			return contractErr(op.Name(), "Input must be rank 4 and num_heads (%d), num_kv_heads (%d) positive", o.NumHeads, o.NumKVHeads)
 		}
+		if p3 := o.Input.Spec.PaddedDim(3); p3%(o.NumHeads+2*o.NumKVHeads) != 0 {
+			return opErr(op.Name(), "Input shape %d must be divisible by num_heads + 2*num_kv_heads = %d", p3, o.NumHeads+2*o.NumKVHeads)
+		}
+		return checkCreateHeadsDecode(*o)
 	case *tt.NLPCreateQKVHeads:
 		return checkCreateHeadsShape(*o)
 	case *tt.NLPConcatHeads:
 		return checkConcatHeadsShape(*o)
 	case *tt.SDPA:
 		if len(o.Q.Spec.Shape) != 4 {
-			return opErr(op.Name(), "Q, K and V must be rank 4, got shape %v", o.Q.Spec.Shape) // ~
+			return contractErr(op.Name(), "Q, K and V must be rank 4, got shape %v", o.Q.Spec.Shape)
 		}
 	case *tt.ToMemoryConfig:
 		if err := specs[0].Validate(); err != nil {
-			return opErr(op.Name(), "%v", err)
+			return contractErr(op.Name(), "%v", err)
 		}
 	}
 	return nil

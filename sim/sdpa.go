@@ -76,89 +76,121 @@ func (d *Device) sdpaDecode(o tt.PagedSDPADecode, output tt.Tensor) error {
 func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 	const name = opSDPA
 	for i, b := range []*buffer{q, k, v, out} {
-		if err := wantBF16(name, []string{"Q", "K", "V", "Output"}[i], b); err != nil {
-			return err
-		}
 		if err := wantRank(name, []string{"Q", "K", "V", "Output"}[i], b, 4); err != nil {
 			return err
+		}
+	}
+	// ExecutePagedScaledDotProductAttentionDecode::invoke
+	// (ttnn/cpp/ttnn/operations/transformer/sdpa_decode/sdpa_decode.cpp)
+	// checks a user's k_chunk_size before the device op validates.
+	if o.KChunkSize < 0 || (o.KChunkSize > 0 && o.KChunkSize&(o.KChunkSize-1) != 0) {
+		return opErr(name, "User provided k_chunk_size must be power of 2, got: %d", o.KChunkSize)
+	}
+	if o.KChunkSize%tt.TileSize != 0 {
+		return opErr(name, "User provided k_chunk_size must be multiple of 32, got: %d", o.KChunkSize)
+	}
+	// SdpaDecodeDeviceOperation::validate_on_program_cache_miss
+	// (…/sdpa_decode/device/sdpa_decode_device_operation.cpp), in its order.
+	for _, b := range []*buffer{q, k, v} {
+		if b.spec.DType != tt.BF16 { // or BFLOAT8_B / BFLOAT4_B, which tt has no name for
+			return opErr(name, "Unsupported data type %v.", b.spec.DType)
 		}
 	}
 	if k.spec.Layout != tt.Tile || v.spec.Layout != tt.Tile {
 		return opErr(name, "Inputs to SDPA must be tilized except for Q")
 	}
-	if k.spec.Memory != tt.DRAMInterleaved || v.spec.Memory != tt.DRAMInterleaved {
-		return opErr(name, "K and V caches must be in DRAM") // ~
-	}
-	// Q sharded by height or in DRAM; the output checked only when sharded,
-	// so an L1-interleaved output is allowed
-	// (sdpa_decode_device_operation.cpp:83-109).
-	if qm := q.spec.Memory; qm.Sharded() {
-		if qm.Layout != tt.HeightSharded {
-			return opErr(name, "Q tensor memory layout must be HEIGHT_SHARDED when sharded but got %v", qm.Layout)
-		}
-	} else if qm.Buffer != tt.DRAM {
+	if qm := q.spec.Memory; qm.Sharded() && qm.Layout != tt.HeightSharded {
+		return opErr(name, "Q tensor memory layout must be HEIGHT_SHARDED when sharded but got %v", qm.Layout)
+	} else if !qm.Sharded() && qm.Buffer != tt.DRAM {
 		return opErr(name, "Q tensor buffer type must be DRAM when not sharded but got %v", qm.Buffer)
+	}
+	for i, b := range []*buffer{k, v} {
+		if b.spec.Memory.Buffer != tt.DRAM {
+			return opErr(name, "Input tensor %d buffer type must be DRAM but got %v", i+1, b.spec.Memory.Buffer)
+		}
 	}
 	if om := out.spec.Memory; om.Sharded() && om.Layout != tt.HeightSharded {
 		return opErr(name, "Output memory config layout must be HEIGHT_SHARDED when sharded but got %v", om.Layout)
 	}
+	if k.spec.Memory != tt.DRAMInterleaved || v.spec.Memory != tt.DRAMInterleaved {
+		return contractErr(name, "K and V caches must be DRAM interleaved")
+	}
+	// The output is checked only when sharded, so an L1-interleaved output
+	// is allowed (sdpa_decode_device_operation.cpp:103-109).
 	ps := pt.spec
-	if ps.Memory.Sharded() {
-		return fmt.Errorf("sim: %s: sharded (UINT16) page tables are not implemented", name)
-	}
-	if ps.DType != tt.INT32 {
-		return opErr(name, "Error: SDPA currently only supports INT32 datatype")
-	}
-	if ps.Layout != tt.RowMajor || len(ps.Shape) != 2 {
-		return opErr(name, "Page table tensor layout must be ROW_MAJOR but got %v", ps.Layout)
-	}
-	batch := ps.PaddedDim(0)
 	if cp.spec.DType != tt.INT32 {
 		return opErr(name, "Expect cur_pos to be INT32, got %v", cp.spec.DType)
 	}
 	if cp.spec.Layout != tt.RowMajor {
 		return opErr(name, "Expect cur_pos to be ROW_MAJOR, got %v", cp.spec.Layout)
 	}
+	batch := q.spec.Shape[1]
 	if n := cp.spec.PaddedDim(len(cp.spec.Shape) - 1); n != batch {
 		return opErr(name, "cur_pos must have batch size equal to Q, got %d and %d", n, batch)
 	}
 	if cp.spec.Memory.Sharded() {
 		return fmt.Errorf("sim: %s: a sharded cur_pos tensor is not implemented", name)
 	}
+	if ps.Memory.Sharded() {
+		return fmt.Errorf("sim: %s: sharded (UINT16) page tables are not implemented", name)
+	}
+	if ps.DType != tt.INT32 {
+		return opErr(name, "Error: SDPA currently only supports INT32 datatype")
+	}
+	if ps.Layout != tt.RowMajor {
+		return opErr(name, "Page table tensor layout must be ROW_MAJOR but got %v", ps.Layout)
+	}
+	if len(ps.Shape) != 2 {
+		return contractErr(name, "Page table must be rank 2 [batch, max_num_blocks_per_seq]")
+	}
 	qs, ks, vs := q.spec.Shape, k.spec.Shape, v.spec.Shape
-	if ps.Shape[0] != qs[1] {
+	if ps.PaddedDim(0) != batch {
 		return opErr(name, "Page_table must have batch size equal to Q")
 	}
 	if ks[2] != vs[2] {
 		return opErr(name, "K and V must have same block size")
 	}
-	if ks[3] != qs[3] || vs[3] != qs[3] || ks[1] != vs[1] || ks[0] != vs[0] {
+	if cacheE, viewE := ks[1]*ks[2]*ks[3], ks[1]*ks[2]*q.spec.PaddedDim(3); cacheE != viewE {
+		return opErr(name, "paged_scaled_dot_product_attention_decode geometry mismatch: cache has %d elems/block (kv_heads=%d, block_size=%d, head_dim=%d) but call view is %d (kv_heads=%d, block_size=%d, head_dim=%d from Q.padded_shape[-1]).",
+			cacheE, ks[1], ks[2], ks[3], viewE, ks[1], ks[2], q.spec.PaddedDim(3))
+	}
+	if ks[2]%tt.TileSize != 0 {
+		return opErr(name, "effective block_size (%d) must be a multiple of TILE_HEIGHT (%d)", ks[2], tt.TileSize)
+	}
+	if d := q.spec.PaddedDim(3); d%tt.TileSize != 0 {
+		return opErr(name, "Q last dim (%d) must be a multiple of TILE_WIDTH (%d)", d, tt.TileSize)
+	}
+	if ks[3] != vs[3] || ks[3] != qs[3] {
 		return opErr(name, "Q, K, V must have same hidden size")
 	}
-	if ks[2]%tt.TileSize != 0 || qs[3]%tt.TileSize != 0 {
-		return opErr(name, "block_size (%d) and head_dim (%d) must be multiples of 32", ks[2], qs[3]) // ~
+	if qs[0] != 1 {
+		return opErr(name, "Q tensor batch size must be 1 for decode mode but got %d", qs[0])
 	}
-	// ExecutePagedScaledDotProductAttentionDecode::invoke
-	// (ttnn/cpp/ttnn/operations/transformer/sdpa_decode/sdpa_decode.cpp).
-	if o.KChunkSize < 0 || (o.KChunkSize > 0 && o.KChunkSize&(o.KChunkSize-1) != 0) {
-		return opErr(name, "User provided k_chunk_size must be power of 2, got: %d", o.KChunkSize)
+	if ks[1] != vs[1] {
+		return opErr(name, "Flash decode expects K and V to have same number of heads, but got %d and %d", ks[1], vs[1])
 	}
-	if o.KChunkSize%tt.TileSize != 0 {
-		return opErr(name, "Chunk size must be multiple of 32, got: %d", o.KChunkSize)
+	if ks[1] > 1 {
+		// GQA.
+		if q.spec.DType != tt.BF16 {
+			return opErr(name, "GQA expects BFLOAT16 input tensor, but got %v", q.spec.DType)
+		}
+		if qs[2]%ks[1] != 0 {
+			return opErr(name, "GQA expects Q to have a multiple of K heads, but got %d and %d", qs[2], ks[1])
+		}
 	}
 	// More than one KV head is GQA: no sharded output
 	// (sdpa_decode_device_operation.cpp:403-405).
 	if ks[1] > 1 && out.spec.Memory.Sharded() {
 		return opErr(name, "Sharded output not supported for GQA")
 	}
-	if qs[2]%ks[1] != 0 {
-		return opErr(name, "GQA expects Q to have a multiple of K heads, but got %d and %d", qs[2], ks[1])
+	if ks[0] != vs[0] {
+		return contractErr(name, "K and V caches must have the same number of blocks")
+	}
+	if err := wantBF16(name, "Output", out); err != nil {
+		return err
 	}
 	if !shapeEqual(out.spec.Shape, qs) {
-		return opErr(name, "Output shape %v must equal Q shape %v", out.spec.Shape, qs) // ~
-	}
-	if qs[0] != 1 {
-		return opErr(name, "Q must be [1, B, heads, head_dim], got %v", qs) // ~
+		return contractErr(name, "Output shape %v must equal Q shape %v", out.spec.Shape, qs)
 	}
 	return nil
 }

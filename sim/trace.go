@@ -96,7 +96,7 @@ func (d *Device) hostWriteAllowed() error {
 	if d.capturing {
 		d.find(Finding{Class: HostIODuringCapture, Op: "copy_host_to_device_tensor", Core: -1, User: -1, Index: -1,
 			Detail: "host write while trace " + itoa(int(d.traceID)) + " is being captured"})
-		return &tt.Error{Op: "copy_host_to_device_tensor", Msg: tt.MsgWritesDuringCapture}
+		return tt.Errorf("copy_host_to_device_tensor", tt.MsgWritesDuringCaptureID, d.traceID)
 	}
 	return nil
 }
@@ -113,10 +113,13 @@ func (d *Device) hostReadAllowed() error {
 
 // BeginCapture implements tt.Device.BeginCapture (begin_trace_capture on cq 0).
 func (d *Device) BeginCapture() (tt.TraceID, error) {
-	if d.capturing {
-		return 0, tt.Errorf("begin_trace_capture", tt.MsgAlreadyTracing, 0, d.traceID)
-	}
+	// begin_trace_capture takes the next id from MeshTrace's counter
+	// before begin_mesh_trace's check, which prints that new id
+	// (tt_metal/distributed/mesh_device.cpp, mesh_trace.cpp next_id).
 	d.nextTrace++
+	if d.capturing {
+		return 0, tt.Errorf("begin_trace_capture", tt.MsgAlreadyTracing, 0, d.nextTrace)
+	}
 	d.traceID = d.nextTrace
 	d.capturing = true
 	d.recorded, d.footprints = nil, nil
@@ -133,7 +136,10 @@ func (d *Device) EndCapture(id tt.TraceID) error {
 	size := uint64(len(d.recorded)+1) * traceBytesPerLaunch
 	if d.opt.TraceRegionSize > 0 && size > d.opt.TraceRegionSize-d.traceBytes() {
 		d.recorded, d.footprints = nil, nil
-		return tt.Errorf("end_trace_capture", tt.MsgTraceRegionTooSmall, size, 0, d.opt.TraceRegionSize)
+		// The text prints the device's cumulative trace buffers size
+		// (get_trace_buffers_size after this trace's is added,
+		// tt_metal/distributed/mesh_trace.cpp populate_mesh_buffer).
+		return tt.Errorf("end_trace_capture", tt.MsgTraceRegionTooSmall, d.traceBytes()+size, 0, d.opt.TraceRegionSize)
 	}
 	if d.traces == nil {
 		d.traces = map[tt.TraceID]*trace{}
@@ -158,7 +164,7 @@ func (d *Device) traceBytes() uint64 {
 func (d *Device) Execute(id tt.TraceID) error {
 	t, ok := d.traces[id]
 	if !ok {
-		return fmt.Errorf("sim: execute_trace: trace %d does not exist", id)
+		return tt.Errorf("execute_trace", tt.MsgTraceMustExist, id, 0, 0)
 	}
 	if d.capturing {
 		return fmt.Errorf("sim: execute_trace inside a capture is not supported")
@@ -215,10 +221,13 @@ func (d *Device) overlapping(bt tt.BufferType, addr, n uint64) []tt.TensorID {
 }
 
 // Release implements tt.Device.Release. Allocations become safe again once
-// every trace is released (§5.4).
+// every trace is released (§5.4). An id that names no trace is no error:
+// release_mesh_trace erases it from the sub-device manager's pool, which
+// does nothing for an absent id (tt_metal/distributed/mesh_device.cpp,
+// tt_metal/impl/sub_device/sub_device_manager.cpp release_trace).
 func (d *Device) Release(id tt.TraceID) error {
 	if _, ok := d.traces[id]; !ok {
-		return fmt.Errorf("sim: release_trace: trace %d does not exist", id)
+		return nil
 	}
 	delete(d.traces, id)
 	if len(d.traces) == 0 {

@@ -25,7 +25,7 @@ func TestTraceCaptureReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.d.BeginCapture(); !tt.HasMsg(err, "CQ 0 is already being used for tracing tid 1") {
+	if _, err := f.d.BeginCapture(); !tt.HasMsg(err, "CQ 0 is already being used for tracing tid 2") { // the new id (mesh_device.cpp begin_mesh_trace)
 		t.Errorf("nested begin: %v", err)
 	}
 	if err := f.d.WriteHost(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{0, 0})); !tt.HasMsg(err, tt.MsgWritesDuringCapture) {

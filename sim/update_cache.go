@@ -92,7 +92,7 @@ func (a *ucArgs) err(format string, v ...any) error { return tt.Errorf(a.op, for
 func (d *Device) operand(op string, t tt.Tensor) (*buffer, error) {
 	b, ok := d.live(t)
 	if !ok {
-		return nil, tt.Errorf(op, "Operands to update_cache need to be allocated in buffers on device!")
+		return nil, tt.Errorf(op, tt.MsgInputNotAllocated) // device_operation.hpp launch
 	}
 	return b, nil
 }
@@ -111,19 +111,26 @@ func validateUpdateCache(a *ucArgs) error {
 	if !a.fused {
 		return nil
 	}
+	// paged_fused_update_cache_device_operation.cpp: the overlap, then
+	// the core counts ({} prints each CoreRangeSet).
 	g1, g2 := a.inputs[0].spec.Memory.Shard, a.inputs[1].spec.Memory.Shard
-	if g1.NumCores != g2.NumCores {
-		return a.err("input_tensor1 and input_tensor2 must be sharded on the same number of cores: %d vs %d", g1.NumCores, g2.NumCores) // ~
-	}
 	if g1.FirstCore < g2.FirstCore+g2.NumCores && g2.FirstCore < g1.FirstCore+g1.NumCores {
-		return a.err("input_tensor1 cores [%d, %d) and input_tensor2 cores [%d, %d) must not overlap", // ~ (two kernel sets cannot share a core)
-			g1.FirstCore, g1.FirstCore+g1.NumCores, g2.FirstCore, g2.FirstCore+g2.NumCores)
+		return a.err("input_tensor1 (%s) and input_tensor2 (%s) must not overlap", coreRangeSet(g1), coreRangeSet(g2))
+	}
+	if g1.NumCores != g2.NumCores {
+		return a.err("input_tensor1 (%s) and input_tensor2 (%s) must have same number of cores", coreRangeSet(g1), coreRangeSet(g2))
 	}
 	if !a.caches[0].spec.Equal(a.caches[1].spec) || a.inputs[0].spec.Memory.Shard.Shape != a.inputs[1].spec.Memory.Shard.Shape ||
 		a.inputs[0].spec.DType != a.inputs[1].spec.DType || !shapeEqual(a.inputs[0].spec.Shape, a.inputs[1].spec.Shape) {
-		return a.err("cache_tensor1/input_tensor1 and cache_tensor2/input_tensor2 must have the same specs") // ~ (one program serves both)
+		return contractErr(a.op, "cache_tensor1/input_tensor1 and cache_tensor2/input_tensor2 must have the same specs (the simulator's one program serves both)")
 	}
 	return nil
+}
+
+// coreRangeSet prints a grid of consecutive cores on row 0 as a
+// CoreRangeSet of one range.
+func coreRangeSet(g tt.ShardSpec) string {
+	return fmt.Sprintf("{[(x=%d,y=0) - (x=%d,y=0)]}", g.FirstCore, g.FirstCore+g.NumCores-1)
 }
 
 func validateUCPair(a *ucArgs, cache, in *buffer) error {
@@ -140,11 +147,8 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 	if cs.DType != tt.FP32 && cs.DType != tt.BF16 {
 		return a.err("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %v", cs.DType)
 	}
-	if is.DType != tt.FP32 && is.DType != tt.BF16 {
-		return a.err("Data type of input tensor for update cache must be FLOAT32 or BFLOAT16")
-	}
 	if len(cs.Shape) != 4 || len(is.Shape) != 4 {
-		return a.err("Cache and input tensors must be rank 4") // ~ (implied by the indexing)
+		return contractErr(a.op, "Cache and input tensors must be rank 4")
 	}
 	cp, ip := padded4(cs), padded4(is)
 	if ip[0] != 1 {
@@ -157,16 +161,19 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 	paged := a.pt != nil
 	if paged && !a.fused {
 		numKV, bs := cp[1], cp[2]
-		if numKV*bs*headDim != cs.Shape[1]*cs.Shape[2]*cs.Shape[3] {
-			return a.err("paged_update_cache geometry mismatch: num_kv_heads (%d) * block_size (%d) * head_dim (%d) != cache.shape[1]*cache.shape[2]*cache.shape[3] (%d)",
-				numKV, bs, headDim, cs.Shape[1]*cs.Shape[2]*cs.Shape[3])
+		if cacheE, viewE := numKV*bs*cp[3], numKV*bs*headDim; cacheE != viewE {
+			return a.err("paged_update_cache geometry mismatch: cache has %d elems/block (kv_heads=%d, block_size=%d, head_dim=%d) but call view is %d (kv_heads=%d, block_size=%d, head_dim=%d).",
+				cacheE, numKV, bs, cp[3], viewE, numKV, bs, headDim)
 		}
 		if bs%tt.TileSize != 0 {
 			return a.err("effective block_size (%d) must be a multiple of TILE_HEIGHT (%d)", bs, tt.TileSize)
 		}
 	} else if ip[3] != cp[3] {
-		// Non-paged, and the fused op's older geometry rule (§1.5).
-		return a.err("Input and cache head dims must match: %d vs %d", ip[3], cp[3]) // ~
+		// Non-paged, and the fused op's rule.
+		if a.fused {
+			return a.err("Last dim of input tensor must match last dim of cache tensor")
+		}
+		return a.err("Last dim of input tensor (%d) must match last dim of cache tensor (%d) in non-paged mode", ip[3], cp[3])
 	}
 	if headDim%tt.TileSize != 0 {
 		return a.err("input_tensor last dim (%d) must be a multiple of TILE_WIDTH (%d)", headDim, tt.TileSize)
@@ -174,10 +181,10 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 	if !paged {
 		if a.share {
 			if cs.Shape[0] != 1 {
-				return a.err("Cache batch must be 1 with share_cache") // ~
+				return a.err("Share cache feature expects cache tensor to have batch of 1")
 			}
 		} else if is.Shape[1] != cs.Shape[0] {
-			return a.err("Input batch (%d) must match cache batch (%d)", is.Shape[1], cs.Shape[0]) // ~
+			return a.err("Expect batch in input tensor match the batch in cache tensor")
 		}
 	} else {
 		if a.share {
@@ -197,7 +204,7 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 			return a.err("Expect page table to have memory layout in ROW MAJOR")
 		}
 		if len(ps.Shape) != 2 {
-			return a.err("Page table must be rank 2 [batch, max_num_blocks_per_seq]") // ~
+			return contractErr(a.op, "Page table must be rank 2 [batch, max_num_blocks_per_seq]")
 		}
 		pp := [2]int{ps.PaddedDim(0), ps.PaddedDim(1)}
 		if pp[0] != ip[1] {
@@ -214,16 +221,19 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 	if a.idx != nil {
 		xs := a.idx.spec
 		if xs.DType != tt.INT32 {
-			return a.err("update_idxs tensor must be INT32") // ~
+			return a.err("Expected update_idxs to have datatype INT32")
 		}
 		if xs.Layout != tt.RowMajor {
-			return a.err("update_idxs tensor must be ROW_MAJOR") // ~
+			return a.err("Expected update_idxs to have memory layout in ROW MAJOR")
 		}
 		if xs.Memory.Sharded() {
 			return fmt.Errorf("sim: %s: a sharded update_idxs tensor is not implemented", a.op)
 		}
+		if xs.Memory.Layout != tt.Interleaved {
+			return a.err("Expect update_idxs to be DRAM INTERLEAVED")
+		}
 		if xs.Memory.Buffer != tt.DRAM {
-			return a.err("update_idxs tensor must be DRAM interleaved") // ~
+			return a.err("Expect update_idxs to have buffer type DRAM")
 		}
 		numIndices = xs.PaddedDim(0)
 	}
@@ -232,19 +242,28 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 	}
 	m := is.Memory
 	if !m.Sharded() {
-		return a.err("Input tensor must be sharded") // ~
+		return a.err("Expect input_tensor to be sharded")
+	}
+	if m.Layout == tt.WidthSharded {
+		return a.err("Expect input_tensor to NOT have memory layout WIDTH SHARDED")
 	}
 	if m.Layout == tt.WidthSharded { // paged_update_cache_device_operation.cpp:257-259 (fused: :181-183)
 		return a.err("Expect input_tensor to NOT have memory layout WIDTH SHARDED")
 	}
 	if m.Shard.Shape[1] != headDim {
-		return a.err("Input shard width (%d) must equal head_dim (%d)", m.Shard.Shape[1], headDim) // ~
+		return a.err("Expect input_tensor to have shard width (%d) equal to the last dimension of the input tensor padded shape (%d)", m.Shard.Shape[1], headDim)
 	}
-	if m.Shard.NumCores != ip[1] {
-		return a.err("Input shard grid must have one core per user: %d cores for batch %d", m.Shard.NumCores, ip[1]) // ~
+	if h := padded4(is)[0] * ip[1] * ip[2]; m.Shard.Shape[0] == 0 || h%m.Shard.Shape[0] != 0 {
+		return a.err("Input tensor's height must be divisible by the number of shards along the height dimension. Got height = %d, number of shards = %d.", h, m.Shard.Shape[0])
+	}
+	if !a.fused && m.Shard.NumCores != ip[1] {
+		return a.err("Input tensor shard grid must have num_cores (%d) equal to the number of users / batch (%d). The kernel dispatches one user per core; use a {num_users, 1} grid (or any CoreRangeSet whose num_cores == num_users).", m.Shard.NumCores, ip[1])
 	}
 	if m.Shard.Shape[0] != ip[2] {
-		return a.err("Input shard height (%d) must be one tile row (%d)", m.Shard.Shape[0], ip[2]) // ~
+		return contractErr(a.op, "Input shard height (%d) must be one tile row (%d): the simulator models one user per core", m.Shard.Shape[0], ip[2])
+	}
+	if is.DType != tt.FP32 && is.DType != tt.BF16 {
+		return a.err("Data type of input tensor for update cache must be FLOAT32 or BFLOAT16")
 	}
 	if a.batchOffset != 0 {
 		return a.err("batch_offset must be 0")

@@ -35,6 +35,13 @@ func HasMsg(err error, prefix string) bool {
 	return errors.As(err, &e) && strings.HasPrefix(e.Msg, prefix)
 }
 
+// ContractPrefix starts the text of a refusal that is offcard's own
+// contract, not a check of ttnn's: an input the simulator does not model
+// (it computes BF16 only, for example) or a caller-passed output ttnn would
+// take unchecked. Every other refusal text is ttnn's verbatim, listed in
+// the checks table (checks.tsv) with its tt-metal path:line.
+const ContractPrefix = "offcard: "
+
 // tt-metal message texts (section numbers of the semantics notes). Texts with
 // format verbs are printed with the values tt-metal prints.
 const (
@@ -42,15 +49,23 @@ const (
 	// (tt_metal/impl/tensor/tensor_apis.cpp enqueue_write_tensor). The older
 	// "Source tensor is not on host." / "Destination tensor is not on
 	// device." texts are gone at the pinned commit.
-	MsgBufferNotAllocated = "Buffer must be allocated on device."
+	// A tensor that is not allocated: copy_to_device reaches
+	// DeviceStorage::get_mesh_tensor, whose TT_THROW says so
+	// (ttnn/core/tensor/tensor_ops.cpp, ttnn/core/tensor/storage.cpp); the
+	// older "Buffer must be allocated on device." is not at the pin.
+	MsgBufferNotAllocated = "Tensor is not allocated"
 	MsgHostShape          = "Host tensor has different shape"
 	MsgHostDType          = "Host tensor has different dtype"
 	MsgHostPageConfig     = "Host tensor has different page config"
 
 	// §5.3 prohibited during capture.
 	MsgWritesDuringCapture = "Writes are not supported during trace capture."
-	MsgReadsDuringCapture  = "Reads are not supported during trace capture."
-	MsgEventsDuringCapture = "Event Synchronization is not supported during trace capture."
+	// A host write during capture reaches FDMeshCommandQueue::
+	// write_shard_to_device, whose text adds the trace id
+	// (tt_metal/distributed/fd_mesh_command_queue.cpp). Format: trace id.
+	MsgWritesDuringCaptureID = "Writes are not supported during trace capture. trace id: %d"
+	MsgReadsDuringCapture    = "Reads are not supported during trace capture."
+	MsgEventsDuringCapture   = "Event Synchronization is not supported during trace capture."
 	// MsgProgramCacheMissDuringCapture is what a program-cache miss during
 	// trace capture fails with at the pinned commit: the miss loads the
 	// program's binaries, whose write hits the capture check of
@@ -61,6 +76,11 @@ const (
 	MsgAlreadyTracing = "CQ %d is already being used for tracing tid %d"
 	MsgNotTracing     = "CQ %d is not being used for tracing tid %d"
 
+	// execute_trace of an id that names no trace. Format: trace id, mesh
+	// device id, sub-device manager id (tt_metal/distributed/mesh_device.cpp
+	// replay_mesh_trace).
+	MsgTraceMustExist = "Trace instance %d must exist on Mesh device %d's active sub-device manager %d"
+
 	// §5.4, a warning (logged once), not an error.
 	MsgUnsafeAllocation = "Allocating device buffers is unsafe due to the existence of an active trace. These buffers may be corrupted once a trace is executed."
 
@@ -69,6 +89,11 @@ const (
 
 	// §6.4. Format: bytes, buffer type, banks, bytes per bank.
 	MsgOutOfMemory = "Out of Memory: Not enough space to allocate %d B %s buffer across %d banks, where each bank needs to store %d B"
+
+	// Every op, before its own validation: ttnn's launch checks each tensor
+	// argument (inputs and passed outputs) is allocated
+	// (ttnn/api/ttnn/device_operation.hpp launch).
+	MsgInputNotAllocated = "Input Tensor is not allocated"
 
 	// §4 plus_one.
 	MsgPlusOneDType = "Only INT32 and UINT32 is supported for inputs!"

@@ -203,7 +203,10 @@ type PagedFusedUpdateCache struct {
 
 // PagedFillCache is ttnn.experimental.paged_fill_cache (§1.6): writes a
 // prompt's tiles, Input [1, heads, S, D], into Cache through row BatchIdx (or
-// BatchIdxTensor[0]) of PageTable; a -1 entry skips its block.
+// BatchIdxTensor[0]) of PageTable; a -1 entry skips its block. BatchIdx is
+// ttnn's batch_idx_fallback: it must name a row of PageTable even when
+// BatchIdxTensor is given ("Batch idx must be within the page_table batch
+// size", paged_fill_cache_device_operation.cpp).
 type PagedFillCache struct {
 	Cache, Input, PageTable Tensor
 	BatchIdx                int

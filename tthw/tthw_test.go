@@ -289,3 +289,40 @@ func BenchmarkCallGo(b *testing.B) {
 		}
 	}
 }
+
+// Close ends an open capture and counts it with the leaked traces; Live
+// counts captured traces only.
+func TestCloseCountsAnOpenCapture(t *testing.T) {
+	d, err := tthw.Open(tthwtest.Loopback(t), tthw.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := d.BeginCapture()
+	if err := d.EndCapture(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	if lk, err := d.Live(); err != nil || lk.Traces != 1 {
+		t.Errorf("live during the second capture: %+v %v", lk, err)
+	}
+	lk, err := d.Close()
+	if err != nil || lk != (tthw.Leaks{Traces: 2}) {
+		t.Errorf("leaks %+v err %v, want the captured trace and the open capture", lk, err)
+	}
+}
+
+// The trace region asked for at open is the one the device reports.
+func TestFactsReportTheTraceRegion(t *testing.T) {
+	for _, size := range []uint64{0, 1 << 20} {
+		d, err := tthw.Open(tthwtest.Loopback(t), tthw.Options{TraceRegionSize: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Facts().TraceRegionSize; got != int64(size) {
+			t.Errorf("asked for %d B, device reports %d B", size, got)
+		}
+		d.Close()
+	}
+}

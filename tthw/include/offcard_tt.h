@@ -27,7 +27,10 @@
  *    next call on that thread). For OFFCARD_TT_EDEVICE the message is the
  *    device's own text — the TT_FATAL/TT_THROW message tt-metal printed, e.g.
  *    "Writes are not supported during trace capture." — so offcard can
- *    compare it with the simulator's. A caller must read the error on the
+ *    compare it with the simulator's; a refusal of offcard's own contract
+ *    that ttnn does not make (the simulator's too) starts "offcard: ".
+ *    Other exceptions are EARG (a std::invalid_argument or out_of_range of
+ *    the implementation's own parsing) or EINTERNAL. A caller must read the error on the
  *    thread that made the call (the Go binding locks its goroutine to the OS
  *    thread around each call).
  *  - Never abort. Implementations catch every exception (C++: std::exception
@@ -178,7 +181,9 @@ extern "C" {
  * T: input, cos, sin, trans_mat. O: 1. */
 #define OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA 15
 /* ttnn::to_memory_config. T: input. O: 1 (its spec carries the new memory
- * config). */
+ * config). To the input's own config ttnn returns the input itself: the new
+ * handle then shares the input's buffer (same address), which stays
+ * allocated until both handles are freed. */
 #define OFFCARD_TT_OP_TO_MEMORY_CONFIG 16
 /* ttnn::copy(src, dst): src's values into the existing dst (same logical
  * shape and dtype; layouts and memory configs may differ). T: src, dst. */
@@ -215,9 +220,10 @@ int32_t offcard_tt_abi_version(const char *options, uint32_t *version);
  * (the Nth begin_trace_capture fails), abi=N (report version N). */
 int32_t offcard_tt_open(uint32_t abi_version, const char *options, offcard_tt_device **dev);
 
-/* Closes the device. Everything still live is freed first (traces released,
- * tensors deallocated); their counts come back in *leaked_tensors and
- * *leaked_traces so the caller can report leaks. dev is invalid afterwards. */
+/* Closes the device. Everything still live is freed first (an open capture
+ * ended, traces released, tensors deallocated); their counts come back in
+ * *leaked_tensors and *leaked_traces (an open capture counts as a trace) so
+ * the caller can report leaks. dev is invalid afterwards. */
 int32_t offcard_tt_close(offcard_tt_device *dev, uint64_t *leaked_tensors, uint64_t *leaked_traces);
 
 /* The last failure on this thread: message, and the op that raised it

@@ -107,16 +107,16 @@ static int mem_rw(lb_mem *m, uint64_t a, uint8_t *buf, uint64_t n, int write) {
 int lb_io(offcard_tt_device *d, const char *op, int l1, int bank, uint64_t addr, void *buf, uint64_t n, int write) {
   lb_mem *m;
   if (l1) {
-    if (bank < 0 || bank >= d->ncores) return lb_err(OFFCARD_TT_EDEVICE, op, "core %d is not a worker core", bank);
+    if (bank < 0 || bank >= d->ncores) return lb_err(OFFCARD_TT_EDEVICE, op, "offcard: core %d is not a worker core", bank);
     m = &d->l1[bank];
   } else {
-    if (bank < 0 || bank >= d->nbanks) return lb_err(OFFCARD_TT_EDEVICE, op, "DRAM bank %d does not exist", bank);
+    if (bank < 0 || bank >= d->nbanks) return lb_err(OFFCARD_TT_EDEVICE, op, "offcard: DRAM bank %d does not exist", bank);
     m = &d->dram[bank];
   }
   int r = mem_rw(m, addr, buf, n, write);
   if (r < 0) return lb_err(OFFCARD_TT_EINTERNAL, op, "out of host memory");
   if (r == 0)
-    return lb_err(OFFCARD_TT_EDEVICE, op, "%llu B at %s %d address 0x%llx is outside the device memory",
+    return lb_err(OFFCARD_TT_EDEVICE, op, "offcard: %llu B at %s %d address 0x%llx is outside the device memory",
                   (unsigned long long)n, l1 ? "L1 of core" : "DRAM bank", bank, (unsigned long long)addr);
   return 0;
 }
@@ -564,7 +564,7 @@ int32_t offcard_tt_close(offcard_tt_device *d, uint64_t *leaked_tensors, uint64_
   uint64_t n, m;
   offcard_tt_live(d, &n, &m);
   if (leaked_tensors) *leaked_tensors = n;
-  if (leaked_traces) *leaked_traces = m;
+  if (leaked_traces) *leaked_traces = m + (d->capturing ? 1 : 0); /* an open capture is ended and released too */
   dev_destroy(d);
   return OFFCARD_TT_OK;
 }
@@ -641,6 +641,11 @@ int32_t offcard_tt_allocate(offcard_tt_device *d, const int64_t *spec, uint32_t 
 
 static int free_tensor(offcard_tt_device *d, lb_tensor *t) {
   t->live = 0;
+  /* A handle aliasing another's buffer (to_memory_config to the same
+   * config returns its input, to_memory_config_op.cpp): the buffer stays
+   * until its last handle is freed. */
+  for (size_t i = 1; i < d->nts; i++)
+    if (d->ts[i].live && d->ts[i].s.buffer == t->s.buffer && d->ts[i].addr == t->addr) return 0;
   if (!alloc_release(t->s.buffer == OFFCARD_TT_DRAM ? &d->da : &d->la, t->addr)) return lb_err(OFFCARD_TT_EINTERNAL, "free", "out of host memory");
   return 0;
 }
@@ -684,13 +689,14 @@ int32_t offcard_tt_write_host(offcard_tt_device *d, uint64_t id, const int64_t *
   for (uint32_t i = 0; i < rank; i++) vol *= (uint64_t)shape[i];
   if (!lb_esize(dtype) || vol * lb_esize(dtype) != nbytes) return lb_err(OFFCARD_TT_EARG, op, "host tensor holds %llu bytes, want %llu", (unsigned long long)nbytes, (unsigned long long)(vol * lb_esize(dtype)));
   lb_tensor *t = live_tensor(d, id);
-  if (!t) return lb_err(OFFCARD_TT_EDEVICE, op, "Buffer must be allocated on device.");
+  if (!t) return lb_err(OFFCARD_TT_EDEVICE, op, "Tensor is not allocated");
   int same = (int32_t)rank == t->s.rank;
   for (uint32_t i = 0; same && i < rank; i++) same = shape[i] == t->s.dims[i];
   if (!same) return lb_err(OFFCARD_TT_EDEVICE, op, "Host tensor has different shape");
   if (dtype != t->s.dtype) return lb_err(OFFCARD_TT_EDEVICE, op, "Host tensor has different dtype");
   if (layout != t->s.layout) return lb_err(OFFCARD_TT_EDEVICE, op, "Host tensor has different page config");
-  if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, op, "Writes are not supported during trace capture.");
+  /* write_shard_to_device adds the trace id (fd_mesh_command_queue.cpp). */
+  if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, op, "Writes are not supported during trace capture. trace id: %u", d->cur_trace);
   return lb_write_logical(d, op, t, data);
 }
 
@@ -698,7 +704,7 @@ int32_t offcard_tt_read_host(offcard_tt_device *d, uint64_t id, void *data, uint
   clear_err();
   if (!d || (!data && nbytes)) return lb_err(OFFCARD_TT_EARG, "read", "NULL argument");
   lb_tensor *t = live_tensor(d, id);
-  if (!t) return lb_err(OFFCARD_TT_EDEVICE, "read", "Buffer must be allocated on device.");
+  if (!t) return lb_err(OFFCARD_TT_EDEVICE, "read", "Tensor is not allocated");
   if (lb_volume(&t->s) * lb_esize(t->s.dtype) != nbytes) return lb_err(OFFCARD_TT_EARG, "read", "buffer of %llu bytes, tensor holds %llu", (unsigned long long)nbytes, (unsigned long long)(lb_volume(&t->s) * lb_esize(t->s.dtype)));
   if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, "read", "Reads are not supported during trace capture.");
   return lb_read_logical(d, "read", t, data);
@@ -778,6 +784,17 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
   if (d->fail_op && d->n_op == d->fail_op) return lb_err(OFFCARD_TT_EINJECTED, name, "injected failure of op %ld", d->n_op);
   int rc = lb_validate(d, &o); /* on every call, hits included (ttnn validate_on_program_cache_hit) */
   if (rc) return rc;
+  if (code == OFFCARD_TT_OP_TO_MEMORY_CONFIG && !memcmp(&specs[0], &o.t[0].s, sizeof specs[0])) {
+    /* ttnn::to_memory_config to the input's own config returns the input
+     * tensor itself, before any program (to_memory_config_op.cpp): the new
+     * handle aliases the input's buffer; nothing runs or is recorded. */
+    if (!grow((void **)&d->ts, &d->capts, d->nts + 1, sizeof *d->ts)) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+    lb_tensor a = d->ts[tensors[0]];
+    a.id = d->nts;
+    d->ts[d->nts++] = a;
+    outs[0] = a.id;
+    return OFFCARD_TT_OK;
+  }
   char key[2048];
   if (!prog_key(&o, key, sizeof key)) return lb_err(OFFCARD_TT_EARG, name, "program key too long");
   int hit = 0;
@@ -827,7 +844,9 @@ static lb_trace *find_trace(offcard_tt_device *d, uint32_t id) {
 int32_t offcard_tt_begin_capture(offcard_tt_device *d, uint32_t *id) {
   clear_err();
   if (!d || !id) return lb_err(OFFCARD_TT_EARG, "begin_trace_capture", "NULL argument");
-  if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, "begin_trace_capture", "CQ %d is already being used for tracing tid %u", 0, d->cur_trace);
+  /* begin_trace_capture takes the next id from MeshTrace's counter, then
+   * begin_mesh_trace refuses printing that new id (mesh_device.cpp). */
+  if (d->capturing) return lb_err(OFFCARD_TT_EDEVICE, "begin_trace_capture", "CQ %d is already being used for tracing tid %u", 0, ++d->next_trace);
   d->n_capture++;
   if (d->fail_capture && d->n_capture == d->fail_capture)
     return lb_err(OFFCARD_TT_EINJECTED, "begin_trace_capture", "injected failure of capture %ld", d->n_capture);
@@ -851,8 +870,9 @@ int32_t offcard_tt_end_capture(offcard_tt_device *d, uint32_t id) {
   uint64_t size = (d->nrec + 1) * TRACE_BYTES_PER_OP;
   if (d->trace_region > 0 && size > d->trace_region - used) {
     d->nrec = 0;
+    /* The text prints the cumulative trace buffers size (mesh_trace.cpp). */
     return lb_err(OFFCARD_TT_EDEVICE, "end_trace_capture", "Creating trace buffers of size %lluB on MeshDevice %d, but only %lluB is allocated for trace region.",
-                  (unsigned long long)size, 0, (unsigned long long)d->trace_region);
+                  (unsigned long long)(used + size), 0, (unsigned long long)d->trace_region);
   }
   if (!grow((void **)&d->traces, &d->captraces, d->ntraces + 1, sizeof *d->traces)) return lb_err(OFFCARD_TT_EINTERNAL, "end_trace_capture", "out of host memory");
   lb_trace t = {id, NULL, d->nrec, 1};
@@ -870,7 +890,8 @@ int32_t offcard_tt_execute(offcard_tt_device *d, uint32_t id) {
   clear_err();
   if (!d) return lb_err(OFFCARD_TT_EARG, "execute_trace", "device is NULL");
   lb_trace *t = find_trace(d, id);
-  if (!t) return lb_err(OFFCARD_TT_EARG, "execute_trace", "trace %u does not exist", id);
+  if (!t)
+    return lb_err(OFFCARD_TT_EDEVICE, "execute_trace", "Trace instance %u must exist on Mesh device %d's active sub-device manager %d", id, 0, 0);
   if (d->capturing) return lb_err(OFFCARD_TT_EARG, "execute_trace", "execute_trace inside a capture is not supported");
   for (size_t i = 0; i < t->nops; i++) {
     int rc = lb_exec(d, &t->ops[i]);
@@ -883,7 +904,8 @@ int32_t offcard_tt_release(offcard_tt_device *d, uint32_t id) {
   clear_err();
   if (!d) return lb_err(OFFCARD_TT_EARG, "release_trace", "device is NULL");
   lb_trace *t = find_trace(d, id);
-  if (!t) return lb_err(OFFCARD_TT_EARG, "release_trace", "trace %u does not exist", id);
+  /* release_mesh_trace erases the id from the pool: nothing for an absent id. */
+  if (!t) return OFFCARD_TT_OK;
   t->live = 0;
   free(t->ops);
   t->ops = NULL;

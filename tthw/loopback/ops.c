@@ -11,6 +11,7 @@
  * logical elements, rounded to bf16 once at the end: not bit-exact with
  * offcard's ref, on purpose. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,8 +162,17 @@ static uint32_t *read_u(offcard_tt_device *d, const char *op, const lb_tensor *t
 
 #define FAIL(...) return lb_err(OFFCARD_TT_EDEVICE, name, __VA_ARGS__)
 
+/* padded_shape prints a spec's padded shape as tt-metal's Shape operator<<
+ * does ("Shape([1, 1, 1, 64])", tt_metal/common/shape.cpp). */
+static const char *padded_shape(const lb_spec *s, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "Shape([");
+  for (int i = 0; i < s->rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)lb_padded(s, i));
+  if (k < n) snprintf(buf + k, n - k, "])");
+  return buf;
+}
+
 static int want_bf16(const char *name, const char *what, const lb_tensor *t) {
-  if (t->s.dtype != OFFCARD_TT_BF16) return lb_err(OFFCARD_TT_EDEVICE, name, "%s must be BFLOAT16", what);
+  if (t->s.dtype != OFFCARD_TT_BF16) return lb_err(OFFCARD_TT_EDEVICE, name, "offcard: %s must be BFLOAT16", what);
   return 0;
 }
 
@@ -181,31 +191,37 @@ static int validate_uc(offcard_tt_device *d, const lb_op *o, int fused) {
     const lb_spec *cs = &o->t[2 * p].s, *is = &o->t[2 * p + 1].s;
     if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor in non-fused update_cache must be tilized");
     if (cs->layout != OFFCARD_TT_TILE) FAIL("Cache tensor in update_cache must be tilized");
-    if (cs->dtype != OFFCARD_TT_FP32 && cs->dtype != OFFCARD_TT_BF16) FAIL("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B");
-    if (is->dtype != OFFCARD_TT_FP32 && is->dtype != OFFCARD_TT_BF16) FAIL("Data type of input tensor must be FLOAT32 or BFLOAT16");
-    if (cs->rank != 4 || is->rank != 4) FAIL("Cache and input tensors must be rank 4");
+    if (cs->dtype != OFFCARD_TT_FP32 && cs->dtype != OFFCARD_TT_BF16) FAIL("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %s", cs->dtype == OFFCARD_TT_INT32 ? "INT32" : cs->dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
+    if (cs->rank != 4 || is->rank != 4) FAIL("offcard: Cache and input tensors must be rank 4");
     if (lb_padded(is, 0) != 1) FAIL("Dim 0 of input tensor must be 1");
     if (cs->memory != OFFCARD_TT_INTERLEAVED) FAIL("Only interleaved cache is supported");
     int64_t hd = lb_padded(is, 3);
+    int64_t cd = lb_padded(cs, 3);
     if (pt && !fused) {
-      if (lb_padded(cs, 2) % LB_TILE) FAIL("block_size (%lld) must be a multiple of 32", (long long)lb_padded(cs, 2));
+      int64_t kv = lb_padded(cs, 1), bs = lb_padded(cs, 2);
+      if (kv * bs * cd != kv * bs * hd)
+        FAIL("paged_update_cache geometry mismatch: cache has %lld elems/block (kv_heads=%lld, block_size=%lld, head_dim=%lld) but call view is %lld (kv_heads=%lld, block_size=%lld, head_dim=%lld).",
+             (long long)(kv * bs * cd), (long long)kv, (long long)bs, (long long)cd, (long long)(kv * bs * hd), (long long)kv, (long long)bs, (long long)hd);
+      if (bs % LB_TILE) FAIL("effective block_size (%lld) must be a multiple of TILE_HEIGHT (%d)", (long long)bs, LB_TILE);
+    } else if (cd != hd) {
+      if (fused) FAIL("Last dim of input tensor must match last dim of cache tensor");
+      FAIL("Last dim of input tensor (%lld) must match last dim of cache tensor (%lld) in non-paged mode", (long long)hd, (long long)cd);
     }
-    if (lb_padded(cs, 3) != hd) FAIL("Input and cache head dims must match: %lld vs %lld", (long long)hd, (long long)lb_padded(cs, 3));
-    if (hd % LB_TILE) FAIL("Head dim (%lld) must be a multiple of 32", (long long)hd);
+    if (hd % LB_TILE) FAIL("input_tensor last dim (%lld) must be a multiple of TILE_WIDTH (%d)", (long long)hd, LB_TILE);
     if (!pt) {
       if (o->i[0]) {
-        if (cs->dims[0] != 1) FAIL("Cache batch must be 1 with share_cache");
+        if (cs->dims[0] != 1) FAIL("Share cache feature expects cache tensor to have batch of 1");
       } else if (is->dims[1] != cs->dims[0]) {
-        FAIL("Input batch (%lld) must match cache batch (%lld)", (long long)is->dims[1], (long long)cs->dims[0]);
+        FAIL("Expect batch in input tensor match the batch in cache tensor");
       }
     } else {
       if (o->i[0]) FAIL("share_cache not supported with paged cache");
       if (!idx) FAIL("Paged cache requires update_idxs tensor");
       const lb_spec *ps = &pt->s;
       if (ps->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded page tables are not implemented by the loopback");
-      if (ps->dtype != OFFCARD_TT_INT32) FAIL("Page table must be INT32 when interleaved");
-      if (ps->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Page table must be ROW_MAJOR");
-      if (ps->rank != 2) FAIL("Page table must be rank 2 [batch, max_num_blocks_per_seq]");
+      if (ps->dtype != OFFCARD_TT_INT32) FAIL("Expect page table to have datatype INT32");
+      if (ps->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Expect page table to have memory layout in ROW MAJOR");
+      if (ps->rank != 2) FAIL("offcard: Page table must be rank 2 [batch, max_num_blocks_per_seq]");
       if (ps->dims[0] != lb_padded(is, 1)) FAIL("Batch size between page_table and input_tensor must match");
       if (ps->dims[1] > lb_padded(cs, 0))
         FAIL("max_num_blocks_per_seq must be less than max_num_blocks: max_num_blocks_per_seq=%lld, max_num_blocks=%lld", (long long)ps->dims[1], (long long)lb_padded(cs, 0));
@@ -213,26 +229,35 @@ static int validate_uc(offcard_tt_device *d, const lb_op *o, int fused) {
     if ((idx == NULL) == (n < 0)) FAIL("Only an update tensor or an update vector can be provided. Not both or neither.");
     int64_t num = n;
     if (idx) {
-      if (idx->s.dtype != OFFCARD_TT_INT32) FAIL("update_idxs tensor must be INT32");
-      if (idx->s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("update_idxs tensor must be ROW_MAJOR");
-      if (idx->s.memory != OFFCARD_TT_INTERLEAVED || idx->s.buffer != OFFCARD_TT_DRAM) FAIL("update_idxs tensor must be DRAM interleaved");
+      if (idx->s.dtype != OFFCARD_TT_INT32) FAIL("Expected update_idxs to have datatype INT32");
+      if (idx->s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Expected update_idxs to have memory layout in ROW MAJOR");
+      if (idx->s.memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded update_idxs tensors are not implemented by the loopback");
+      if (idx->s.buffer != OFFCARD_TT_DRAM) FAIL("Expect update_idxs to have buffer type DRAM");
       num = idx->s.dims[0];
     }
     if (lb_padded(is, 1) != num) FAIL("Number of update_idxs (%lld) should match batch size (%lld)", (long long)num, (long long)lb_padded(is, 1));
-    if (is->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Input tensor must be sharded");
-    if (is->shard_w != hd) FAIL("Input shard width (%lld) must equal head_dim (%lld)", (long long)is->shard_w, (long long)hd);
-    if (is->shard_cores != lb_padded(is, 1)) FAIL("Input shard grid must have one core per user: %lld cores for batch %lld", (long long)is->shard_cores, (long long)lb_padded(is, 1));
-    if (is->shard_h != lb_padded(is, 2)) FAIL("Input shard height (%lld) must be one tile row (%lld)", (long long)is->shard_h, (long long)lb_padded(is, 2));
+    if (is->memory == OFFCARD_TT_INTERLEAVED) FAIL("Expect input_tensor to be sharded");
+    if (is->memory == OFFCARD_TT_WIDTH_SHARDED) FAIL("Expect input_tensor to NOT have memory layout WIDTH SHARDED");
+    if (is->shard_w != hd)
+      FAIL("Expect input_tensor to have shard width (%lld) equal to the last dimension of the input tensor padded shape (%lld)", (long long)is->shard_w, (long long)hd);
+    if (!fused && is->shard_cores != lb_padded(is, 1))
+      FAIL("Input tensor shard grid must have num_cores (%lld) equal to the number of users / batch (%lld). The kernel dispatches one user per core; use a {num_users, 1} grid (or any CoreRangeSet whose num_cores == num_users).",
+           (long long)is->shard_cores, (long long)lb_padded(is, 1));
+    if (is->shard_h != lb_padded(is, 2)) FAIL("offcard: Input shard height (%lld) must be one tile row (%lld): the simulator models one user per core", (long long)is->shard_h, (long long)lb_padded(is, 2));
+    if (is->dtype != OFFCARD_TT_FP32 && is->dtype != OFFCARD_TT_BF16) FAIL("Data type of input tensor for update cache must be FLOAT32 or BFLOAT16");
     if (o->i[1] != 0) FAIL("batch_offset must be 0");
   }
   if (fused) {
     const lb_spec *a = &o->t[1].s, *b = &o->t[3].s;
-    if (a->shard_cores != b->shard_cores) FAIL("input_tensor1 and input_tensor2 must be sharded on the same number of cores: %lld vs %lld", (long long)a->shard_cores, (long long)b->shard_cores);
+    /* {} prints each CoreRangeSet (paged_fused_update_cache_device_operation.cpp) */
     if (a->shard_first < b->shard_first + b->shard_cores && b->shard_first < a->shard_first + a->shard_cores)
-      FAIL("input_tensor1 cores [%lld, %lld) and input_tensor2 cores [%lld, %lld) must not overlap", (long long)a->shard_first,
-           (long long)(a->shard_first + a->shard_cores), (long long)b->shard_first, (long long)(b->shard_first + b->shard_cores));
+      FAIL("input_tensor1 ({[(x=%lld,y=0) - (x=%lld,y=0)]}) and input_tensor2 ({[(x=%lld,y=0) - (x=%lld,y=0)]}) must not overlap", (long long)a->shard_first,
+           (long long)(a->shard_first + a->shard_cores - 1), (long long)b->shard_first, (long long)(b->shard_first + b->shard_cores - 1));
+    if (a->shard_cores != b->shard_cores)
+      FAIL("input_tensor1 ({[(x=%lld,y=0) - (x=%lld,y=0)]}) and input_tensor2 ({[(x=%lld,y=0) - (x=%lld,y=0)]}) must have same number of cores", (long long)a->shard_first,
+           (long long)(a->shard_first + a->shard_cores - 1), (long long)b->shard_first, (long long)(b->shard_first + b->shard_cores - 1));
     if (!same_shape(&o->t[0].s, &o->t[2].s) || o->t[0].s.dtype != o->t[2].s.dtype || !same_shape(a, b) || a->dtype != b->dtype)
-      FAIL("cache_tensor1/input_tensor1 and cache_tensor2/input_tensor2 must have the same specs");
+      FAIL("offcard: cache_tensor1/input_tensor1 and cache_tensor2/input_tensor2 must have the same specs (the simulator's one program serves both)");
   }
   return 0;
 }
@@ -244,60 +269,127 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
    * ttnn's compute_output_specs gives (the loopback checks the shapes) */
   if (o->nout == 1 && o->code != OFFCARD_TT_OP_PAGED_SDPA_DECODE && o->code != OFFCARD_TT_OP_NLP_CONCAT_HEADS) {
     const lb_spec *os = &o->out[0].s;
-    if (!same_shape(os, &t[0].s) || os->dtype != t[0].s.dtype || os->layout != t[0].s.layout) FAIL("output spec must have the input's shape, dtype and layout");
+    if (!same_shape(os, &t[0].s) || os->dtype != t[0].s.dtype || os->layout != t[0].s.layout) FAIL("offcard: output spec must have the input's shape, dtype and layout");
   }
   switch (o->code) {
     case OFFCARD_TT_OP_EMBEDDING:
+      /* embedding_device_operation.cpp, in its order */
+      if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Weights tensor layout must be ROW_MAJOR but got TILE");
       if (t[0].s.dtype != OFFCARD_TT_UINT32 && t[0].s.dtype != OFFCARD_TT_BF16) FAIL("Input must be UINT32 or BFLOAT16");
-      if (t[0].s.layout != OFFCARD_TT_ROW_MAJOR || t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Input and weight tensors must be ROW_MAJOR");
-      if (t[1].s.rank < 2) FAIL("Weight tensor must be [vocab, hidden]");
-      if (want_bf16(name, "Weight tensor", &t[1]) || want_bf16(name, "Output tensor", &t[2])) return OFFCARD_TT_EDEVICE;
-      if (lb_volume(&t[2].s) != lb_volume(&t[0].s) * (uint64_t)last(&t[1].s)) FAIL("Output tensor does not hold %llu rows of %lld", (unsigned long long)lb_volume(&t[0].s), (long long)last(&t[1].s));
+      if (t[1].s.dtype != OFFCARD_TT_BF16) FAIL("Weights tensor must have BFLOAT16 dtype");
+      if (t[0].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Embedding does not currently support sharded inputs");
+      if (t[1].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Embedding does not currently support sharded weights");
+      if (t[0].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("offcard: Input tensor must be ROW_MAJOR, got TILE");
+      if (t[1].s.rank < 2) FAIL("offcard: Weight tensor must be [vocab, hidden]");
+      if (want_bf16(name, "Output tensor", &t[2])) return OFFCARD_TT_EDEVICE;
+      if (lb_volume(&t[2].s) != lb_volume(&t[0].s) * (uint64_t)last(&t[1].s)) FAIL("offcard: Output tensor does not hold %llu rows of %lld", (unsigned long long)lb_volume(&t[0].s), (long long)last(&t[1].s));
       return 0;
     case OFFCARD_TT_OP_RMS_NORM:
       if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want one float attribute (epsilon)");
-      for (int i = 0; i < 2; i++)
-        if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
+      /* rmsnorm.cpp, then layernorm_device_operation.cpp */
+      if (t[0].s.layout == OFFCARD_TT_ROW_MAJOR) FAIL("ttnn::rms_norm does not support ROW_MAJOR input tensors. Use TILE layout.");
+      if (t[0].s.dtype != OFFCARD_TT_FP32 && t[0].s.dtype != OFFCARD_TT_BF16) FAIL("Input tensor must be FLOAT32, BFLOAT16, or BFLOAT8_B, got: %s", t[0].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[0].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
+      {
+        const lb_spec *as = &t[0].s, *ws = &t[1].s;
+        int64_t aw = lb_padded(as, as->rank - 1), ww = lb_padded(ws, ws->rank - 1);
+        if (ws->layout == OFFCARD_TT_TILE) {
+          if (aw != ww || last(ws) < last(as))
+            FAIL("Input and gamma padded widths must match and gamma logical width must be >= input logical width (otherwise valid input columns would be multiplied by gamma padding). Got input: logical[-1]=%lld padded[-1]=%lld vs gamma: logical[-1]=%lld padded[-1]=%lld",
+                 (long long)last(as), (long long)aw, (long long)last(ws), (long long)ww);
+          if (lb_padded(ws, ws->rank - 2) != LB_TILE) FAIL("Gamma tensor height must equal tile height (%d), got: %lld", LB_TILE, (long long)lb_padded(ws, ws->rank - 2));
+          FAIL("offcard: a TILE gamma is not modelled: tt.RMSNorm takes a ROW_MAJOR [1, 1, n/32, 32] weight");
+        }
+        if (ww != LB_TILE || (int64_t)lb_volume(ws) / LB_TILE != aw / LB_TILE) {
+          char wsh[160], ash[160];
+          FAIL("Gamma's last padded dim needs to equal tile width and gamma's volume needs to align with last padded dim of input. Error with gamma.value().padded_shape(): %s, tile_width: %d, gamma.value().physical_volume(): %llu, a.padded_shape(): %s",
+               padded_shape(ws, wsh, sizeof wsh), LB_TILE, (unsigned long long)lb_volume(ws), padded_shape(as, ash, sizeof ash));
+        }
+      }
+      if (t[1].s.dtype != OFFCARD_TT_FP32 && t[1].s.dtype != OFFCARD_TT_BF16) FAIL("Gamma tensor must be FLOAT32 or BFLOAT16, got: %s", t[1].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[1].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
       if (t[0].s.memory == OFFCARD_TT_HEIGHT_SHARDED) FAIL("Height sharded inputs are not supported.");
-      if ((int64_t)lb_volume(&t[1].s) != last(&t[0].s)) FAIL("Weight tensor has %llu elements, want %lld (the last dim)", (unsigned long long)lb_volume(&t[1].s), (long long)last(&t[0].s));
+      if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Weight tensor", &t[1])) return OFFCARD_TT_EDEVICE;
+      if ((int64_t)lb_volume(&t[1].s) < last(&t[0].s)) FAIL("offcard: Weight tensor has %llu elements, want at least %lld (the last dim)", (unsigned long long)lb_volume(&t[1].s), (long long)last(&t[0].s));
       return 0;
     case OFFCARD_TT_OP_LINEAR: {
+      /* matmul_device_operation.cpp */
+      if (t[0].s.dtype != OFFCARD_TT_BF16 && t[0].s.dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
       for (int i = 0; i < 4; i++)
         if (o->present[i] && want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
+      if (t[0].s.layout != OFFCARD_TT_TILE || t[1].s.layout != OFFCARD_TT_TILE) FAIL("Inputs to matmul must be tilized");
       int64_t k = (int64_t)rows_of(&t[1].s), n = last(&t[1].s);
       if (o->i[0]) k = n, n = (int64_t)rows_of(&t[1].s);
-      if (last(&t[0].s) != k) FAIL("The width of the first tensor (%lld) must be equal to the height of the second tensor (%lld)", (long long)last(&t[0].s), (long long)k);
-      if (last(&t[2].s) != n || rows_of(&t[2].s) != rows_of(&t[0].s)) FAIL("Output shape, want %llu rows of %lld", (unsigned long long)rows_of(&t[0].s), (long long)n);
-      if (o->present[3] && (int64_t)lb_volume(&t[3].s) != n) FAIL("Bias tensor has %llu elements, want %lld", (unsigned long long)lb_volume(&t[3].s), (long long)n);
+      if (last(&t[0].s) != k) FAIL("The width of the first tensor must be equal to the height of the second tensor. Mismatch: width=%lld height=%lld", (long long)last(&t[0].s), (long long)k);
+      if (last(&t[2].s) != n || rows_of(&t[2].s) != rows_of(&t[0].s)) FAIL("offcard: Output shape, want %llu rows of %lld", (unsigned long long)rows_of(&t[0].s), (long long)n);
+      if (o->present[3] && (int64_t)lb_volume(&t[3].s) != n) FAIL("offcard: Bias tensor has %llu elements, want %lld", (unsigned long long)lb_volume(&t[3].s), (long long)n);
       return 0;
     }
     case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS_DECODE: {
-      if (o->i[0] <= 0 || o->i[1] <= 0) FAIL("num_heads and num_kv_heads must be positive");
+      if (o->i[0] <= 0 || o->i[1] <= 0 || t[0].s.rank != 4) FAIL("offcard: Input must be rank 4 and num_heads (%lld), num_kv_heads (%lld) positive", (long long)o->i[0], (long long)o->i[1]);
+      /* nlp_create_qkv_heads_decode.cpp, then the device op */
+      if (lb_padded(&t[0].s, 3) % (o->i[0] + 2 * o->i[1]))
+        FAIL("Input shape %lld must be divisible by num_heads + 2*num_kv_heads = %lld", (long long)lb_padded(&t[0].s, 3), (long long)(o->i[0] + 2 * o->i[1]));
+      if (t[0].s.dtype != OFFCARD_TT_BF16 && t[0].s.dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
+      if (t[0].s.layout != OFFCARD_TT_TILE) FAIL("Only tile layout is supported for input tensor");
+      {
+        const int64_t *sh = t[0].s.dims;
+        if (sh[3] % LB_TILE || sh[2] > 32 || sh[1] != 1 || sh[0] != 1)
+          FAIL("Unsupported input shape = Shape([%lld, %lld, %lld, %lld])", (long long)sh[0], (long long)sh[1], (long long)sh[2], (long long)sh[3]);
+      }
+      if (t[0].s.memory == OFFCARD_TT_HEIGHT_SHARDED) FAIL("Current input memory layout is HEIGHT_SHARDED. It must be width sharded");
+      if (o->i[0] < o->i[1]) FAIL("num_q_heads=%lld must be greater than or equal to num_kv_heads=%lld", (long long)o->i[0], (long long)o->i[1]);
       if (want_bf16(name, "Input tensor", &t[0])) return OFFCARD_TT_EDEVICE;
       const lb_tensor *q = o->out;
       for (int i = 0; i < 3; i++)
-        if (q[i].s.rank != 4 || q[i].s.dtype != OFFCARD_TT_BF16) FAIL("outputs must be rank-4 BFLOAT16");
+        if (q[i].s.rank != 4 || q[i].s.dtype != OFFCARD_TT_BF16) FAIL("offcard: outputs must be rank-4 BFLOAT16");
       int64_t dh = q[0].s.dims[3];
-      if (last(&t[0].s) != (o->i[0] + 2 * o->i[1]) * dh) FAIL("Input width %lld != (num_heads + 2*num_kv_heads) * head_dim = %lld", (long long)last(&t[0].s), (long long)((o->i[0] + 2 * o->i[1]) * dh));
+      if (last(&t[0].s) != (o->i[0] + 2 * o->i[1]) * dh) FAIL("offcard: Input width %lld != (num_heads + 2*num_kv_heads) * head_dim = %lld", (long long)last(&t[0].s), (long long)((o->i[0] + 2 * o->i[1]) * dh));
       for (int i = 0; i < 3; i++) {
         int64_t heads = i == 0 ? o->i[0] : o->i[1];
         const int64_t *sh = q[i].s.dims;
-        if (sh[0] != 1 || sh[1] != (int64_t)rows_of(&t[0].s) || sh[2] < heads || sh[3] != dh) FAIL("Output shape, want [1, %llu, >=%lld, %lld]", (unsigned long long)rows_of(&t[0].s), (long long)heads, (long long)dh);
+        if (sh[0] != 1 || sh[1] != (int64_t)rows_of(&t[0].s) || sh[2] < heads || sh[3] != dh) FAIL("offcard: Output shape, want [1, %llu, >=%lld, %lld]", (unsigned long long)rows_of(&t[0].s), (long long)heads, (long long)dh);
       }
       return 0;
     }
     case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF:
     case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: {
+      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA) {
+        /* rotary_embedding_llama_device_operation.cpp, decode mode, in order */
+        const lb_spec *is = &t[0].s, *cs = &t[1].s, *ss = &t[2].s, *ms = &t[3].s;
+        if (is->rank != 4 || ms->rank != 4) FAIL("offcard: Input tensor and trans mat must be rank 4");
+        if (is->layout != OFFCARD_TT_TILE) FAIL("input tensor to rotary embedding must be tilized");
+        if (cs->layout != OFFCARD_TT_TILE) FAIL("cos tensor to rotary embedding must be tilized");
+        if (ss->layout != OFFCARD_TT_TILE) FAIL("sin tensor to rotary embedding must be tilized");
+        if (ms->layout != OFFCARD_TT_TILE) FAIL("transformation matrix to rotary embedding must be tilized");
+        if (is->dims[3] > 256) FAIL("Head dim must be less than 256");
+        if (is->dtype != OFFCARD_TT_BF16 || cs->dtype != OFFCARD_TT_BF16 || ss->dtype != OFFCARD_TT_BF16 || ms->dtype != OFFCARD_TT_BF16)
+          FAIL("All input tensors must have dtype = bfloat16");
+        if (is->memory != o->out[0].s.memory) FAIL("Input tensor and output tensor must have same memory layout");
+        if (!same_shape(cs, ss)) FAIL("Cos and Sin dims must match");
+        if (is->dims[3] % LB_TILE) FAIL("Head dim must be a multiple of TILE_WIDTH in decode mode");
+        if (is->dims[0] != 1)
+          FAIL("rotary_embedding_llama currently only supports sharded inputs in decode mode, and therefore, seq_len (in dim 0) must be 1.");
+        if (is->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Sharded inputs for RoPE must be HEIGHT_SHARDED.");
+        if (cs->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("cos tensor for RoPE must be HEIGHT_SHARDED.");
+        if (ss->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("sin tensor for RoPE must be HEIGHT_SHARDED.");
+        if (ms->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("transformation matrix for RoPE must be HEIGHT_SHARDED.");
+        if (cs->rank < 2 || is->dims[1] != cs->dims[1]) FAIL("Cos and Sin must have the same batch size as the input");
+        if (cs->shard_h != LB_TILE) FAIL("In decode mode, RoPE only supports n_heads (shard_shape[0]) less than equal to TILE_HEIGHT");
+        if (ms->dims[0] != 1 || ms->dims[1] != 1) FAIL("Transformation matrix must have 1st & 2nd dim equal to 1");
+        if (ms->shard_h != LB_TILE) FAIL("Transformation matrix must have 3rd dim equal to TILE_HEIGHT");
+        if (ms->shard_w != LB_TILE) FAIL("Transformation matrix must have 4th dim equal to TILE_WIDTH");
+      }
       for (uint32_t i = 0; i < o->nt; i++)
         if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
-      if (t[0].s.rank != 4) FAIL("Input tensor must be rank 4");
+      if (t[0].s.rank != 4) FAIL("offcard: Input tensor must be rank 4");
       if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && (lb_volume(&t[3].s) != LB_TILE * LB_TILE || t[0].s.dims[3] % LB_TILE))
-        FAIL("trans_mat must be [1,1,32,32] and head_dim a multiple of 32");
+        FAIL("offcard: trans_mat must be [1,1,32,32] and head_dim a multiple of 32");
       const int64_t *sh = t[0].s.dims;
-      if (sh[3] % 2) FAIL("head_dim %lld must be even", (long long)sh[3]);
+      if (sh[3] % 2) FAIL("offcard: head_dim %lld must be even", (long long)sh[3]);
       if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_HF && o->i[0] == 0) { /* prefill */
         const lb_spec *cs = &t[1].s;
-        if (t[0].s.layout != OFFCARD_TT_TILE || cs->layout != OFFCARD_TT_TILE || t[2].s.layout != OFFCARD_TT_TILE) FAIL("Input must be tilized");
+        if (t[0].s.layout != OFFCARD_TT_TILE) FAIL("Input must be tilized");
+        if (cs->layout != OFFCARD_TT_TILE) FAIL("Cos must be tilized");
+        if (t[2].s.layout != OFFCARD_TT_TILE) FAIL("Sin must be tilized");
         if (cs->rank != 4 || !same_shape(cs, &t[2].s)) FAIL("Cos and Sin shapes must match");
         if (cs->dims[0] != 1 || cs->dims[3] != sh[3]) FAIL("Cos dims must match input dims");
         if (cs->dims[1] != 1) FAIL("Cos must have batch dim = 1 in prefill mode");
@@ -305,7 +397,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
         return 0;
       }
       uint64_t want = (uint64_t)(sh[0] * sh[1] * sh[3]);
-      if (lb_volume(&t[1].s) != want || lb_volume(&t[2].s) != want) FAIL("Cos/Sin must hold %lld users of %lld", (long long)(sh[0] * sh[1]), (long long)sh[3]);
+      if (lb_volume(&t[1].s) != want || lb_volume(&t[2].s) != want) FAIL("offcard: Cos/Sin must hold %lld users of %lld", (long long)(sh[0] * sh[1]), (long long)sh[3]);
       return 0;
     }
     case OFFCARD_TT_OP_PAGED_UPDATE_CACHE:
@@ -314,17 +406,17 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       return validate_uc(d, o, 1);
     case OFFCARD_TT_OP_PAGED_FILL_CACHE: {
       const lb_spec *cs = &t[0].s, *is = &t[1].s, *ps = &t[2].s;
-      if (cs->layout != OFFCARD_TT_TILE || is->layout != OFFCARD_TT_TILE || cs->rank != 4 || is->rank != 4) FAIL("cache and input must be rank-4 TILE tensors");
-      if (cs->dtype != is->dtype) FAIL("cache and input must have the same dtype");
-      if (is->memory != OFFCARD_TT_INTERLEAVED || cs->memory != OFFCARD_TT_INTERLEAVED) FAIL("Input and cache must be interleaved");
-      if (is->dims[0] != 1 || is->dims[1] != cs->dims[1] || lb_padded(is, 3) != lb_padded(cs, 3)) FAIL("input must be [1, num_heads, seq_len, head_dim] of the cache");
-      if (ps->dtype != OFFCARD_TT_INT32 || ps->layout != OFFCARD_TT_ROW_MAJOR || ps->rank != 2 || ps->memory != OFFCARD_TT_INTERLEAVED) FAIL("page_table must be INT32 ROW_MAJOR interleaved [batch, blocks]");
-      if (lb_padded(is, 2) > ps->dims[1] * lb_padded(cs, 2)) FAIL("Input sequence length must be <= max_num_blocks_per_seq * block_size");
-      if (!o->present[3] && (o->i[0] < 0 || o->i[0] >= ps->dims[0])) FAIL("batch_idx %lld out of range of the page table's %lld rows", (long long)o->i[0], (long long)ps->dims[0]);
+      if (cs->layout != OFFCARD_TT_TILE || is->layout != OFFCARD_TT_TILE || cs->rank != 4 || is->rank != 4) FAIL("offcard: cache and input must be rank-4 TILE tensors");
+      if (cs->dtype != is->dtype) FAIL("offcard: Input tensor dtype must match cache tensor dtype");
+      if (is->memory != OFFCARD_TT_INTERLEAVED || cs->memory != OFFCARD_TT_INTERLEAVED) FAIL("Expect input_tensor to have memory layout INTERLEAVED");
+      if (is->dims[0] != 1 || is->dims[1] != cs->dims[1] || lb_padded(is, 3) != lb_padded(cs, 3)) FAIL("offcard: input must be [1, num_heads, seq_len, head_dim] of the cache");
+      if (ps->dtype != OFFCARD_TT_INT32 || ps->layout != OFFCARD_TT_ROW_MAJOR || ps->rank != 2 || ps->memory != OFFCARD_TT_INTERLEAVED) FAIL("offcard: page_table must be INT32 ROW_MAJOR interleaved [batch, blocks]");
+      if (lb_padded(is, 2) > ps->dims[1] * lb_padded(cs, 2)) FAIL("Input seq_len (%lld) must fit in max_num_blocks_per_seq (%lld) * block_size (%lld)", (long long)lb_padded(is, 2), (long long)ps->dims[1], (long long)lb_padded(cs, 2));
+      if (o->i[0] < 0 || o->i[0] >= ps->dims[0]) FAIL("Batch idx must be within the page_table batch size"); /* the fallback, tensor or not */
       if (o->present[3]) {
         const lb_spec *xs = &t[3].s;
         if (xs->rank != 1 || (xs->dtype != OFFCARD_TT_INT32 && xs->dtype != OFFCARD_TT_UINT32) || xs->layout != OFFCARD_TT_ROW_MAJOR || xs->memory != OFFCARD_TT_INTERLEAVED || xs->buffer != OFFCARD_TT_DRAM)
-          FAIL("batch_idx_tensor must be a 1-D int ROW_MAJOR DRAM interleaved tensor");
+          FAIL("offcard: batch_idx_tensor must be a 1-D int ROW_MAJOR DRAM interleaved tensor");
       }
       if (t[2].aligned % 32) FAIL("page table page size in bytes must be a multiple of 32 due to address alignment");
       return 0;
@@ -332,30 +424,61 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
     case OFFCARD_TT_OP_PAGED_SDPA_DECODE: {
       if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want k_chunk_size, fp32_dest_acc and scale");
       for (int i = 0; i < 3; i++)
-        if (want_bf16(name, "Tensor", &t[i]) || t[i].s.rank != 4) FAIL("Q, K and V must be rank-4 BFLOAT16");
-      if (o->out[0].s.dtype != OFFCARD_TT_BF16 || o->out[0].s.layout != OFFCARD_TT_TILE) FAIL("Output must be BFLOAT16 TILE");
-      if (t[1].s.layout != OFFCARD_TT_TILE || t[2].s.layout != OFFCARD_TT_TILE) FAIL("K and V caches must be TILE");
-      if (t[1].s.memory != OFFCARD_TT_INTERLEAVED || t[1].s.buffer != OFFCARD_TT_DRAM || t[2].s.memory != OFFCARD_TT_INTERLEAVED || t[2].s.buffer != OFFCARD_TT_DRAM) FAIL("K and V caches must be DRAM interleaved");
+        if (t[i].s.rank != 4) FAIL("offcard: Q must be rank 4, got rank %d", t[i].s.rank);
+      /* sdpa_decode.cpp, then sdpa_decode_device_operation.cpp, in order */
+      if (o->i[0] < 0 || (o->i[0] > 0 && (o->i[0] & (o->i[0] - 1)))) FAIL("User provided k_chunk_size must be power of 2, got: %lld", (long long)o->i[0]);
+      if (o->i[0] % LB_TILE) FAIL("User provided k_chunk_size must be multiple of 32, got: %lld", (long long)o->i[0]);
+      for (int i = 0; i < 3; i++)
+        if (t[i].s.dtype != OFFCARD_TT_BF16) FAIL("Unsupported data type %s.", t[i].s.dtype == OFFCARD_TT_FP32 ? "FLOAT32" : t[i].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[i].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
+      if (t[1].s.layout != OFFCARD_TT_TILE || t[2].s.layout != OFFCARD_TT_TILE) FAIL("Inputs to SDPA must be tilized except for Q");
+      if (t[0].s.memory != OFFCARD_TT_INTERLEAVED && t[0].s.memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Q tensor memory layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED");
+      if (t[0].s.memory == OFFCARD_TT_INTERLEAVED && t[0].s.buffer != OFFCARD_TT_DRAM) FAIL("Q tensor buffer type must be DRAM when not sharded but got L1");
+      for (int i = 1; i < 3; i++)
+        if (t[i].s.buffer != OFFCARD_TT_DRAM) FAIL("Input tensor %d buffer type must be DRAM but got L1", i);
+      if (o->out[0].s.memory == OFFCARD_TT_WIDTH_SHARDED) FAIL("Output memory config layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED");
+      if (t[1].s.memory != OFFCARD_TT_INTERLEAVED || t[2].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("offcard: K and V caches must be DRAM interleaved");
+      if (o->out[0].s.buffer == OFFCARD_TT_L1 && o->out[0].s.memory == OFFCARD_TT_INTERLEAVED) FAIL("offcard: Output must be HEIGHT_SHARDED or in DRAM");
       const lb_spec *ps = &t[3].s, *cp = &t[4].s;
       if (ps->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded page tables are not implemented by the loopback");
-      if (ps->dtype != OFFCARD_TT_INT32 || ps->layout != OFFCARD_TT_ROW_MAJOR || ps->rank != 2) FAIL("page_table must be INT32 ROW_MAJOR [batch, blocks]");
-      if (cp->dtype != OFFCARD_TT_INT32 || cp->layout != OFFCARD_TT_ROW_MAJOR || last(cp) != ps->dims[0]) FAIL("cur_pos must be INT32 ROW_MAJOR with one entry per user");
       const int64_t *qs = t[0].s.dims, *ks = t[1].s.dims, *vs = t[2].s.dims;
-      if (ps->dims[0] != qs[1]) FAIL("page table batch must match Q batch");
-      if (ks[2] != vs[2] || ks[3] != qs[3] || vs[3] != qs[3] || ks[1] != vs[1] || ks[0] != vs[0]) FAIL("K, V and Q geometry mismatch");
-      if (ks[2] % LB_TILE || qs[3] % LB_TILE) FAIL("block size and head dim must be multiples of 32");
-      if (o->i[0] < 0 || o->i[0] % LB_TILE) FAIL("k_chunk_size must be a multiple of 32");
-      if (qs[2] % ks[1]) FAIL("num_heads must be a multiple of num_kv_heads");
-      if (!same_shape(&o->out[0].s, &t[0].s)) FAIL("Output shape != Q shape");
-      if (qs[0] != 1) FAIL("Q dim 0 must be 1");
+      if (cp->dtype != OFFCARD_TT_INT32) FAIL("Expect cur_pos to be INT32, got %s", cp->dtype == OFFCARD_TT_BF16 ? "BFLOAT16" : cp->dtype == OFFCARD_TT_FP32 ? "FLOAT32" : cp->dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
+      if (cp->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Expect cur_pos to be ROW_MAJOR, got TILE");
+      if (lb_padded(cp, cp->rank - 1) != qs[1]) FAIL("cur_pos must have batch size equal to Q, got %lld and %lld", (long long)lb_padded(cp, cp->rank - 1), (long long)qs[1]);
+      if (ps->dtype != OFFCARD_TT_INT32) FAIL("Error: SDPA currently only supports INT32 datatype");
+      if (ps->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Page table tensor layout must be ROW_MAJOR but got TILE");
+      if (ps->rank != 2) FAIL("offcard: Page table must be rank 2 [batch, max_num_blocks_per_seq]");
+      if (ps->dims[0] != qs[1]) FAIL("Page_table must have batch size equal to Q");
+      if (ks[2] != vs[2]) FAIL("K and V must have same block size");
+      if (ks[3] != lb_padded(&t[0].s, 3))
+        FAIL("paged_scaled_dot_product_attention_decode geometry mismatch: cache has %lld elems/block (kv_heads=%lld, block_size=%lld, head_dim=%lld) but call view is %lld (kv_heads=%lld, block_size=%lld, head_dim=%lld from Q.padded_shape[-1]).",
+             (long long)(ks[1] * ks[2] * ks[3]), (long long)ks[1], (long long)ks[2], (long long)ks[3], (long long)(ks[1] * ks[2] * lb_padded(&t[0].s, 3)), (long long)ks[1], (long long)ks[2], (long long)lb_padded(&t[0].s, 3));
+      if (ks[2] % LB_TILE) FAIL("effective block_size (%lld) must be a multiple of TILE_HEIGHT (%d)", (long long)ks[2], LB_TILE);
+      if (lb_padded(&t[0].s, 3) % LB_TILE) FAIL("Q last dim (%lld) must be a multiple of TILE_WIDTH (%d)", (long long)lb_padded(&t[0].s, 3), LB_TILE);
+      if (ks[3] != vs[3] || ks[3] != qs[3]) FAIL("Q, K, V must have same hidden size");
+      if (qs[0] != 1) FAIL("Q tensor batch size must be 1 for decode mode but got %lld", (long long)qs[0]);
+      if (ks[1] != vs[1]) FAIL("Flash decode expects K and V to have same number of heads, but got %lld and %lld", (long long)ks[1], (long long)vs[1]);
+      if (ks[1] > 1 && qs[2] % ks[1]) FAIL("GQA expects Q to have a multiple of K heads, but got %lld and %lld", (long long)qs[2], (long long)ks[1]);
+      if (ks[0] != vs[0]) FAIL("offcard: K and V caches must have the same number of blocks");
+      if (o->out[0].s.dtype != OFFCARD_TT_BF16 || o->out[0].s.layout != OFFCARD_TT_TILE) FAIL("offcard: Output must be BFLOAT16 TILE");
+      if (!same_shape(&o->out[0].s, &t[0].s)) FAIL("offcard: Output shape must equal Q shape");
       return 0;
     }
     case OFFCARD_TT_OP_NLP_CONCAT_HEADS_DECODE: {
-      if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Output tensor", &t[1])) return OFFCARD_TT_EDEVICE;
-      if (t[0].s.rank != 4) FAIL("Input tensor must be rank 4");
+      if (t[0].s.rank != 4) FAIL("offcard: Input tensor must be rank 4, got rank %d", t[0].s.rank);
       const int64_t *sh = t[0].s.dims;
-      if (o->i[0] <= 0 || o->i[0] > sh[2]) FAIL("num_heads %lld out of range", (long long)o->i[0]);
-      if ((int64_t)rows_of(&t[1].s) != sh[0] * sh[1] || last(&t[1].s) != o->i[0] * sh[3]) FAIL("Output shape, want [1, 1, %lld, %lld]", (long long)(sh[0] * sh[1]), (long long)(o->i[0] * sh[3]));
+      /* nlp_concat_heads_decode_device_operation.cpp, in its order */
+      if (t[0].s.dtype != OFFCARD_TT_BF16 && t[0].s.dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
+      if (t[0].s.layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got ROW_MAJOR");
+      if (sh[0] != 1) FAIL("seqlen=1 for decode");
+      if (sh[1] > 32) FAIL("currently only support less than 32 users");
+      if (lb_padded(&t[0].s, 2) % 32) FAIL("padded heads must be a multiple of TILE_HEIGHT (32), got %lld", (long long)lb_padded(&t[0].s, 2));
+      if (lb_padded(&t[0].s, 2) < o->i[0]) FAIL("head_dim must be multiple of TILE_WIDTH");
+      if (t[0].s.memory == OFFCARD_TT_INTERLEAVED) FAIL("Input tensor must be sharded");
+      if (t[0].s.memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Input tensor memory layout must be HEIGHT_SHARDED but got WIDTH_SHARDED");
+      if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Output tensor", &t[1])) return OFFCARD_TT_EDEVICE;
+      if (t[1].s.memory == OFFCARD_TT_INTERLEAVED) FAIL("bad optional access"); /* the factory's output shard_spec().value() */
+      if (o->i[0] <= 0) FAIL("offcard: num_heads %lld out of range", (long long)o->i[0]);
+      if ((int64_t)rows_of(&t[1].s) != sh[0] * sh[1] || last(&t[1].s) != o->i[0] * sh[3]) FAIL("offcard: Output shape, want [1, 1, %lld, %lld]", (long long)(sh[0] * sh[1]), (long long)(o->i[0] * sh[3]));
       return 0;
     }
     case OFFCARD_TT_OP_ADD:
@@ -363,20 +486,23 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       for (int i = 0; i < 3; i++)
         if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
       for (int i = 1; i < 3; i++)
-        if (!same_shape(&t[0].s, &t[i].s) || t[0].s.layout != t[i].s.layout) FAIL("Tensors must have the same shape and layout");
+        if (!same_shape(&t[0].s, &t[i].s) || t[0].s.layout != t[i].s.layout) FAIL("offcard: Tensors must have the same shape and layout");
       return 0;
     case OFFCARD_TT_OP_ARGMAX:
+      /* argmax_device_operation.cpp (a preallocated output), in its order */
+      if (t[0].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Only INTERLEAVED memory layout is supported for inputs, got %s", t[0].s.memory == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED");
       if (want_bf16(name, "Input tensor", &t[0])) return OFFCARD_TT_EDEVICE;
-      if (t[1].s.dtype != OFFCARD_TT_UINT32 && t[1].s.dtype != OFFCARD_TT_INT32) FAIL("Output tensor must be UINT32");
-      if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Output tensor must be ROW_MAJOR");
-      if (lb_volume(&t[1].s) < rows_of(&t[0].s)) FAIL("Output tensor holds fewer than %llu indices", (unsigned long long)rows_of(&t[0].s));
+      if (t[1].s.dtype != OFFCARD_TT_UINT32) FAIL("Only UINT32 is supported for outputs, got %s", t[1].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[1].s.dtype == OFFCARD_TT_BF16 ? "BFLOAT16" : t[1].s.dtype == OFFCARD_TT_FP32 ? "FLOAT32" : "UINT16");
+      if (t[1].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Only INTERLEAVED memory layout is supported for outputs, got %s", t[1].s.memory == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED");
+      if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Output tensor must have ROW_MAJOR layout, got TILE");
+      if (lb_volume(&t[1].s) < rows_of(&t[0].s)) FAIL("offcard: Output tensor holds fewer than %llu indices", (unsigned long long)rows_of(&t[0].s));
       return 0;
     case OFFCARD_TT_OP_TO_MEMORY_CONFIG:
       return 0;
     case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS: {
       const lb_spec *is = &t[0].s;
       int64_t nh = o->i[0], nkv = o->i[1] ? o->i[1] : o->i[0];
-      if (nh <= 0 || nkv <= 0 || is->rank != 4) FAIL("num_heads must be positive and the input rank 4");
+      if (nh <= 0 || nkv <= 0 || is->rank != 4) FAIL("offcard: num_heads must be positive and the input rank 4");
       if (lb_padded(is, 3) % (nh + 2 * nkv)) FAIL("Unsupported input shape");
       if (is->dtype != OFFCARD_TT_BF16 && is->dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
       if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got ROW_MAJOR");
@@ -385,32 +511,32 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       int64_t dh = lb_padded(is, 3) / (nh + 2 * nkv);
       for (int i = 0; i < 3; i++) {
         const lb_spec *os = &o->out[i].s;
-        if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED");
+        if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED but got %s", os->memory == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED");
         int64_t heads = i == 0 ? nh : nkv, rows = is->dims[2], cols = dh;
         if (i == 1 && o->i[2]) rows = dh, cols = is->dims[2]; /* K transposed: [B, KV, D, S] */
         if (os->rank != 4 || os->dims[0] != is->dims[0] || os->dims[1] != heads || os->dims[2] != rows || os->dims[3] != cols || os->dtype != is->dtype)
-          FAIL("output spec %d must be [%lld, %lld, %lld, %lld] in the input's dtype", i, (long long)is->dims[0], (long long)heads, (long long)rows, (long long)cols);
+          FAIL("offcard: output spec %d must be [%lld, %lld, %lld, %lld] in the input's dtype", i, (long long)is->dims[0], (long long)heads, (long long)rows, (long long)cols);
       }
       return 0;
     }
     case OFFCARD_TT_OP_NLP_CONCAT_HEADS: {
       const lb_spec *is = &t[0].s, *os = &o->out[0].s;
-      if (is->rank != 4) FAIL("Input tensor must be rank 4");
+      if (is->rank != 4) FAIL("offcard: Input tensor must be rank 4");
       if (is->dtype != OFFCARD_TT_BF16 && is->dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
       if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got ROW_MAJOR");
       if (is->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded inputs are not implemented by the loopback");
-      if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED");
+      if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED but got %s", os->memory == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED");
       if (os->rank != 4 || os->dims[0] != is->dims[0] || os->dims[1] != 1 || os->dims[2] != is->dims[2] || os->dims[3] != is->dims[1] * is->dims[3] || os->dtype != is->dtype)
-        FAIL("output spec must be [%lld, 1, %lld, %lld]", (long long)is->dims[0], (long long)is->dims[2], (long long)(is->dims[1] * is->dims[3]));
+        FAIL("offcard: output spec must be [%lld, 1, %lld, %lld]", (long long)is->dims[0], (long long)is->dims[2], (long long)(is->dims[1] * is->dims[3]));
       return 0;
     }
     case OFFCARD_TT_OP_SDPA: {
       if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want one float attribute (scale)");
       for (int i = 0; i < 3; i++) {
         if (t[i].s.layout != OFFCARD_TT_TILE) FAIL("Inputs to SDPA must be tilized");
-        if (t[i].s.dtype != OFFCARD_TT_BF16) FAIL("Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B");
+        if (t[i].s.dtype != OFFCARD_TT_BF16) FAIL("Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %s", t[i].s.dtype == OFFCARD_TT_FP32 ? "FLOAT32" : t[i].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[i].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
         if (t[i].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Operands to SDPA need to be DRAM/L1 interleaved");
-        if (t[i].s.rank != 4) FAIL("Q, K and V must be rank 4");
+        if (t[i].s.rank != 4) FAIL("offcard: Q, K and V must be rank 4, got rank %d", t[i].s.rank);
       }
       const int64_t *qs = t[0].s.dims, *ks = t[1].s.dims, *vs = t[2].s.dims;
       if (o->i[0] && qs[2] != ks[2]) FAIL("Causal SDPA requires Q and K to have the same sequence length. Got Q: %lld, K: %lld", (long long)qs[2], (long long)ks[2]);
@@ -421,18 +547,18 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (qs[1] < ks[1] || qs[1] % ks[1]) FAIL("Q num_heads must be >= K num_heads and divisible by K num_heads. Got Q: %lld, K: %lld", (long long)qs[1], (long long)ks[1]);
       if ((o->i[1] || o->i[2]) && (o->i[1] % LB_TILE || o->i[1] < 0)) FAIL("q_chunk_size must be divisible by TILE_SIZE. Got q_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[1], LB_TILE);
       if ((o->i[1] || o->i[2]) && (o->i[2] % LB_TILE || o->i[2] < 0)) FAIL("k_chunk_size must be divisible by TILE_SIZE. Got k_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[2], LB_TILE);
-      if (!o->i[1] && !o->i[2] && o->i[4]) FAIL("exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
+      if (!o->i[1] && !o->i[2] && o->i[4]) FAIL("offcard: exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
       if (qs[3] % LB_TILE) FAIL("Padding is not supported on the head_dim dimension");
-      if (!same_shape(&o->out[0].s, &t[0].s) || o->out[0].s.dtype != t[0].s.dtype || o->out[0].s.layout != OFFCARD_TT_TILE) FAIL("Output spec must be Q's shape and dtype, TILE");
+      if (!same_shape(&o->out[0].s, &t[0].s) || o->out[0].s.dtype != t[0].s.dtype || o->out[0].s.layout != OFFCARD_TT_TILE) FAIL("offcard: Output spec must be Q's shape and dtype, TILE");
       return 0;
     }
     case OFFCARD_TT_OP_COPY:
-      if (!same_shape(&t[0].s, &t[1].s) || t[0].s.dtype != t[1].s.dtype) FAIL("copy needs the same shape and dtype");
+      if (!same_shape(&t[0].s, &t[1].s) || t[0].s.dtype != t[1].s.dtype) FAIL("offcard: copy needs the same shape and dtype");
       return 0;
     case OFFCARD_TT_OP_PLUS_ONE:
       if (t[0].s.dtype != OFFCARD_TT_INT32 && t[0].s.dtype != OFFCARD_TT_UINT32) FAIL("Only INT32 and UINT32 is supported for inputs!");
       if (t[0].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Only ROW_MAJOR layout is supported for inputs!");
-      if (t[0].s.rank > 4) FAIL("Input tensor must be rank 1 to 4");
+      if (t[0].s.rank > 4) FAIL("must have 1 to 4 dimensions for input tensor");
       return 0;
   }
   return lb_err(OFFCARD_TT_EARG, name, "unknown op");
@@ -586,7 +712,7 @@ static int exec_fill(offcard_tt_device *d, const lb_op *o) {
     for (uint32_t t = 0; t < st && !rc; t++) {
       uint32_t vb = t / bst;
       if (vb >= nent) {
-        rc = lb_err(OFFCARD_TT_EDEVICE, name, "page-table entry %u lies past the %u B page read", vb, 4 * nent);
+        rc = lb_err(OFFCARD_TT_EDEVICE, name, "offcard: page-table entry %u lies past the %u B page read", vb, 4 * nent);
         break;
       }
       uint32_t phys = le32(row + 4 * vb);
@@ -869,6 +995,32 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
     }
     case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF:
     case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: {
+      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA) {
+        /* rotary_embedding_llama_device_operation.cpp, decode mode, in order */
+        const lb_spec *is = &t[0].s, *cs = &t[1].s, *ss = &t[2].s, *ms = &t[3].s;
+        if (is->rank != 4 || ms->rank != 4) FAIL("offcard: Input tensor and trans mat must be rank 4");
+        if (is->layout != OFFCARD_TT_TILE) FAIL("input tensor to rotary embedding must be tilized");
+        if (cs->layout != OFFCARD_TT_TILE) FAIL("cos tensor to rotary embedding must be tilized");
+        if (ss->layout != OFFCARD_TT_TILE) FAIL("sin tensor to rotary embedding must be tilized");
+        if (ms->layout != OFFCARD_TT_TILE) FAIL("transformation matrix to rotary embedding must be tilized");
+        if (is->dims[3] > 256) FAIL("Head dim must be less than 256");
+        if (is->dtype != OFFCARD_TT_BF16 || cs->dtype != OFFCARD_TT_BF16 || ss->dtype != OFFCARD_TT_BF16 || ms->dtype != OFFCARD_TT_BF16)
+          FAIL("All input tensors must have dtype = bfloat16");
+        if (is->memory != o->out[0].s.memory) FAIL("Input tensor and output tensor must have same memory layout");
+        if (!same_shape(cs, ss)) FAIL("Cos and Sin dims must match");
+        if (is->dims[3] % LB_TILE) FAIL("Head dim must be a multiple of TILE_WIDTH in decode mode");
+        if (is->dims[0] != 1)
+          FAIL("rotary_embedding_llama currently only supports sharded inputs in decode mode, and therefore, seq_len (in dim 0) must be 1.");
+        if (is->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Sharded inputs for RoPE must be HEIGHT_SHARDED.");
+        if (cs->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("cos tensor for RoPE must be HEIGHT_SHARDED.");
+        if (ss->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("sin tensor for RoPE must be HEIGHT_SHARDED.");
+        if (ms->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("transformation matrix for RoPE must be HEIGHT_SHARDED.");
+        if (cs->rank < 2 || is->dims[1] != cs->dims[1]) FAIL("Cos and Sin must have the same batch size as the input");
+        if (cs->shard_h != LB_TILE) FAIL("In decode mode, RoPE only supports n_heads (shard_shape[0]) less than equal to TILE_HEIGHT");
+        if (ms->dims[0] != 1 || ms->dims[1] != 1) FAIL("Transformation matrix must have 1st & 2nd dim equal to 1");
+        if (ms->shard_h != LB_TILE) FAIL("Transformation matrix must have 3rd dim equal to TILE_HEIGHT");
+        if (ms->shard_w != LB_TILE) FAIL("Transformation matrix must have 4th dim equal to TILE_WIDTH");
+      }
       float *tm = NULL;
       if (!(a = read_f(d, name, &t[0], &rc)) || !(b = read_f(d, name, &t[1], &rc)) || !(c = read_f(d, name, &t[2], &rc))) break;
       if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && !(tm = read_f(d, name, &t[3], &rc))) break;

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <stdexcept>
 #include <memory>
 #include <optional>
 #include <set>
@@ -30,6 +31,7 @@
 #include "ttnn/device.hpp"
 #include "ttnn/operations/core/core.hpp"
 #include "ttnn/operations/data_movement/copy/copy.hpp"
+#include "ttnn/operations/data_movement/reshape_view/reshape.hpp"
 #include "ttnn/operations/embedding/embedding.hpp"
 #include "ttnn/operations/normalization/rmsnorm/rmsnorm.hpp"
 #include "ttnn/operations/matmul/matmul.hpp"
@@ -94,7 +96,19 @@ std::string tt_message(const char *what) {
   return b == std::string::npos ? s : s.substr(0, b);
 }
 
-// guard runs f, turning every exception into a status and the last error.
+// tt_raised reports whether what() is a TT_FATAL/TT_THROW's: tt_throw_impl
+// starts it with "<assert type> @ <file>:<line>: " (tt_stl/tt_stl/assert.hpp).
+bool tt_raised(const char *what) {
+  std::string s(what ? what : "");
+  return (s.rfind("TT_FATAL @ ", 0) == 0 || s.rfind("TT_THROW @ ", 0) == 0 || s.rfind("TT_ASSERT @ ", 0) == 0);
+}
+
+// guard runs f, turning every exception into a status and the last error:
+// a TT_FATAL/TT_THROW is the device's refusal (EDEVICE, its message text);
+// so is std::bad_optional_access, which ttnn's program factories raise on
+// a missing shard spec (the simulator gives the same text); a standard
+// argument error raised by the shim's own parsing (std::stoull, map::at)
+// is EARG; anything else EINTERNAL.
 template <class F>
 int32_t guard(const char *op, F &&f) {
   err_msg.clear();
@@ -105,9 +119,18 @@ int32_t guard(const char *op, F &&f) {
   } catch (const status_error &e) {
     err_op = op, err_msg = e.msg;
     return e.code;
+  } catch (const std::bad_optional_access &e) {
+    err_op = op, err_msg = e.what();
+    return OFFCARD_TT_EDEVICE;
+  } catch (const std::invalid_argument &e) {
+    err_op = op, err_msg = e.what();
+    return OFFCARD_TT_EARG;
+  } catch (const std::out_of_range &e) {
+    err_op = op, err_msg = e.what();
+    return OFFCARD_TT_EARG;
   } catch (const std::exception &e) {
     err_op = op, err_msg = tt_message(e.what());
-    return OFFCARD_TT_EDEVICE;
+    return tt_raised(e.what()) ? OFFCARD_TT_EDEVICE : OFFCARD_TT_EINTERNAL;
   } catch (...) {
     err_op = op, err_msg = "unknown C++ exception";
     return OFFCARD_TT_EINTERNAL;
@@ -120,9 +143,13 @@ struct offcard_tt_device {
   std::shared_ptr<ttnn::MeshDevice> mesh;
   std::map<uint64_t, Tensor> tensors;
   uint64_t next_id = 1;
+  // traces holds every trace id ttnn holds a buffer for: begin_mesh_trace
+  // creates the trace in the sub-device manager at begin (mesh_device.cpp),
+  // so an open or failed capture is one too until released.
   std::set<uint32_t> traces;
   bool capturing = false;
   uint32_t tracing = 0;
+  int64_t trace_region = 0;
   CoreCoord grid;
   std::string arch;
 };
@@ -261,25 +288,51 @@ void copy_out(const Tensor &host, void *out, uint64_t n) {
   std::memcpy(out, v.data(), n);
 }
 
-std::optional<std::string> opt_value(const char *opts, const std::string &key) {
+// options parses every "key=value" pair of the open options, refusing any
+// key but arch and trace_region (fault injection is the loopback's) and a
+// key given twice, wherever it stands.
+std::map<std::string, std::string> options(const char *opts) {
+  std::map<std::string, std::string> out;
   std::string s(opts ? opts : "");
   size_t p = 0;
   while (p < s.size()) {
     size_t e = s.find(';', p);
     std::string kv = s.substr(p, e == std::string::npos ? std::string::npos : e - p);
+    kv.erase(0, kv.find_first_not_of(' '));  // as the loopback: spaces before a key are skipped
     size_t eq = kv.find('=');
     std::string k = kv.substr(0, eq);
-    if (k == key) return eq == std::string::npos ? std::string() : kv.substr(eq + 1);
-    if (!k.empty() && k != "arch" && k != "trace_region")
-      fail(OFFCARD_TT_EARG, "option " + k + " is not supported by the ttnn shim (fault injection is the loopback's)");
+    if (!k.empty()) {
+      if (k != "arch" && k != "trace_region")
+        fail(OFFCARD_TT_EARG, "option " + k + " is not supported by the ttnn shim (fault injection is the loopback's)");
+      if (eq == std::string::npos) fail(OFFCARD_TT_EARG, "option " + k + " has no value");
+      if (!out.emplace(k, kv.substr(eq + 1)).second) fail(OFFCARD_TT_EARG, "option " + k + " given twice");
+    }
     if (e == std::string::npos) break;
     p = e + 1;
   }
-  return std::nullopt;
+  return out;
+}
+
+// same_buffer reports whether two handles' tensors share one device buffer
+// (ttnn::to_memory_config to the input's own config returns the input).
+bool same_buffer(const Tensor &a, const Tensor &b) {
+  return a.is_allocated() && b.is_allocated() && a.memory_config().buffer_type() == b.memory_config().buffer_type() &&
+         a.mesh_buffer().address() == b.mesh_buffer().address();
+}
+
+// release deallocates handle id's tensor unless another live handle shares
+// its buffer, then drops the handle.
+void release(offcard_tt_device *d, uint64_t id) {
+  auto it = d->tensors.find(id);
+  bool shared = false;
+  for (auto &[other, t] : d->tensors)
+    if (other != id && same_buffer(t, it->second)) shared = true;
+  if (!shared) it->second.deallocate(true);
+  d->tensors.erase(it);
 }
 
 ttnn::DeviceComputeKernelConfig fp32_acc(offcard_tt_device *d) {
-  return ttnn::init_device_compute_kernel_config(d->mesh->arch(), std::nullopt, MathFidelity::HiFi4, true, true, false);
+  return ttnn::init_device_compute_kernel_config(d->mesh->arch(), std::nullopt, tt::tt_metal::MathFidelity::HiFi4, true, true, false);
 }
 
 // expect checks that ttnn allocated what the contract's OutputSpecs says.
@@ -303,7 +356,7 @@ int32_t offcard_tt_abi_version(const char *, uint32_t *version) {
   });
 }
 
-int32_t offcard_tt_open(uint32_t abi_version, const char *options, offcard_tt_device **out) {
+int32_t offcard_tt_open(uint32_t abi_version, const char *options_text, offcard_tt_device **out) {
   return guard("open", [&] {
     if (!out) fail(OFFCARD_TT_EARG, "device pointer is NULL");
     *out = nullptr;
@@ -311,10 +364,18 @@ int32_t offcard_tt_open(uint32_t abi_version, const char *options, offcard_tt_de
       fail(OFFCARD_TT_EABI, "caller speaks offcard_tt ABI " + std::to_string(abi_version) + ", this library implements " + std::to_string(OFFCARD_TT_ABI_VERSION));
     if (std::getenv("TT_ASSERT_ABORT"))
       fail(OFFCARD_TT_EARG, "TT_ASSERT_ABORT is set: tt-metal would abort() on the first TT_FATAL instead of reporting it; unset it");
-    auto arch = opt_value(options, "arch");
-    auto region = opt_value(options, "trace_region");
-    size_t trace_region = region ? std::stoull(*region) : DEFAULT_TRACE_REGION_SIZE;
+    auto opts = options(options_text);
+    std::optional<std::string> arch;
+    if (opts.count("arch")) arch = opts["arch"];
+    size_t trace_region = DEFAULT_TRACE_REGION_SIZE;
+    if (opts.count("trace_region")) {
+      size_t used = 0;
+      const std::string &v = opts["trace_region"];
+      trace_region = std::stoull(v, &used);
+      if (used != v.size() || v[0] == '-') fail(OFFCARD_TT_EARG, "trace_region=" + v + " is not a byte count");
+    }
     auto d = std::make_unique<offcard_tt_device>();
+    d->trace_region = (int64_t)trace_region;
     d->mesh = ttnn::open_mesh_device(0, DEFAULT_L1_SMALL_SIZE, trace_region);
     d->grid = d->mesh->compute_with_storage_grid_size();
     d->arch = d->mesh->arch() == tt::ARCH::BLACKHOLE ? "blackhole" : d->mesh->arch() == tt::ARCH::WORMHOLE_B0 ? "wormhole" : "other";
@@ -332,9 +393,17 @@ int32_t offcard_tt_close(offcard_tt_device *d, uint64_t *leaked_tensors, uint64_
     if (leaked_tensors) *leaked_tensors = d->tensors.size();
     if (leaked_traces) *leaked_traces = d->traces.size();
     std::unique_ptr<offcard_tt_device> owned(d);
+    // An open capture is ended first (its CQ is still recording); a
+    // failure to end it does not stop the rest of the cleanup.
+    if (d->capturing) {
+      try {
+        ttnn::operations::trace::end_trace_capture(d->mesh.get(), ttnn::MeshTraceId(d->tracing), std::nullopt);
+      } catch (...) {
+      }
+      d->capturing = false;
+    }
     for (uint32_t id : d->traces) ttnn::operations::trace::release_trace(d->mesh.get(), ttnn::MeshTraceId(id));
-    for (auto &[id, t] : d->tensors) t.deallocate(true);
-    d->tensors.clear();
+    while (!d->tensors.empty()) release(d, d->tensors.begin()->first);
     ttnn::close_device(*d->mesh);
   });
 }
@@ -361,7 +430,7 @@ int32_t offcard_tt_device_facts(offcard_tt_device *d, int64_t *f, uint32_t n) {
         (int64_t)d->mesh->dram_size_per_channel(),
         (int64_t)d->grid.x,
         (int64_t)d->grid.y,
-        -1};
+        d->trace_region};
     for (uint32_t i = 0; i < n; i++) f[i] = i < OFFCARD_TT_FACTS ? all[i] : -1;
   });
 }
@@ -370,7 +439,7 @@ int32_t offcard_tt_live(offcard_tt_device *d, uint64_t *tensors, uint64_t *trace
   return guard("live", [&] {
     if (!d || !tensors || !traces) fail(OFFCARD_TT_EARG, "NULL argument");
     *tensors = d->tensors.size();
-    *traces = d->traces.size();
+    *traces = d->traces.size() - (d->capturing ? 1 : 0);  // captured traces; an open capture is not one yet
   });
 }
 
@@ -386,8 +455,8 @@ int32_t offcard_tt_allocate(offcard_tt_device *d, const int64_t *spec, uint32_t 
 int32_t offcard_tt_free(offcard_tt_device *d, uint64_t id) {
   return guard("free", [&] {
     if (!d) fail(OFFCARD_TT_EARG, "device is NULL");
-    tensor(d, id, 0).deallocate(true);
-    d->tensors.erase(id);
+    tensor(d, id, 0);  // refuses an unknown handle
+    release(d, id);
   });
 }
 
@@ -498,7 +567,24 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t op, const uint64_t *ts, uin
     switch (op) {
       case OFFCARD_TT_OP_EMBEDDING: {
         Tensor out = T(2);
-        ttnn::embedding(T(0), T(1), std::nullopt, std::nullopt, ttnn::prim::EmbeddingsType::GENERIC, std::nullopt, std::nullopt, out);
+        if (out.layout() == Layout::ROW_MAJOR) {
+          ttnn::embedding(T(0), T(1), std::nullopt, std::nullopt, ttnn::prim::EmbeddingsType::GENERIC, std::nullopt, std::nullopt, out);
+          break;
+        }
+        // A TILE output: ttnn's row-major kernel would write row sticks
+        // into the tiled buffer (fused_tilized is false without a TILE
+        // layout, embedding.cpp). Ask ttnn for a TILE result as it makes
+        // one (fused when the widths are tile multiples, else row sticks
+        // then to_layout, embedding.cpp) in the output's memory config,
+        // view it at the output's shape and copy it in; the temporaries
+        // are freed (allocations the caller does not see, also inside a
+        // capture).
+        Tensor tmp = ttnn::embedding(T(0), T(1), std::nullopt, Layout::TILE, ttnn::prim::EmbeddingsType::GENERIC, std::nullopt,
+                                     out.memory_config(), std::nullopt);
+        Tensor view = ttnn::reshape(tmp, out.logical_shape());
+        ttnn::copy(view, out);
+        if (view.is_allocated()) view.deallocate(true);
+        if (tmp.is_allocated()) tmp.deallocate(true);
         break;
       }
       case OFFCARD_TT_OP_RMS_NORM:
@@ -543,9 +629,10 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t op, const uint64_t *ts, uin
           if (I(4)) c.exp_approx_mode = false;
           pc = c;
         } else if (I(4)) {
-          // the contract's refusal, with sim's and the loopback's text: ttnn
-          // has no exp_approx_mode outside SDPAProgramConfig
-          fail(OFFCARD_TT_EDEVICE, "exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
+          // the contract's refusal, with sim's and the loopback's text (its
+          // "offcard: " prefix says it is not ttnn's): ttnn has no
+          // exp_approx_mode outside SDPAProgramConfig
+          fail(OFFCARD_TT_EDEVICE, "offcard: exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
         }
         std::optional<ttnn::DeviceComputeKernelConfig> cfg;
         if (I(3)) cfg = fp32_acc(d);
@@ -659,15 +746,24 @@ int32_t offcard_tt_begin_capture(offcard_tt_device *d, uint32_t *id) {
     *id = *tid;
     d->capturing = true;
     d->tracing = *id;
+    d->traces.insert(*id);  // begin_mesh_trace created the trace
   });
 }
 
 int32_t offcard_tt_end_capture(offcard_tt_device *d, uint32_t id) {
   return guard("end_trace_capture", [&] {
     if (!d) fail(OFFCARD_TT_EARG, "device is NULL");
-    ttnn::operations::trace::end_trace_capture(d->mesh.get(), ttnn::MeshTraceId(id), std::nullopt);
+    try {
+      ttnn::operations::trace::end_trace_capture(d->mesh.get(), ttnn::MeshTraceId(id), std::nullopt);
+    } catch (...) {
+      // Past end_mesh_trace's first check (the CQ records this id) the
+      // capture is over whatever fails later (record_end runs before the
+      // trace buffer is populated, mesh_device.cpp); the trace stays in
+      // traces until released.
+      if (d->capturing && id == d->tracing) d->capturing = false;
+      throw;
+    }
     d->capturing = false;
-    d->traces.insert(id);
   });
 }
 
