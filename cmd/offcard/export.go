@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/qwen3/tokenizer"
 )
 
@@ -30,9 +31,23 @@ func runExport(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	_, statErr := os.Stat(*out)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return badInput{err}
 	}
+	// Interrupted: Export's temporary files go, and the directory if this
+	// command made it and it is still empty.
+	defer atInterrupt(func() {
+		for _, n := range []string{qwen3.SafetensorsFile, qwen3.ConfigFile} {
+			tmps, _ := filepath.Glob(filepath.Join(*out, "."+n+".*.tmp"))
+			for _, t := range tmps {
+				os.Remove(t)
+			}
+		}
+		if statErr != nil {
+			os.Remove(*out)
+		}
+	})()
 	if err := w.Export(*out); err != nil {
 		return err
 	}

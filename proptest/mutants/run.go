@@ -162,7 +162,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		}
 		defer os.RemoveAll(d)
 		c.Checker = filepath.Join(d, "offcard"+exeSuffix())
-		build := exec.CommandContext(ctx, goCommand(c), "build", "-o", c.Checker, "./cmd/offcard")
+		build := interruptible(exec.CommandContext(ctx, goCommand(c), "build", "-o", c.Checker, "./cmd/offcard"))
 		build.Dir = c.Root
 		if out, err := build.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build the checker (offcard): %v: %s", err, lastLines(string(out), 5))
@@ -467,13 +467,30 @@ func build(ctx context.Context, c Config, ov, dir string) (string, error) {
 	bin := filepath.Join(dir, name+exeSuffix())
 	// No VCS stamp (it runs git per build) and no symbol table or DWARF (a
 	// shorter link): the binary only runs check (or serves the engine).
-	cmd := exec.CommandContext(ctx, goCommand(c), "build", "-buildvcs=false", "-ldflags=-s -w", "-overlay", ov, "-o", bin, pkg)
+	cmd := interruptible(exec.CommandContext(ctx, goCommand(c), "build", "-buildvcs=false", "-ldflags=-s -w", "-overlay", ov, "-o", bin, pkg))
 	cmd.Dir = c.Root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%v: %s", err, lastLines(string(out), 5))
 	}
 	return bin, nil
 }
+
+// interruptible makes cmd end as on a Ctrl-C when its context is done:
+// an interrupt (a check then ends its engines and removes its temporary
+// files, go build its work directory), a kill only if it has not exited
+// after interruptDelay.
+func interruptible(cmd *exec.Cmd) *exec.Cmd {
+	cmd.Cancel = func() error {
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			return cmd.Process.Kill()
+		}
+		return nil
+	}
+	cmd.WaitDelay = interruptDelay
+	return cmd
+}
+
+const interruptDelay = 20 * time.Second
 
 // checkBuilt runs the campaign against a built mutant binary, with env
 // added to the check's environment (the schema switch), and writes the
@@ -500,7 +517,7 @@ func checkBuilt(ctx context.Context, c Config, res Result, bin, dir string, env 
 		checker = c.Checker
 		args = append(args, "--engine", bin)
 	}
-	chk := exec.CommandContext(ctx, checker, args...)
+	chk := interruptible(exec.CommandContext(ctx, checker, args...))
 	chk.Dir = c.Root
 	chk.Env = append(append(os.Environ(), "GOMAXPROCS=1"), env...)
 	var stdout, stderr bytes.Buffer
