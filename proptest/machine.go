@@ -107,8 +107,8 @@ type recorder struct {
 	// aborted: a run could not start for a reason that ends the campaign
 	// (Aborting).
 	aborted string
-	failing   func()      // CaseOptions.Failing
-	stop      func() bool // CaseOptions.Stop
+	failing func()      // CaseOptions.Failing
+	stop    func() bool // CaseOptions.Stop
 }
 
 // over reports whether the shrink budget is spent or the case is given up.

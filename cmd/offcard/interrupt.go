@@ -20,8 +20,8 @@ import (
 // SIGINT, 143 for SIGTERM. A second signal a second later exits at once.
 var interrupt struct {
 	sync.Mutex
-	next  int
-	fns   map[int]func()
+	next int
+	fns  map[int]func()
 	sig  os.Signal // the signal received (nil: none yet)
 }
 
