@@ -104,11 +104,12 @@ type recorder struct {
 	reach    map[string]int // the first run's
 	// runnerErr: the runner itself failed in the first run.
 	runnerErr string
+	failing   func()      // CaseOptions.Failing
+	stop      func() bool // CaseOptions.Stop
+
 	// aborted: a run could not start for a reason that ends the campaign
 	// (Aborting).
 	aborted string
-	failing func()      // CaseOptions.Failing
-	stop    func() bool // CaseOptions.Stop
 }
 
 // over reports whether the shrink budget is spent or the case is given up.
