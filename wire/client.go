@@ -180,6 +180,9 @@ func (c *Client) read(stdout io.Reader) {
 		for {
 			var part []byte
 			part, err = br.ReadSlice('\n')
+			if cap(line)-len(line) < len(part) { // doubling: a long line costs twice its length
+				line = append(make([]byte, 0, 2*cap(line)+len(part)), line...)
+			}
 			line = append(line, part...)
 			if n := c.limit.Load(); int64(len(line)) > n {
 				err = fmt.Errorf("a reply line longer than %d bytes (not read further)", n)
