@@ -89,6 +89,10 @@ func Campaign(o Options) []CaseResult {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
+				if o.Abort != nil && o.Abort() {
+					continue
+				}
+				ran[j] = true
 				start := time.Since(t0)
 				co := co
 				if o.FailFast {
@@ -107,7 +111,6 @@ func Campaign(o Options) []CaseResult {
 			if o.FailFast && int64(j) > first.Load() || o.Abort != nil && o.Abort() {
 				break
 			}
-			ran[j] = true
 			jobs <- j
 		}
 		close(jobs)
