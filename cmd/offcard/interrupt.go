@@ -91,6 +91,16 @@ func signalCode(sig os.Signal) int {
 	return 130
 }
 
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
 // handleSignals makes SIGINT and SIGTERM interrupt offcard (see
 // interrupt); name is the command, for the one line.
 func handleSignals(name string, stderr io.Writer) {
@@ -112,7 +122,7 @@ func handleSignals(name string, stderr io.Writer) {
 		if !interrupted(sig) {
 			return
 		}
-		fmt.Fprintf(stderr, "offcard %s: interrupted (%v): engines ended, temporary files removed\n", name, sig)
+		fmt.Fprintf(stderr, "offcard %s: interrupted (%s): engines ended, temporary files removed\n", name, signalName(sig))
 		os.Exit(code)
 	}()
 }
