@@ -164,6 +164,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		c.Checker = filepath.Join(d, "offcard"+exeSuffix())
 		build := interruptible(exec.CommandContext(ctx, goCommand(c), "build", "-o", c.Checker, "./cmd/offcard"))
 		build.Dir = c.Root
+		build.Env = append(os.Environ(), "GOTMPDIR="+d, "TMPDIR="+d)
 		if out, err := build.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build the checker (offcard): %v: %s", err, lastLines(string(out), 5))
 		}
@@ -257,6 +258,12 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	}()
 	n := 0
 	defer func() {
+		if sb.cleanup == nil { // interrupted before the schema build was taken
+			select {
+			case sb = <-built:
+			default:
+			}
+		}
 		if sb.cleanup != nil {
 			sb.cleanup() // after done is closed: every check has finished
 		}
@@ -469,6 +476,7 @@ func build(ctx context.Context, c Config, ov, dir string) (string, error) {
 	// shorter link): the binary only runs check (or serves the engine).
 	cmd := interruptible(exec.CommandContext(ctx, goCommand(c), "build", "-buildvcs=false", "-ldflags=-s -w", "-overlay", ov, "-o", bin, pkg))
 	cmd.Dir = c.Root
+	cmd.Env = append(os.Environ(), "GOTMPDIR="+dir, "TMPDIR="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%v: %s", err, lastLines(string(out), 5))
 	}
@@ -476,12 +484,15 @@ func build(ctx context.Context, c Config, ov, dir string) (string, error) {
 }
 
 // interruptible makes cmd end as on a Ctrl-C when its context is done:
-// an interrupt (a check then ends its engines and removes its temporary
-// files, go build its work directory), a kill only if it has not exited
-// after interruptDelay.
+// an interrupt to its own process group (a check then ends its engines and
+// removes its temporary files; go build and its compilers die), a kill
+// only if it has not exited after interruptDelay. (go build leaves its
+// work directory on an interrupt, the linker its own: builds get GOTMPDIR
+// and TMPDIR inside the work directories Run removes.)
 func interruptible(cmd *exec.Cmd) *exec.Cmd {
+	ownGroup(cmd)
 	cmd.Cancel = func() error {
-		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		if err := interrupt(cmd); err != nil {
 			return cmd.Process.Kill()
 		}
 		return nil
