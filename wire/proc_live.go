@@ -28,12 +28,16 @@ func (e *StartError) Error() string {
 	if !e.Started {
 		return fmt.Sprintf("engine %q could not be started: %v", cmd, e.Err)
 	}
-	s := fmt.Sprintf("engine %q failed its hello: %v", cmd, e.Err)
+	detail, stderr := e.Err.Error(), e.Stderr
 	var f *FaultError
-	if !errors.As(e.Err, &f) && e.Stderr != "" {
-		s += "; its stderr ends: " + e.Stderr
+	if errors.As(e.Err, &f) {
+		detail, stderr = fmt.Sprintf("engine %s answering %s: %s", f.Kind, f.Op, f.Detail), f.Stderr
 	}
-	return clipText(s, maxErrorText)
+	s := fmt.Sprintf("engine %q failed its hello: %s", cmd, clipText(detail, maxErrorText))
+	if stderr != "" {
+		s += "; its stderr ends: " + stderr // a clipped tail
+	}
+	return s
 }
 
 func (e *StartError) Unwrap() error { return e.Err }

@@ -160,3 +160,14 @@ func TestEmptyCommand(t *testing.T) {
 		check(t, err != nil, "%q: started", cmd)
 	}
 }
+
+// A hello answered with a 3 MB unknown field, after 100 KB of stderr: the
+// one line stays short and still ends with the stderr's last words.
+func TestHelloTextBounded(t *testing.T) {
+	script := `head -c 100000 /dev/zero | tr '\0' e >&2; echo last words >&2; read l; printf '{"ok":true,"'; head -c 3000000 /dev/zero | tr '\0' f; printf '":1}\n'; sleep 3600`
+	_, err := wire.Start(wire.Options{Command: shEngine(t, script), HelloTimeout: 10 * time.Second}, hello(t))
+	var f *wire.FaultError
+	check(t, errors.As(err, &f) && f.Kind == wire.Malformed, "%.300v: want a malformed hello", err)
+	msg := err.Error()
+	check(t, len(msg) < 4000 && strings.HasSuffix(msg, "elast words") && !strings.Contains(msg, "\n"), "%d bytes: %.200q ... %.200q", len(msg), msg, msg[max(0, len(msg)-200):])
+}
