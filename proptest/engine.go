@@ -40,11 +40,14 @@ type EngineOptions struct {
 // once with the same error, and Failed reports it; a campaign stops there
 // (Options.Abort) and a case is not shrunk on it (Aborting).
 type EngineFactory struct {
-	o      EngineOptions
-	mu     sync.Mutex
-	dir    string
-	closed bool
+	// failed is the error every run fails with from now on, closed that
+	// Close ran (both under mu).
 	failed error
+	closed bool
+
+	o   EngineOptions
+	mu  sync.Mutex
+	dir string
 }
 
 // SetupError is a run of an EngineFactory that could not start: the

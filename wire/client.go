@@ -125,7 +125,7 @@ func Start(o Options, h Hello) (*Client, error) {
 		return nil, fmt.Errorf("hello: model config: %w", err)
 	}
 	h.Op, h.Version = OpHello, Version
-	c := &Client{o: o, cfg: cfg, hello: h, stderr: &tailBuffer{max: stderrTail}, exited: make(chan struct{}), quit: make(chan struct{}), lines: make(chan lineOrErr, 1)}
+	c := &Client{o: o, cfg: cfg, hello: h, stderr: &tailBuffer{max: 2048}, exited: make(chan struct{}), quit: make(chan struct{}), lines: make(chan lineOrErr, 1)}
 	c.cmd = exec.Command(o.Command[0], o.Command[1:]...)
 	c.cmd.Dir = o.Dir
 	c.cmd.Stderr = c.stderr

@@ -47,8 +47,6 @@ const (
 	// maxErrorText bounds any text of the engine in an error (an error
 	// reply, a fault's detail, a hello error).
 	maxErrorText = 1000
-	// stderrTail is the bytes of the engine's stderr kept (its tail).
-	stderrTail = 2048
 	// waitDelay bounds the wait for the engine's stderr to close after it
 	// exited (exec.Cmd.WaitDelay): a grandchild that keeps it open (a
 	// daemon started with setsid) does not hold the session.
