@@ -13,14 +13,10 @@
 // sequence, idle page-table rows, KV writes, findings).
 //
 // Client is a qwen3.Decoder over a child process. Every call has a
-// timeout (hello its own, long enough to open a card and compile); an
-// engine that exits, hangs past it (it is then killed with its process
-// group) or writes a line that is not a valid reply is a FaultError
-// (Crashed, Hung, Malformed) and the client is dead; an error reply is a
-// RefusedError and the session goes on. A failed hello is a StartError.
-// What the engine sends is bounded: a reply line past what its call can
-// need is not read further, and its texts (errors, stderr) are clipped.
-// Shutdown ends every engine process (for an interrupted command). Serve is the engine
+// timeout; an engine that exits, hangs past it (it is then killed with its
+// process group) or writes a line that is not a valid reply is a
+// FaultError (Crashed, Hung, Malformed) and the client is dead; an error
+// reply is a RefusedError and the session goes on. Serve is the engine
 // side, for Go engines (cmd/offcard-engine). The README's "Put your engine
 // under test" is the user's documentation of the protocol.
 //

@@ -162,9 +162,8 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 		}
 		defer os.RemoveAll(d)
 		c.Checker = filepath.Join(d, "offcard"+exeSuffix())
-		build := interruptible(exec.CommandContext(ctx, goCommand(c), "build", "-o", c.Checker, "./cmd/offcard"))
+		build := exec.CommandContext(ctx, goCommand(c), "build", "-o", c.Checker, "./cmd/offcard")
 		build.Dir = c.Root
-		build.Env = append(os.Environ(), "GOTMPDIR="+d, "TMPDIR="+d)
 		if out, err := build.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build the checker (offcard): %v: %s", err, lastLines(string(out), 5))
 		}
