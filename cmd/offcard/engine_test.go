@@ -18,7 +18,6 @@ import (
 // it serves proptest.OpenSimEngine, faulting at its second decode as the
 // variable says: crash, hang, garbage ("ok": no fault).
 func TestMain(m *testing.M) {
-	procTestMain()
 	if mode := os.Getenv("OFFCARD_TEST_ENGINE"); mode != "" {
 		open := func(h wire.Hello) (wire.Engine, wire.Caps, error) {
 			e, c, err := proptest.OpenSimEngine(h)

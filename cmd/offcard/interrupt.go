@@ -101,9 +101,19 @@ func signalName(sig os.Signal) string {
 	return sig.String()
 }
 
+func init() { handleSignals() }
+
+var handling sync.Once
+
 // handleSignals makes SIGINT and SIGTERM interrupt offcard (see
-// interrupt); name is the command, for the one line.
-func handleSignals(name string, stderr io.Writer) {
+// interrupt), from the start of the process.
+func handleSignals() { handling.Do(func() { handleSignalsOn(os.Stderr) }) }
+
+func handleSignalsOn(stderr io.Writer) {
+	name := ""
+	if len(os.Args) > 1 {
+		name = os.Args[1] // the command, for the one line
+	}
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
@@ -127,8 +137,15 @@ func handleSignals(name string, stderr io.Writer) {
 	}()
 }
 
-// isInterrupted reports whether an interrupt is being handled (the
-// command's own ending then waits for it: see main).
+// waitIfInterrupted blocks a command that returns while its interrupt is
+// handled: the handler exits when the cleanups are done.
+func waitIfInterrupted() {
+	for isInterrupted() {
+		time.Sleep(time.Hour)
+	}
+}
+
+// isInterrupted reports whether an interrupt is being handled.
 func isInterrupted() bool {
 	interrupt.Lock()
 	defer interrupt.Unlock()

@@ -8,7 +8,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
 )
 
 // A command is one offcard subcommand.
@@ -57,19 +56,12 @@ func (e internalError) Unwrap() error { return e.err }
 var errFound = errors.New("difference found")
 
 func main() {
-	name := ""
-	if len(os.Args) > 1 {
-		name = os.Args[1]
-	}
-	handleSignals(name, os.Stderr)
-	code := run(os.Args[1:], &env{stdout: gated{os.Stdout}, stderr: gated{os.Stderr}, stderrTTY: isTerminal(os.Stderr)})
-	for isInterrupted() { // the signal's handler cleans up and exits
-		time.Sleep(time.Hour)
-	}
-	os.Exit(code)
+	os.Exit(run(os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr, stderrTTY: isTerminal(os.Stderr)}))
 }
 
 func run(args []string, e *env) (code int) {
+	defer waitIfInterrupted() // (see interrupt)
+	e.stdout, e.stderr = gated{e.stdout}, gated{e.stderr}
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(e.stderr, "offcard: internal error (a bug of offcard, please report it): %v\n", r)

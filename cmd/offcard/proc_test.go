@@ -19,8 +19,10 @@ import (
 	"github.com/offcard/offcard/wire"
 )
 
+func init() { procTestMain() }
+
 // procTestMain runs the test binary as something else when the
-// environment says so (TestMain calls it first):
+// environment says so (before TestMain):
 //   - OFFCARD_TEST_MAIN=1: as offcard itself (main, with its signal
 //     handling), on the test binary's arguments;
 //   - OFFCARD_TEST_ENGINE=hello-hang, hello-exit, hello-garbage: an engine
@@ -36,6 +38,7 @@ import (
 func procTestMain() {
 	if os.Getenv("OFFCARD_TEST_MAIN") != "" {
 		os.Unsetenv("OFFCARD_TEST_MAIN") // the engines it starts are engines
+		handleSignals()
 		main()
 		os.Exit(99) // not reached
 	}
