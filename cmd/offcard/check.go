@@ -83,7 +83,8 @@ func runCheck(e *env, args []string) error {
 	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D] [--hello-timeout D]] [--cases N] [--seed S] [--shard K/N] [--json [--times]] [--junit OUT.xml] [--save DIR] [--dump FILE.jsonl]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
 	engine := fs.String("engine", "", "run the tolerant mode against an engine process speaking the line protocol: `'CMD ARGS'`, split at spaces (no shell); a fresh process per schedule run")
-	ef := addEngineFlags(fs)
+	timeout := fs.Duration("timeout", 0, timeoutHelp)
+	helloTimeout := helloTimeoutFlag(fs)
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	cases := fs.Int("cases", 200, "number of schedules")
 	seed := fs.Uint64("seed", proptest.DefaultSeed, "campaign seed; case i runs with a seed derived from (S, i), case 0 with S itself")
@@ -99,6 +100,7 @@ func runCheck(e *env, args []string) error {
 	}
 	factory := checkFactory
 	var engineF *proptest.EngineFactory
+	ef := engineFlags{fs: fs, timeout: timeout, helloTimeout: helloTimeout}
 	if flagSet(fs, "engine") {
 		if *device != "sim" || *lib != "" {
 			return bad("--engine runs the engine's own device: it goes without --device and --lib")
@@ -297,11 +299,12 @@ type engineFlags struct {
 	timeout, helloTimeout *time.Duration
 }
 
-func addEngineFlags(fs *flags) *engineFlags {
-	return &engineFlags{fs: fs,
-		timeout: fs.Duration("timeout", 0, "with --engine: the longest a call but hello may take before the engine counts as hung and is killed (default 30s)"),
-		helloTimeout: fs.Duration("hello-timeout", 0, "with --engine: the longest the hello may take (the engine opens its device, loads the model, compiles its programs) "+
-			"before the engine counts as hung; a hung, crashed or garbled hello ends the run with exit 2 (default 10m, or --timeout when longer)")}
+const timeoutHelp = "with --engine: the longest a call but hello may take before the engine counts as hung and is killed (default 30s)"
+
+// helloTimeoutFlag defines --hello-timeout.
+func helloTimeoutFlag(fs *flags) *time.Duration {
+	return fs.Duration("hello-timeout", 0, "with --engine: the longest the hello may take (the engine opens its device, loads the model, compiles its programs) "+
+		"before the engine counts as hung; a hung, crashed or garbled hello ends the run with exit 2 (default 10m, or --timeout when longer)")
 }
 
 // without checks that no engine flag is given without --engine.

@@ -28,9 +28,11 @@ type replayReport struct {
 func runReplay(e *env, args []string) error {
 	fs := newFlags(e, "replay", "FILE.script [--device sim|tt --lib PATH | --engine 'CMD ARGS' [--timeout D] [--hello-timeout D]] [--json]")
 	engine := fs.String("engine", "", "replay against an engine process speaking the line protocol (tolerant mode): `'CMD ARGS'`, as check --engine")
-	ef := addEngineFlags(fs)
+	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take (default 30s)")
 	device := fs.String("device", "", "run on this device instead of the script's device line: sim, or tt (the card, through --lib)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
+	helloTimeout := helloTimeoutFlag(fs)
+	var engineF *proptest.EngineFactory
 	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
 	path, err := fs.parseOne(args, "a script FILE (e.g. proptest/testdata/regressions/NAME.script)")
 	if err != nil {
@@ -59,24 +61,27 @@ func runReplay(e *env, args []string) error {
 		return bad("--lib goes with --device tt")
 	}
 	factory := checkFactory
-	var engineF *proptest.EngineFactory
 	switch {
 	case flagSet(fs, "engine"):
 		if *device != "" || *lib != "" {
 			return bad("--engine goes without --device and --lib")
 		}
+		ef := engineFlags{fs: fs, timeout: timeout, helloTimeout: helloTimeout}
 		if engineF, err = ef.factory(*engine); err != nil {
 			return err
 		}
 		defer atInterrupt(func() { engineF.Close() })()
 		defer engineF.Close()
 		factory, s.Scenario.Device = engineF.Factory, proptest.EngineDevice
-	case ef.without() != nil:
-		return ef.without()
+	case *timeout != 0:
+		return bad("--timeout goes with --engine")
 	case s.Scenario.Device == proptest.EngineDevice:
 		return bad("%s: a script saved from an engine: replay it with --engine 'CMD'", path)
 	case s.Scenario.Device != "sim":
 		return bad("%s: device %q: only sim is available yet", path, s.Scenario.Device)
+	}
+	if engineF == nil && flagSet(fs, "hello-timeout") {
+		return bad("--hello-timeout goes with --engine")
 	}
 	fail, stats, err := proptest.RunScript(s, factory)
 	if engineF != nil && engineF.Failed() != nil {
