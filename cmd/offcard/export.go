@@ -22,21 +22,9 @@ func runExport(e *env, args []string) error {
 	if m.synth == "" || *out == "" {
 		return bad("need --synth and --out")
 	}
-	if *tok != "" {
-		if _, err := tokenizer.Load(*tok); err != nil {
-			return badInput{err}
-		}
-	}
-	w, err := m.load(nil)
-	if err != nil {
-		return err
-	}
-	_, statErr := os.Stat(*out)
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return badInput{err}
-	}
 	// Interrupted: Export's temporary files go, and the directory if this
 	// command made it and it is still empty.
+	_, statErr := os.Stat(*out)
 	defer atInterrupt(func() {
 		for _, n := range []string{qwen3.SafetensorsFile, qwen3.ConfigFile} {
 			tmps, _ := filepath.Glob(filepath.Join(*out, "."+n+".*.tmp"))
@@ -48,6 +36,18 @@ func runExport(e *env, args []string) error {
 			os.Remove(*out)
 		}
 	})()
+	if *tok != "" {
+		if _, err := tokenizer.Load(*tok); err != nil {
+			return badInput{err}
+		}
+	}
+	w, err := m.load(nil)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return badInput{err}
+	}
 	if err := w.Export(*out); err != nil {
 		return err
 	}
