@@ -84,7 +84,10 @@ func procTestMain() {
 	case "bigerror":
 		open := func(h wire.Hello) (wire.Engine, wire.Caps, error) {
 			e, c, err := proptest.OpenSimEngine(h)
-			return bigError{e}, c, err
+			if err != nil {
+				return nil, c, err
+			}
+			return bigError{Engine: e, Observer: e.(wire.Observer)}, c, nil
 		}
 		if err := wire.Serve(os.Stdin, os.Stdout, open); err != nil {
 			os.Exit(1)
@@ -94,7 +97,14 @@ func procTestMain() {
 	os.Setenv("OFFCARD_TEST_ENGINE", mode)
 }
 
-type bigError struct{ wire.Engine }
+// bigError is offcard's engine (with what it observes) whose decodes
+// answer a 50 MB error.
+type bigError struct {
+	wire.Engine
+	wire.Observer
+}
+
+func (b bigError) Reset() error { return b.Engine.(wire.Resetter).Reset() }
 
 func (bigError) Decode([]qwen3.Step) ([]qwen3.Output, error) {
 	return nil, errors.New("device error: " + strings.Repeat("x", 50<<20))
@@ -234,7 +244,7 @@ func TestEngineBigErrorClipped(t *testing.T) {
 	exe := testEngine(t, "bigerror")
 	code, out, errs := runCLI(t, "check", "--engine", exe, "--cases", "1", "--seed", "8")
 	if code != 1 || len(out)+len(errs) > 64<<10 {
-		t.Fatalf("exit %d, a report of %d bytes:\n%.3000s", code, len(out)+len(errs), out)
+		t.Fatalf("exit %d, a report of %d bytes:\n%.3000s%.3000s", code, len(out)+len(errs), out, errs)
 	}
 	for _, l := range strings.Split(out, "\n") {
 		if len(l) > 4000 {
