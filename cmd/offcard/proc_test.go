@@ -27,8 +27,8 @@ func init() { procTestMain() }
 //     handling), on the test binary's arguments;
 //   - OFFCARD_TEST_ENGINE=hello-hang, hello-exit, hello-garbage: an engine
 //     that never answers hello, exits before answering it, or answers it
-//     with garbage; bigerror: an engine whose first decode answers with a
-//     50 MB error string; setsid: an ok engine that leaves a setsid
+//     with garbage; bigerror: an engine whose admits answer with a 16 MB
+//     error string; setsid: an ok engine that leaves a setsid
 //     grandchild holding its stderr;
 //   - every engine appends a line to OFFCARD_TEST_STARTS (when set) as it
 //     starts, and with OFFCARD_TEST_PIDFILE writes its pid there and
@@ -97,8 +97,9 @@ func procTestMain() {
 	os.Setenv("OFFCARD_TEST_ENGINE", mode)
 }
 
-// bigError is offcard's engine (with what it observes) whose decodes
-// answer a 50 MB error.
+// bigError is offcard's engine (with what it observes) whose admits
+// answer a 16 MB error (wire's TestEngineTextBounded sends 50 MB; this
+// one runs once per shrink run).
 type bigError struct {
 	wire.Engine
 	wire.Observer
@@ -106,8 +107,8 @@ type bigError struct {
 
 func (b bigError) Reset() error { return b.Engine.(wire.Resetter).Reset() }
 
-func (bigError) Decode([]qwen3.Step) ([]qwen3.Output, error) {
-	return nil, errors.New("device error: " + strings.Repeat("x", 50<<20))
+func (bigError) Prefill(qwen3.Prefill) ([]qwen3.Output, error) {
+	return nil, errors.New("device error: " + strings.Repeat("x", 16<<20))
 }
 
 // engineStarts is the number of engine processes started since the call
@@ -238,7 +239,7 @@ type panicky struct{ proptest.SUT }
 
 func (panicky) TakeFindings() []string { panic("runner bug") }
 
-// A 50 MB error string from the engine does not make a 50 MB report: the
+// A 16 MB error string from the engine does not make a 16 MB report: the
 // whole report stays small.
 func TestEngineBigErrorClipped(t *testing.T) {
 	exe := testEngine(t, "bigerror")
