@@ -40,6 +40,10 @@ type Options struct {
 	// returns the results up to and including it (a prefix of the whole
 	// campaign's, at any Workers). A case that failed is one not Passed.
 	FailFast bool
+	// Abort, when set, is asked before each case is started: true starts
+	// no more cases, and Campaign returns the results of the cases that
+	// ran (an EngineFactory that failed: its Failed).
+	Abort func() bool
 	// Progress, when set, is called after each case completes (from the
 	// goroutine of the caller of Campaign), with the number done and
 	// failed so far.
@@ -71,6 +75,7 @@ func Campaign(o Options) []CaseResult {
 	}
 	workers = max(1, min(workers, len(idx)))
 	res := make([]CaseResult, len(idx))
+	ran := make([]bool, len(idx))
 	co := CaseOptions{Base: o.Base, Factory: o.Factory, MaxShrinks: o.MaxShrinks, ShrinkRuns: o.ShrinkRuns}
 	jobs := make(chan int)
 	done := make(chan int)
@@ -87,6 +92,10 @@ func Campaign(o Options) []CaseResult {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
+				if o.Abort != nil && o.Abort() {
+					continue
+				}
+				ran[j] = true
 				start := time.Since(t0)
 				co := co
 				if o.FailFast {
@@ -102,7 +111,7 @@ func Campaign(o Options) []CaseResult {
 	}
 	go func() {
 		for j := range idx {
-			if o.FailFast && int64(j) > first.Load() {
+			if o.FailFast && int64(j) > first.Load() || o.Abort != nil && o.Abort() {
 				break
 			}
 			jobs <- j
@@ -127,6 +136,15 @@ func Campaign(o Options) []CaseResult {
 	}
 	if f := int(first.Load()); o.FailFast && f < len(idx) {
 		return res[:f+1]
+	}
+	if o.Abort != nil && o.Abort() {
+		var out []CaseResult
+		for j, r := range res {
+			if ran[j] {
+				out = append(out, r)
+			}
+		}
+		return out
 	}
 	return res
 }

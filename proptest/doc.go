@@ -131,8 +131,9 @@
 // page-table row = the blocks then the pad, idle rows all pad;
 // KVObserver with KVWrite.Slot holding the sequence; FindingObserver).
 // An engine that crashes, hangs or writes garbage fails with property
-// engine (PropEngine); a hung case is not shrunk. OpenSimEngine is the
-// serving side of cmd/offcard-engine.
+// engine (PropEngine); a hung case is not shrunk. An engine that fails
+// its hello ends the campaign instead (a SetupError: EngineFactory.Failed,
+// Options.Abort). OpenSimEngine is the serving side of cmd/offcard-engine.
 //
 // The headline names the first cause: the problems of one call are ordered
 // by device step, then by the device op at which they arose (strict

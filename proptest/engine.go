@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,10 +33,69 @@ type EngineOptions struct {
 // protocol, and runs the tolerant mode against it. The synthetic weights
 // are exported once per (preset, seed) into a temporary directory, named
 // in the hello, for engines that load them; Close removes it.
+//
+// A run that cannot start is not a finding about its schedule: when the
+// engine fails its hello (a *wire.StartError) or the weights cannot be
+// exported (offcard's environment), the factory fails every later run at
+// once with the same error, and Failed reports it; a campaign stops there
+// (Options.Abort) and a case is not shrunk on it (Aborting).
 type EngineFactory struct {
+	// failed is the error every run fails with from now on, closed that
+	// Close ran (both under mu).
+	failed error
+	closed bool
+
 	o   EngineOptions
 	mu  sync.Mutex
 	dir string
+}
+
+// SetupError is a run of an EngineFactory that could not start: the
+// engine failed its hello, or offcard could not export the weights. It
+// ends a campaign (see EngineFactory).
+type SetupError struct {
+	Err error
+	// Engine: the engine failed (Err is a *wire.StartError); else
+	// offcard's own environment did (e.g. TMPDIR).
+	Engine bool
+}
+
+func (e *SetupError) Error() string {
+	if e.Engine {
+		return e.Err.Error()
+	}
+	return "export the synthetic weights for the engine: " + e.Err.Error()
+}
+
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// Aborting implements the interface Aborting looks for.
+func (e *SetupError) Aborting() bool { return true }
+
+// Aborting reports whether err ends the campaign it happened in rather
+// than failing its case (an error with an Aborting() bool method saying
+// so, such as *SetupError).
+func Aborting(err error) bool {
+	var a interface{ Aborting() bool }
+	return errors.As(err, &a) && a.Aborting()
+}
+
+// Failed is the error that made the factory refuse its runs (nil: none).
+func (f *EngineFactory) Failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
+}
+
+// fail records err as the factory's failure (the first one wins) and
+// returns the recorded one.
+func (f *EngineFactory) fail(err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failed == nil {
+		f.failed = err
+	}
+	return f.failed
 }
 
 // NewEngineFactory returns a factory for o.Command.
@@ -49,10 +109,11 @@ func NewEngineFactory(o EngineOptions) (*EngineFactory, error) {
 	return &EngineFactory{o: o}, nil
 }
 
-// Close removes the exported weights.
+// Close removes the exported weights; later runs fail.
 func (f *EngineFactory) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.closed = true
 	if f.dir == "" {
 		return nil
 	}
@@ -75,6 +136,9 @@ func (f *EngineFactory) weights(sc Scenario) (string, []byte, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.closed {
+		return "", nil, errors.New("the engine factory is closed")
+	}
 	if f.dir == "" {
 		if f.dir, err = os.MkdirTemp("", "offcard-engine-weights-"); err != nil {
 			return "", nil, err
@@ -110,12 +174,19 @@ func (f *EngineFactory) Hello(sc Scenario) (wire.Hello, error) {
 
 // Factory implements Factory.
 func (f *EngineFactory) Factory(sc Scenario) (SUT, error) {
+	if err := f.Failed(); err != nil {
+		return nil, err
+	}
 	h, err := f.Hello(sc)
 	if err != nil {
-		return nil, err
+		return nil, f.fail(&SetupError{Err: err})
 	}
 	c, err := wire.Start(wire.Options{Command: f.o.Command, Timeout: f.o.Timeout, HelloTimeout: f.o.HelloTimeout}, h)
 	if err != nil {
+		var se *wire.StartError
+		if errors.As(err, &se) {
+			return nil, f.fail(&SetupError{Err: err, Engine: true})
+		}
 		return nil, err
 	}
 	return &EngineSUT{C: c, tol: f.o.Tolerance}, nil
@@ -186,7 +257,21 @@ func (s *EngineSUT) TakeFindings() []string {
 	if !s.fresh(&s.takenFind) || s.obs() == nil {
 		return nil
 	}
-	return s.obs().Findings
+	fs := s.obs().Findings
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = clipEngineText(f)
+	}
+	return out
+}
+
+// clipEngineText bounds a text an engine sent (a finding) for reports.
+func clipEngineText(s string) string {
+	const max = 1000
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 // TakeSeqStates implements SeqObserver.

@@ -63,6 +63,11 @@ func (cr *caseRun) run(c Cmd) *Failure {
 		if len(cr.cmds) > 1 {
 			return nil
 		}
+		if Aborting(cr.err) {
+			// Not a finding: the campaign ends (no shrinking either).
+			cr.rec.aborted, cr.rec.budget = cr.err.Error(), cr.rec.runs
+			return nil
+		}
 		f = &Failure{Property: PropSetup, Command: 1, Cmd: c.String(), Seq: -1, Pos: -1, Detail: cr.err.Error()}
 	case cr.r == nil:
 		return nil
@@ -100,6 +105,10 @@ type recorder struct {
 	runnerErr string
 	failing   func()      // CaseOptions.Failing
 	stop      func() bool // CaseOptions.Stop
+
+	// aborted: a run could not start for a reason that ends the campaign
+	// (Aborting).
+	aborted string
 }
 
 // over reports whether the shrink budget is spent or the case is given up.
@@ -279,6 +288,8 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 	}
 	res.Reach = rec.reach
 	switch {
+	case rec.aborted != "":
+		res.Error = rec.aborted
 	case rec.runnerErr != "":
 		res.Error = rec.runnerErr
 	case pr.Status == gopter.PropTrue && rec.first == nil:

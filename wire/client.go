@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/offcard/offcard/qwen3"
@@ -50,7 +51,9 @@ type RefusedError struct {
 	Op, Msg string
 }
 
-func (e *RefusedError) Error() string { return fmt.Sprintf("engine refused %s: %s", e.Op, e.Msg) }
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("engine refused %s: %s", e.Op, clipText(e.Msg, maxErrorText))
+}
 
 // Options start an engine process.
 type Options struct {
@@ -58,20 +61,21 @@ type Options struct {
 	Command []string
 	// Dir is its working directory ("" the caller's).
 	Dir string
-	// Timeout bounds each call's answer (default DefaultTimeout);
-	// HelloTimeout the hello's, which includes loading the model (default
-	// DefaultHelloTimeout).
+	// Timeout bounds each call's answer but hello's (default
+	// DefaultTimeout); HelloTimeout bounds the hello's, which includes
+	// opening the device, loading the model and compiling programs
+	// (default DefaultHelloTimeout).
 	Timeout, HelloTimeout time.Duration
 }
 
 // Default timeouts.
 const (
-	DefaultTimeout      = 30 * time.Second
-	DefaultHelloTimeout = 60 * time.Second
+	DefaultTimeout = 30 * time.Second
+	// DefaultHelloTimeout is long enough for a card engine's device open
+	// and program compile at the real model's shape.
+	DefaultHelloTimeout = 10 * time.Minute
 	// byeTimeout bounds the goodbye: the bye reply and the exit.
 	byeTimeout = 2 * time.Second
-	// maxLine bounds one reply line.
-	maxLine = 64 << 20
 )
 
 // Client is a qwen3.Decoder over an engine process speaking the protocol
@@ -80,6 +84,8 @@ type Client struct {
 	o       Options
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
+	stdout  *os.File
+	limit   atomic.Int64 // the longest reply line the current call may get
 	lines   chan lineOrErr
 	stderr  *tailBuffer
 	exited  chan struct{}
@@ -101,10 +107,11 @@ type lineOrErr struct {
 }
 
 // Start starts the engine, sends hello and reads its capabilities. A
-// failure to start or to agree (version, model) is an error; the process
-// is gone when Start fails.
+// failure to start the process or to complete the hello is a *StartError
+// (naming the command and the tail of its stderr); the process is gone
+// when Start fails.
 func Start(o Options, h Hello) (*Client, error) {
-	if len(o.Command) == 0 {
+	if len(o.Command) == 0 || strings.TrimSpace(o.Command[0]) == "" {
 		return nil, errors.New("no engine command")
 	}
 	if o.Timeout <= 0 {
@@ -122,6 +129,7 @@ func Start(o Options, h Hello) (*Client, error) {
 	c.cmd = exec.Command(o.Command[0], o.Command[1:]...)
 	c.cmd.Dir = o.Dir
 	c.cmd.Stderr = c.stderr
+	c.cmd.WaitDelay = waitDelay
 	setProcessGroup(c.cmd)
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -137,10 +145,16 @@ func Start(o Options, h Hello) (*Client, error) {
 	pw.Close()
 	if err != nil {
 		stdout.Close()
-		return nil, fmt.Errorf("start engine %q: %w", strings.Join(o.Command, " "), err)
+		return nil, &StartError{Command: o.Command, Err: err}
 	}
-	go func() { c.read(stdout); stdout.Close() }()
+	c.stdout = stdout
+	c.limit.Store(replyBase)
+	go c.read(stdout)
 	go func() { c.waitErr = c.cmd.Wait(); close(c.exited) }()
+	if !track(c) {
+		c.kill()
+		return nil, errShutdown
+	}
 	r, err := c.roundTrip(OpHello, h, o.HelloTimeout)
 	if err == nil {
 		if r.Caps == nil {
@@ -151,7 +165,7 @@ func Start(o Options, h Hello) (*Client, error) {
 	}
 	if err != nil {
 		c.kill()
-		return nil, err
+		return nil, &StartError{Command: o.Command, Started: true, Err: err, Stderr: c.stderr.String()}
 	}
 	c.caps = *r.Caps
 	return c, nil
@@ -166,9 +180,12 @@ func (c *Client) read(stdout io.Reader) {
 		for {
 			var part []byte
 			part, err = br.ReadSlice('\n')
+			if cap(line)-len(line) < len(part) { // doubling: a long line costs twice its length
+				line = append(make([]byte, 0, 2*cap(line)+len(part)), line...)
+			}
 			line = append(line, part...)
-			if len(line) > maxLine {
-				err = fmt.Errorf("a reply line longer than %d bytes", maxLine)
+			if n := c.limit.Load(); int64(len(line)) > n {
+				err = fmt.Errorf("a reply line longer than %d bytes (not read further)", n)
 			}
 			if err != bufio.ErrBufferFull {
 				break
@@ -318,16 +335,14 @@ func (c *Client) Close() error {
 func (c *Client) kill() {
 	c.once.Do(func() { close(c.quit) })
 	_ = c.stdin.Close()
-	select {
-	case <-c.exited:
-		return
-	default:
-	}
+	// The group too when the engine has exited: what it started and left.
 	killProcess(c.cmd)
 	select {
 	case <-c.exited:
 	case <-time.After(5 * time.Second):
 	}
+	_ = c.stdout.Close() // a grandchild may hold its write end
+	untrack(c)
 }
 
 // roundTrip sends one request and reads its reply within timeout.
@@ -340,15 +355,24 @@ func (c *Client) roundTrip(op string, req any, timeout time.Duration) (Reply, er
 		return Reply{}, err
 	}
 	b = append(b, '\n')
+	c.limit.Store(c.replyLimit(req))
 	// A write blocks when the engine does not read; the timer below covers
 	// it by killing the process.
 	written := make(chan error, 1)
 	go func() { _, err := c.stdin.Write(b); written <- err }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	exited := c.exited
+	var grace <-chan time.Time
 	var line []byte
 	for line == nil {
 		select {
+		case <-exited:
+			// Replies still in the pipe come within the grace; the end of
+			// file may never come (a grandchild holding stdout).
+			exited, grace = nil, time.After(exitGrace)
+		case <-grace:
+			return Reply{}, c.crashed(op, "the engine exited")
 		case err := <-written:
 			written = nil
 			if err != nil {
@@ -364,7 +388,11 @@ func (c *Client) roundTrip(op string, req any, timeout time.Duration) (Reply, er
 			line = l.b
 		case <-timer.C:
 			killProcess(c.cmd)
-			return Reply{}, c.fault(Hung, op, fmt.Sprintf("no answer within %v (killed)", timeout))
+			what := ""
+			if op == OpHello {
+				what = ", the hello timeout"
+			}
+			return Reply{}, c.fault(Hung, op, fmt.Sprintf("no answer within %v (killed%s)", timeout, what))
 		}
 	}
 	r, err := ParseReply(line)
@@ -372,7 +400,7 @@ func (c *Client) roundTrip(op string, req any, timeout time.Duration) (Reply, er
 		return Reply{}, c.fault(Malformed, op, err.Error())
 	}
 	if !r.OK {
-		return Reply{}, &RefusedError{Op: op, Msg: r.Error}
+		return Reply{}, &RefusedError{Op: op, Msg: clipText(r.Error, maxErrorText)}
 	}
 	if op != OpHello && op != OpBye {
 		c.calls++
@@ -385,7 +413,7 @@ func (c *Client) roundTrip(op string, req any, timeout time.Duration) (Reply, er
 func (c *Client) crashed(op, detail string) error {
 	select {
 	case <-c.exited:
-		if c.waitErr != nil {
+		if c.waitErr != nil && !errors.Is(c.waitErr, exec.ErrWaitDelay) {
 			detail += " (" + c.waitErr.Error() + ")"
 		} else {
 			detail += " (exit status 0)"
@@ -403,8 +431,17 @@ func (c *Client) fault(kind, op, detail string) error {
 		case <-time.After(time.Second):
 		}
 	}
-	c.dead = &FaultError{Kind: kind, Op: op, Detail: detail, Stderr: c.stderr.String()}
+	c.dead = &FaultError{Kind: kind, Op: op, Detail: clipText(detail, maxErrorText), Stderr: c.stderr.String()}
 	return c.dead
+}
+
+// replyLimit bounds the reply line to req (see replyBase).
+func (c *Client) replyLimit(req any) int64 {
+	n := 0
+	if r, ok := req.(Request); ok {
+		n = len(r.Prompt) + len(r.Batch)
+	}
+	return replyBase + int64(n)*(replyPerOutput+3*int64(c.cfg.VocabSize))
 }
 
 func clip(b []byte) string {
@@ -435,7 +472,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return strings.Join(strings.Fields(string(t.b)), " ")
+	return clipText(string(t.b), t.max)
 }
 
 // ParseReply parses one reply line: a JSON object with only the

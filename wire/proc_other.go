@@ -11,3 +11,5 @@ func killProcess(c *exec.Cmd) {
 		_ = c.Process.Kill()
 	}
 }
+
+func terminateProcess(c *exec.Cmd) { killProcess(c) }

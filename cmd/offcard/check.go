@@ -16,6 +16,7 @@ import (
 
 	"github.com/offcard/offcard/proptest"
 	"github.com/offcard/offcard/tthw"
+	"github.com/offcard/offcard/wire"
 )
 
 func init() {
@@ -82,10 +83,11 @@ type timedReport struct {
 var checkFactory proptest.Factory = proptest.SimFactory
 
 func runCheck(e *env, args []string) error {
-	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D]] [--preset tiny|qwen3-0.6b | --model DIR] [--cases N] [--seed S] [--shard K/N] [--json [--times]] [--junit OUT.xml] [--save DIR] [--dump FILE.jsonl]")
+	fs := newFlags(e, "check", "[--device sim|tt] [--lib PATH] [--engine 'CMD ARGS' [--timeout D] [--hello-timeout D]] [--preset tiny|qwen3-0.6b | --model DIR] [--cases N] [--seed S] [--shard K/N] [--json [--times]] [--junit OUT.xml] [--save DIR] [--dump FILE.jsonl]")
 	device := fs.String("device", "sim", "device to run the engine on: sim, or tt (the card, through --lib)")
 	engine := fs.String("engine", "", "run the tolerant mode against an engine process speaking the line protocol: `'CMD ARGS'`, split at spaces (no shell); a fresh process per schedule run")
-	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take before the engine counts as hung and is killed (default 30s; hello 60s)")
+	timeout := fs.Duration("timeout", 0, timeoutHelp)
+	helloTimeout := helloTimeoutFlag(fs)
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
 	cases := fs.Int("cases", 200, "number of schedules")
 	seed := fs.Uint64("seed", proptest.DefaultSeed, "campaign seed; case i runs with a seed derived from (S, i), case 0 with S itself")
@@ -109,18 +111,21 @@ func runCheck(e *env, args []string) error {
 		return err
 	}
 	factory := checkFactory
-	if *engine != "" {
+	var engineF *proptest.EngineFactory
+	ef := engineFlags{fs: fs, timeout: timeout, helloTimeout: helloTimeout}
+	if flagSet(fs, "engine") {
 		if *device != "sim" || *lib != "" {
 			return bad("--engine runs the engine's own device: it goes without --device and --lib")
 		}
-		ef, err := engineFactory(*engine, *timeout)
-		if err != nil {
+		var err error
+		if engineF, err = ef.factory(*engine); err != nil {
 			return err
 		}
-		defer ef.Close()
-		factory, *device = ef.Factory, proptest.EngineDevice
-	} else if *timeout != 0 {
-		return bad("--timeout goes with --engine")
+		defer atInterrupt(func() { engineF.Close() })()
+		defer engineF.Close()
+		factory, *device = engineF.Factory, proptest.EngineDevice
+	} else if err := ef.without(); err != nil {
+		return err
 	}
 	switch *device {
 	case proptest.EngineDevice:
@@ -183,11 +188,9 @@ func runCheck(e *env, args []string) error {
 	if *device == proptest.CardDevice {
 		opt.ReplayArgs = "--device tt --lib " + *lib
 	}
-	if *engine != "" {
-		opt.ReplayArgs = fmt.Sprintf("--engine '%s'", *engine)
-		if *timeout != 0 {
-			opt.ReplayArgs += " --timeout " + timeout.String()
-		}
+	if engineF != nil {
+		opt.ReplayArgs = fmt.Sprintf("--engine '%s'", *engine) + ef.replayArgs()
+		opt.Abort = func() bool { return engineF.Failed() != nil }
 	}
 	if a := cm.replayArgs(); a != "" {
 		opt.ReplayArgs = strings.TrimSpace(a + " " + opt.ReplayArgs)
@@ -201,6 +204,9 @@ func runCheck(e *env, args []string) error {
 	rs := proptest.Campaign(opt)
 	prog.Stop()
 	elapsed := time.Since(t0)
+	if engineF != nil && engineF.Failed() != nil {
+		return engineSetupErr(engineF.Failed())
+	}
 	shardName := ""
 	if !shard.Whole() {
 		shardName = shard.String()
@@ -309,26 +315,76 @@ func runCheck(e *env, args []string) error {
 		return errFound
 	}
 	if errored > 0 {
-		return fmt.Errorf("%d cases did not run: offcard's runner failed (see the report)", errored)
+		return internalError{fmt.Errorf("%d cases did not run: offcard's runner failed (see the report)", errored)}
 	}
 	return nil
 }
 
-// engineFactory is the factory of --engine CMD: a fresh process of CMD
-// (split at spaces) per schedule run.
-func engineFactory(cmd string, timeout time.Duration) (*proptest.EngineFactory, error) {
+// engineFlags are the flags of an engine process beside --engine
+// (check, replay).
+type engineFlags struct {
+	fs                    *flags
+	timeout, helloTimeout *time.Duration
+}
+
+const timeoutHelp = "with --engine: the longest a call but hello may take before the engine counts as hung and is killed (default 30s)"
+
+// helloTimeoutFlag defines --hello-timeout.
+func helloTimeoutFlag(fs *flags) *time.Duration {
+	return fs.Duration("hello-timeout", 0, "with --engine: the longest the hello may take (the engine opens its device, loads the model, compiles its programs) "+
+		"before the engine counts as hung; a hung, crashed or garbled hello ends the run with exit 2 (default 10m, or --timeout when longer)")
+}
+
+// without checks that no engine flag is given without --engine.
+func (ef *engineFlags) without() error {
+	for _, n := range []string{"timeout", "hello-timeout"} {
+		if flagSet(ef.fs, n) {
+			return bad("--%s goes with --engine", n)
+		}
+	}
+	return nil
+}
+
+// factory is the factory of --engine CMD: a fresh process of CMD (split
+// at spaces) per schedule run.
+func (ef *engineFlags) factory(cmd string) (*proptest.EngineFactory, error) {
 	argv := strings.Fields(cmd)
 	if len(argv) == 0 {
-		return nil, bad("--engine: empty command")
+		return nil, bad("--engine %q: an empty command (is a variable unset?)", cmd)
 	}
-	if timeout < 0 {
-		return nil, bad("--timeout %v: want a positive duration", timeout)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"timeout", *ef.timeout}, {"hello-timeout", *ef.helloTimeout}} {
+		if d.v <= 0 && flagSet(ef.fs, d.name) {
+			return nil, bad("--%s %v: want a positive duration", d.name, d.v)
+		}
 	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return nil, bad("--engine: %v", err)
 	}
-	return proptest.NewEngineFactory(proptest.EngineOptions{Command: argv, Timeout: timeout})
+	hello := *ef.helloTimeout
+	if hello == 0 {
+		hello = max(wire.DefaultHelloTimeout, *ef.timeout)
+	}
+	return proptest.NewEngineFactory(proptest.EngineOptions{Command: argv, Timeout: *ef.timeout, HelloTimeout: hello})
 }
+
+// replayArgs are the engine flags given, for a replay command.
+func (ef *engineFlags) replayArgs() string {
+	s := ""
+	if flagSet(ef.fs, "timeout") {
+		s += " --timeout " + ef.timeout.String()
+	}
+	if flagSet(ef.fs, "hello-timeout") {
+		s += " --hello-timeout " + ef.helloTimeout.String()
+	}
+	return s
+}
+
+// engineSetupErr is the one line of a run whose engine failed its hello
+// (or whose weights could not be exported): exit 2, not a finding.
+func engineSetupErr(err error) error { return badInput{err} }
 
 // cardFactory is the factory of --device tt --lib PATH: the engine on a
 // fresh device of the library per schedule run, in the tolerant mode. The

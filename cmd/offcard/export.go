@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/qwen3/tokenizer"
 )
 
@@ -22,6 +23,20 @@ func runExport(e *env, args []string) error {
 	if m.synth == "" || *out == "" {
 		return bad("need --synth and --out")
 	}
+	// Interrupted: Export's temporary files go, and the directory if this
+	// command made it and it is still empty.
+	_, statErr := os.Stat(*out)
+	defer atInterrupt(func() {
+		for _, n := range []string{qwen3.SafetensorsFile, qwen3.ConfigFile} {
+			tmps, _ := filepath.Glob(filepath.Join(*out, "."+n+".*.tmp"))
+			for _, t := range tmps {
+				os.Remove(t)
+			}
+		}
+		if statErr != nil {
+			os.Remove(*out)
+		}
+	})()
 	if *tok != "" {
 		if _, err := tokenizer.Load(*tok); err != nil {
 			return badInput{err}

@@ -44,6 +44,13 @@ func (e badInput) Unwrap() error { return e.err }
 
 func bad(format string, a ...any) error { return badInput{fmt.Errorf(format, a...)} }
 
+// internalError marks a failure of offcard itself, not of the user's
+// input nor a finding about the engine: exit 3.
+type internalError struct{ err error }
+
+func (e internalError) Error() string { return e.err.Error() }
+func (e internalError) Unwrap() error { return e.err }
+
 // errFound is returned by checks that found a difference (exit 1); the
 // command has already reported what it found.
 var errFound = errors.New("difference found")
@@ -56,6 +63,8 @@ func main() {
 }
 
 func run(args []string, e *env) (code int) {
+	defer waitIfInterrupted() // (see interrupt)
+	e.stdout, e.stderr = gated{e.stdout}, gated{e.stderr}
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(e.stderr, "offcard: internal error (a bug of offcard, please report it): %v\n", r)
@@ -92,6 +101,9 @@ func run(args []string, e *env) (code int) {
 		return exitFound
 	}
 	fmt.Fprintf(e.stderr, "offcard %s: %s\n", args[0], oneLine(err.Error()))
+	if errors.As(err, new(internalError)) {
+		return exitInternal
+	}
 	return exitBad
 }
 
@@ -105,7 +117,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "exit codes: 0 ok, 1 a check found a difference, 2 bad usage or input, 3 an internal error of offcard")
+	fmt.Fprintln(w, "exit codes: 0 ok, 1 a check found a difference, 2 bad usage or input, 3 an internal error of offcard, 130/143 interrupted (SIGINT/SIGTERM: engines ended, temporary files removed)")
 }
 
 // flags is a command's flag set. Parse errors become one line printed by

@@ -24,8 +24,10 @@ func init() {
 var mutantsWorkDir = os.Getwd
 
 func runMutants(e *env, args []string) error {
-	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--device sim|tt --lib PATH | --engine] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME] [--junit OUT.xml]")
+	fs := newFlags(e, "mutants", "[--only NAME[,NAME]] [--device sim|tt --lib PATH | --engine [--timeout D] [--hello-timeout D]] [--json] [--cases N] [--seed S] [--repo DIR] [--keep DIR] [--list] [--overlay DIR] [--perturb NAME] [--junit OUT.xml]")
 	engine := fs.Bool("engine", false, "build each mutant into cmd/offcard-engine and kill it through the line protocol (offcard check --engine)")
+	timeout := fs.Duration("timeout", 0, "with --engine: check's --timeout (a call but hello)")
+	helloTimeout := fs.Duration("hello-timeout", 0, "with --engine: check's --hello-timeout")
 	only := fs.String("only", "", "run only these mutants (comma-separated `NAMES`)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	cases := fs.Int("cases", 0, "`N` cases for each mutant's offcard check (default: check's)")
@@ -69,6 +71,20 @@ func runMutants(e *env, args []string) error {
 		}
 	}
 	var checkArgs []string
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"timeout", *timeout}, {"hello-timeout", *helloTimeout}} {
+		switch {
+		case !flagSet(fs, d.name):
+		case !*engine:
+			return bad("--%s goes with --engine", d.name)
+		case d.v <= 0:
+			return bad("--%s %v: want a positive duration", d.name, d.v)
+		default:
+			checkArgs = append(checkArgs, "--"+d.name, d.v.String())
+		}
+	}
 	switch *device {
 	case "sim":
 		if *lib != "" {
@@ -155,7 +171,21 @@ func runMutants(e *env, args []string) error {
 		cfg.Times = filepath.Join(d, "offcard", "mutant-times.json")
 	}
 	t0 := time.Now()
-	rs, err := mutants.Run(context.Background(), cfg)
+	// Interrupted: the builds and checks are stopped (each check ends its
+	// engines and removes its files) and the work directories removed
+	// before offcard exits.
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	defer atInterrupt(func() {
+		cancel()
+		select {
+		case <-ran:
+		case <-time.After(30 * time.Second):
+		}
+	})()
+	rs, err := mutants.Run(ctx, cfg)
+	close(ran)
+	cancel()
 	if err != nil {
 		return err
 	}

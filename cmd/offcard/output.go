@@ -20,9 +20,11 @@ const outputMode = 0o644
 // temporary file beside path, renamed into place on Commit with mode
 // 0644, so a failed command never leaves a half-written output. Errors
 // name the user's path, never the temporary file.
+// An interrupt removes the temporary file (atInterrupt).
 type atomicFile struct {
 	*os.File
 	path string
+	done func()
 }
 
 func createAtomic(path string) (*atomicFile, error) {
@@ -33,11 +35,13 @@ func createAtomic(path string) (*atomicFile, error) {
 	if err != nil {
 		return nil, badInput{fmt.Errorf("create %s: %v", path, pathErr(err))}
 	}
-	return &atomicFile{File: f, path: path}, nil
+	tmp := f.Name()
+	return &atomicFile{File: f, path: path, done: atInterrupt(func() { os.Remove(tmp) })}, nil
 }
 
 // Commit closes the file and moves it into place.
 func (a *atomicFile) Commit() error {
+	defer a.done()
 	tmp := a.File.Name()
 	err := a.File.Chmod(outputMode)
 	if cerr := a.File.Close(); err == nil {
@@ -55,6 +59,7 @@ func (a *atomicFile) Commit() error {
 
 // Abort closes and removes the temporary file; safe after Commit.
 func (a *atomicFile) Abort() {
+	defer a.done()
 	a.File.Close()
 	os.Remove(a.File.Name())
 }

@@ -25,11 +25,13 @@ type replayReport struct {
 }
 
 func runReplay(e *env, args []string) error {
-	fs := newFlags(e, "replay", "FILE.script [--device sim|tt --lib PATH | --engine 'CMD ARGS' [--timeout D]] [--json]")
+	fs := newFlags(e, "replay", "FILE.script [--device sim|tt --lib PATH | --engine 'CMD ARGS' [--timeout D] [--hello-timeout D]] [--json]")
 	engine := fs.String("engine", "", "replay against an engine process speaking the line protocol (tolerant mode): `'CMD ARGS'`, as check --engine")
 	timeout := fs.Duration("timeout", 0, "with --engine: the longest a call may take (default 30s)")
 	device := fs.String("device", "", "run on this device instead of the script's device line: sim, or tt (the card, through --lib; --lib alone runs a script saved by check --device tt on the card, and without --lib such a script runs on sim)")
 	lib := fs.String("lib", "", "the offcard_tt C ABI library `PATH` (with --device tt)")
+	helloTimeout := helloTimeoutFlag(fs)
+	var engineF *proptest.EngineFactory
 	asJSON := fs.Bool("json", false, "print one JSON document (the summary line then goes to stderr)")
 	path, err := fs.parseOne(args, "a script FILE (e.g. proptest/testdata/regressions/NAME.script)")
 	if err != nil {
@@ -53,16 +55,17 @@ func runReplay(e *env, args []string) error {
 	factory := checkFactory
 	note := ""
 	switch {
-	case *engine != "":
+	case flagSet(fs, "engine"):
 		if *device != "" || *lib != "" {
 			return bad("--engine goes without --device and --lib")
 		}
-		ef, err := engineFactory(*engine, *timeout)
-		if err != nil {
+		ef := engineFlags{fs: fs, timeout: timeout, helloTimeout: helloTimeout}
+		if engineF, err = ef.factory(*engine); err != nil {
 			return err
 		}
-		defer ef.Close()
-		factory, s.Scenario.Device = ef.Factory, proptest.EngineDevice
+		defer atInterrupt(func() { engineF.Close() })()
+		defer engineF.Close()
+		factory, s.Scenario.Device = engineF.Factory, proptest.EngineDevice
 	case *timeout != 0:
 		return bad("--timeout goes with --engine")
 	case *device == "tt" || *device == "" && *lib != "":
@@ -91,7 +94,13 @@ func runReplay(e *env, args []string) error {
 	case s.Scenario.Device != "sim":
 		return bad("%s: device %q: want sim or tt", path, s.Scenario.Device)
 	}
+	if engineF == nil && flagSet(fs, "hello-timeout") {
+		return bad("--hello-timeout goes with --engine")
+	}
 	fail, stats, err := proptest.RunScript(s, factory)
+	if engineF != nil && engineF.Failed() != nil {
+		return engineSetupErr(engineF.Failed())
+	}
 	if err != nil {
 		// The script itself is invalid (a command whose precondition
 		// fails): bad input, not a finding.

@@ -257,6 +257,12 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	}()
 	n := 0
 	defer func() {
+		if sb.cleanup == nil { // interrupted before the schema build was taken
+			select {
+			case sb = <-built:
+			default:
+			}
+		}
 		if sb.cleanup != nil {
 			sb.cleanup() // after done is closed: every check has finished
 		}
@@ -467,13 +473,34 @@ func build(ctx context.Context, c Config, ov, dir string) (string, error) {
 	bin := filepath.Join(dir, name+exeSuffix())
 	// No VCS stamp (it runs git per build) and no symbol table or DWARF (a
 	// shorter link): the binary only runs check (or serves the engine).
-	cmd := exec.CommandContext(ctx, goCommand(c), "build", "-buildvcs=false", "-ldflags=-s -w", "-overlay", ov, "-o", bin, pkg)
+	cmd := interruptible(exec.CommandContext(ctx, goCommand(c), "build", "-buildvcs=false", "-ldflags=-s -w", "-overlay", ov, "-o", bin, pkg))
 	cmd.Dir = c.Root
+	cmd.Env = append(os.Environ(), "GOTMPDIR="+dir, "TMPDIR="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%v: %s", err, lastLines(string(out), 5))
 	}
 	return bin, nil
 }
+
+// interruptible makes cmd end as on a Ctrl-C when its context is done:
+// an interrupt to its own process group (a check then ends its engines and
+// removes its temporary files; go build and its compilers die), a kill
+// only if it has not exited after interruptDelay. (go build leaves its
+// work directory on an interrupt, the linker its own: builds get GOTMPDIR
+// and TMPDIR inside the work directories Run removes.)
+func interruptible(cmd *exec.Cmd) *exec.Cmd {
+	ownGroup(cmd)
+	cmd.Cancel = func() error {
+		if err := interrupt(cmd); err != nil {
+			return cmd.Process.Kill()
+		}
+		return nil
+	}
+	cmd.WaitDelay = interruptDelay
+	return cmd
+}
+
+const interruptDelay = 20 * time.Second
 
 // checkBuilt runs the campaign against a built mutant binary, with env
 // added to the check's environment (the schema switch), and writes the
@@ -500,7 +527,7 @@ func checkBuilt(ctx context.Context, c Config, res Result, bin, dir string, env 
 		checker = c.Checker
 		args = append(args, "--engine", bin)
 	}
-	chk := exec.CommandContext(ctx, checker, args...)
+	chk := interruptible(exec.CommandContext(ctx, checker, args...))
 	chk.Dir = c.Root
 	chk.Env = append(append(os.Environ(), "GOMAXPROCS=1"), env...)
 	var stdout, stderr bytes.Buffer
