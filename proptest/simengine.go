@@ -11,11 +11,15 @@ import (
 // OpenSimEngine is the wire.Open of cmd/offcard-engine: qwen3.Engine on a
 // fresh simulated device (SimFactory), built from the hello's preset and
 // seed (its weights directory is not read) and its hints (width policy,
-// mode, recapture period, arch, strict, verify). It offers full logits,
-// claims bit-exactness, and reports every observation by sequence:
-// cur_pos and page-table rows (idle rows too) read back from the device,
-// the KV write log, and the sanitizer's findings; its page pad is
-// qwen3.PagePad.
+// mode, recapture period, arch, strict, verify), which it follows. It
+// offers full logits, claims bit-exactness, and reports every observation
+// of protocol version 2 by sequence: cur_pos and page-table rows (idle
+// rows too) read back from the device, the KV write log (a prompt
+// program's tile padding as clears), the sanitizer's findings, and from
+// the device's events (the engine runs on a Tap) each call's regime and
+// host writes and the live allocations and traces, after the hello, each
+// call and bye. Its page pad is the contract's (0, the suite's own value:
+// a wrong qwen3.PagePad is a finding, not a new contract).
 func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 	sc := Scenario{Model: h.Model.Preset, ModelSeed: h.Model.Seed, Device: "sim", Arch: "wormhole",
 		BlockSize: h.BlockSize, NumBlocks: h.NumBlocks, Capacity: h.Capacity, Mode: qwen3.ModeEager}
@@ -53,9 +57,9 @@ func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 	if err != nil {
 		return nil, wire.Caps{}, err
 	}
-	pad := int32(qwen3.PagePad)
+	pad := contractPad
 	caps := wire.Caps{Engine: "offcard-engine (qwen3.Engine on sim)", Logits: wire.LogitsFull, Exact: true, PagePad: &pad,
-		Observes: []string{wire.ObsCurPos, wire.ObsPageTable, wire.ObsKVWrites, wire.ObsFindings}}
+		Observes: wire.Observes(wire.Version), FollowsHints: true}
 	s := sut.(*SimSUT)
 	return &simEngine{Engine: s.Eng, sut: s}, caps, nil
 }
@@ -64,11 +68,25 @@ func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 type simEngine struct {
 	*qwen3.Engine
 	sut *SimSUT
+	// prompt is the length of the last admit's prompt.
+	prompt int
+}
+
+// Prefill implements qwen3.Decoder.
+func (e *simEngine) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	e.prompt = len(p.Tokens)
+	return e.Engine.Prefill(p)
 }
 
 // Observe implements wire.Observer.
 func (e *simEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 	var obs wire.Observations
+	if op == wire.OpHello || op == wire.OpBye {
+		wireObservations(e.sut.Tap, &obs)
+		obs.Regime, obs.HostWrites, obs.Findings = "", nil, nil
+		return obs, nil
+	}
+	wireObservations(e.sut.Tap, &obs)
 	slotSeq, live := e.Engine.SlotSeqs()
 	seqOf := func(slot int) int {
 		if slot >= 0 && slot < len(live) && live[slot] {
@@ -91,9 +109,13 @@ func (e *simEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 		if w.Value {
 			kv = "v"
 		}
-		obs.KVWrites = append(obs.KVWrites, wire.KVWrite{Layer: w.Layer, KV: kv, Seq: seqOf(w.Slot), Pos: w.Pos, Block: w.Block, Row: w.Row})
+		x := wire.KVWrite{Layer: w.Layer, KV: kv, Seq: seqOf(w.Slot), Pos: w.Pos, Block: w.Block, Row: w.Row}
+		// A prompt program writes its last 32-row tile whole: the rows past
+		// the prompt are padding (zeros), no token's.
+		x.Clear = op == wire.OpAdmit && len(seqs) == 1 && x.Seq == seqs[0] && x.Pos >= int64(e.prompt)
+		obs.KVWrites = append(obs.KVWrites, x)
 	}
-	obs.Findings = e.sut.TakeFindings()
+	obs.Findings = append(obs.Findings, e.sut.TakeFindings()...)
 	if op != wire.OpAdmit && op != wire.OpDecode {
 		return obs, nil
 	}

@@ -39,6 +39,17 @@ type Mutant struct {
 	// (its strict mode's findings or its op log): offcard mutants --device
 	// tt skips it. Empty: the tolerant mode on a card must kill it.
 	NeedsSim string `json:"needs_sim,omitempty"`
+	// Scheduler marks a bug of offcard's side of the protocol (the block
+	// pool the runner hands tables from), not the engine's: offcard
+	// mutants --engine builds it into the checker and runs it against the
+	// unmutated offcard-engine.
+	Scheduler bool `json:"scheduler,omitempty"`
+	// SeenBy lists the protocol observations (wire.Obs*, and
+	// "follows_hints") through which offcard mutants --engine kills the
+	// mutant, any one of them sufficing; empty: the outputs (tokens and
+	// logits) or the engine's own refusal do. An engine that offers none
+	// of them cannot show the mutant (EngineLacks).
+	SeenBy []string `json:"seen_by,omitempty"`
 	// Edits are applied in order, each to the previous one's result.
 	Edits []Edit `json:"edits"`
 }
