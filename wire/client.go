@@ -92,11 +92,12 @@ type Client struct {
 	caps  Caps
 	last  Reply
 	dead  error
+	calls int
+
 	// helloRep and byeRep are the hello's and the bye's replies (byeRep
 	// nil until bye is answered, an error reply included).
 	helloRep Reply
 	byeRep   *Reply
-	calls    int
 }
 
 type lineOrErr struct {
