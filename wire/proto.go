@@ -151,6 +151,41 @@ type Request struct {
 	Batch     []Step  `json:"batch,omitempty"`
 }
 
+// MarshalJSON writes the fields op uses, and only those (admit: seq,
+// prompt, blocks; decode: batch; finish: seq; reset, bye: none; hello:
+// version to hints), so that a request carries no key its op does not
+// define (protocol.schema.json).
+func (r Request) MarshalJSON() ([]byte, error) {
+	switch r.Op {
+	case OpHello:
+		h := Hello{Op: r.Op, Version: r.Version, BlockSize: r.BlockSize, NumBlocks: r.NumBlocks, Capacity: r.Capacity, Hints: r.Hints}
+		if r.Model != nil {
+			h.Model = *r.Model
+		}
+		return json.Marshal(h)
+	case OpAdmit:
+		return json.Marshal(struct {
+			Op     string  `json:"op"`
+			Seq    int     `json:"seq"`
+			Prompt []int32 `json:"prompt"`
+			Blocks []int32 `json:"blocks"`
+		}{r.Op, r.Seq, r.Prompt, r.Blocks})
+	case OpDecode:
+		return json.Marshal(struct {
+			Op    string `json:"op"`
+			Batch []Step `json:"batch"`
+		}{r.Op, r.Batch})
+	case OpFinish:
+		return json.Marshal(struct {
+			Op  string `json:"op"`
+			Seq int    `json:"seq"`
+		}{r.Op, r.Seq})
+	}
+	return json.Marshal(struct {
+		Op string `json:"op"`
+	}{r.Op})
+}
+
 // Caps is what an engine answers to hello: what it can give.
 type Caps struct {
 	Version int    `json:"version"`
@@ -260,13 +295,13 @@ type Memory struct {
 	// (weights, KV caches, anything built with the model).
 	Persistent int `json:"persistent"`
 	// Live lists the live buffers allocated after the hello reply.
-	Live []Buffer `json:"live"`
+	Live []Buffer `json:"live,omitempty"`
 	// PageTable is the buffer of Live (or a persistent one) that the last
 	// paged op (a KV update, paged attention, a paged prompt fill) read its
 	// page table from; absent: no paged op ran yet.
 	PageTable *int64 `json:"page_table,omitempty"`
 	// Traces lists the live (captured, not released) traces.
-	Traces []Trace `json:"traces"`
+	Traces []Trace `json:"traces,omitempty"`
 }
 
 // Buffer is one device buffer: an id unique within the session and,
@@ -280,7 +315,7 @@ type Buffer struct {
 // an input or output of a captured op).
 type Trace struct {
 	ID      int64   `json:"id"`
-	Buffers []int64 `json:"buffers"`
+	Buffers []int64 `json:"buffers,omitempty"`
 }
 
 // Reply is any reply: ok, or error; hello's caps; a call's outputs and

@@ -15,6 +15,7 @@ import (
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/ref"
 	"github.com/offcard/offcard/wire"
+	"github.com/offcard/offcard/wire/wiretest"
 )
 
 func must(t *testing.T, err error, what ...any) {
@@ -33,10 +34,11 @@ func check(t *testing.T, ok bool, format string, a ...any) {
 
 // The test binary doubles as an engine: with OFFCARD_WIRE_TEST_ENGINE set
 // it serves ref.Decoder on stdin/stdout, misbehaving as the variable says
-// (MODE:N acts at the N-th decode): crash, hang, garbage; or ok.
+// (MODE:N acts at the N-th decode): crash, hang, garbage; or ok. Every
+// line both ways is checked against the protocol's schema (wiretest.Serve).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("OFFCARD_WIRE_TEST_ENGINE"); mode != "" {
-		if err := wire.Serve(os.Stdin, os.Stdout, openFake(mode)); err != nil {
+		if err := wiretest.Serve(os.Stdin, os.Stdout, openFake(mode)); err != nil {
 			fmt.Fprintln(os.Stderr, "fake engine:", err)
 			os.Exit(1)
 		}
