@@ -21,8 +21,8 @@ func TestSchemaLines(t *testing.T) {
 	}{
 		{"hello", hello, true},
 		{"hello", `{"op":"hello","version":1,"model":{"preset":"tiny","seed":"1"},"block_size":32,"num_blocks":8,"capacity":2}`, true},
-		{"hello", strings.Replace(hello, `"seed":"1"`, `"seed":1`, 1), false},               // the seed is a string
-		{"hello", strings.Replace(hello, `"block_size":32,`, ``, 1), false},                  // required
+		{"hello", strings.Replace(hello, `"seed":"1"`, `"seed":1`, 1), false},                  // the seed is a string
+		{"hello", strings.Replace(hello, `"block_size":32,`, ``, 1), false},                    // required
 		{"hello", strings.Replace(hello, `"strict":true`, `"strict":true,"typo":1`, 1), false}, // unknown hint
 		{"hello", strings.Replace(hello, `"version":2`, `"version":0`, 1), false},
 		{"request", hello, true},
@@ -54,11 +54,11 @@ func TestSchemaLines(t *testing.T) {
 		{"error_reply", `{"ok":false,"error":""}`, false},
 		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":324,"logits":"pT3gO0K9"}],"obs":{"seqs":[{"seq":0,"cur_pos":3,"page_row":[5]}],"idle_rows":[[0]],"kv_writes":[{"layer":0,"kv":"k","seq":0,"pos":2,"block":5,"row":2},{"layer":0,"kv":"v","seq":-1,"pos":-1,"block":6,"row":0,"clear":true}],"regime":"eager","host_writes":3,"mem":{"persistent":12,"live":[{"id":40,"what":"page table"}],"page_table":40,"traces":[{"id":1,"buffers":[40]}]}}}`, true},
 		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":324,"top_ids":[324,7],"top_logits":[3.5,1.25],"digest":"0123456789abcdef"}]}`, true},
-		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":324,"top_ids":[324,7]}]}`, false},   // top_ids without top_logits
-		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":324,"logits":"pT3gO0K"}]}`, false},  // not base64
-		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":324,"digest":"0123"}]}`, false},     // a short digest
-		{"admit_reply", `{"ok":true,"outputs":[]}`, false},                                                   // an admit answers
-		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":-1}]}`, false},                       // a token is an id
+		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":324,"top_ids":[324,7]}]}`, false},     // top_ids without top_logits
+		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":324,"logits":"pT3gO0K"}]}`, false},    // not base64
+		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":324,"digest":"0123"}]}`, false},       // a short digest
+		{"admit_reply", `{"ok":true,"outputs":[]}`, false},                                                    // an admit answers
+		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":-1}]}`, false},                        // a token is an id
 		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":3}],"obs":{"regime":"cold"}}`, false}, // no such regime
 		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":3}],"obs":{"kv_writes":[{"layer":0,"kv":"q","seq":0,"pos":2,"block":5,"row":2}]}}`, false},
 		{"admit_reply", `{"ok":true,"outputs":[{"seq":0,"pos":2,"token":3}],"obs":{"mem":{"live":[]}}}`, false}, // persistent is required
