@@ -425,9 +425,9 @@ func (c Caps) CheckObs(op string, o *Observations) error {
 	need := func(obs string, has bool, field string, required bool) error {
 		switch {
 		case has && !c.Offers(obs):
-			return fmt.Errorf("obs.%s on a %s reply, but the engine does not offer %s", field, op, obs)
+			return fmt.Errorf("obs.%s in the reply to %s, but the engine does not offer %s", field, op, obs)
 		case required && !has && c.Offers(obs):
-			return fmt.Errorf("no obs.%s on a %s reply (the engine offers %s)", field, op, obs)
+			return fmt.Errorf("no obs.%s in the reply to %s (the engine offers %s)", field, op, obs)
 		}
 		return nil
 	}

@@ -34,8 +34,9 @@ type Observer interface {
 	Observe(op string, seqs []int) (Observations, error)
 }
 
-// Open builds the engine a hello asks for and says what it can give
-// (Caps.Version is filled in by Serve).
+// Open builds the engine a hello asks for and says what it can give.
+// Serve fills in Caps.Version: the hello's version or Version, the older,
+// and older still when Open names one (an engine pinned to version 1).
 type Open func(h Hello) (Engine, Caps, error)
 
 // Serve speaks the protocol on r and w for one session: hello (answered
@@ -121,7 +122,11 @@ func Serve(r io.Reader, w io.Writer, open Open) error {
 				break
 			}
 			eng, caps = e, c
-			caps.Version = min(req.Version, Version)
+			v := min(req.Version, Version)
+			if caps.Version > 0 {
+				v = min(v, caps.Version)
+			}
+			caps.Version = v
 			if caps.Version < 2 {
 				caps.Observes = slices.DeleteFunc(slices.Clone(caps.Observes), func(o string) bool { return !slices.Contains(observations[1], o) })
 				caps.FollowsHints = false
