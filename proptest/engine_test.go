@@ -11,13 +11,22 @@ import (
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/ref"
 	"github.com/offcard/offcard/wire"
+	"github.com/offcard/offcard/wire/wiretest"
 )
 
 // The test binary doubles as offcard-engine: with OFFCARD_TEST_ENGINE set
 // it serves OpenSimEngine on stdin/stdout, misbehaving as the variable
-// says (see faultyEngine).
+// says (see faultyEngine), or with a ref- mode refEngine; every line both
+// ways is checked against the protocol's schema (wiretest.Serve).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("OFFCARD_TEST_ENGINE"); mode != "" {
+		if strings.HasPrefix(mode, "ref-") {
+			if err := wiretest.Serve(os.Stdin, os.Stdout, openRefEngine(mode)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			os.Exit(0)
+		}
 		open := func(h wire.Hello) (wire.Engine, wire.Caps, error) {
 			e, c, err := OpenSimEngine(h)
 			if err != nil {
@@ -28,7 +37,7 @@ func TestMain(m *testing.M) {
 			}
 			return &faultyEngine{Engine: e, obs: e.(wire.Observer), mode: mode}, c, nil
 		}
-		if err := wire.Serve(os.Stdin, os.Stdout, open); err != nil {
+		if err := wiretest.Serve(os.Stdin, os.Stdout, open); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
