@@ -83,7 +83,7 @@ func (e *simEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 	var obs wire.Observations
 	if op == wire.OpHello || op == wire.OpBye {
 		wireObservations(e.sut.Tap, &obs)
-		obs.Regime, obs.HostWrites, obs.Findings = "", nil, nil
+		obs.Regime, obs.HostWrites, obs.Findings, obs.Mem.PageTable = "", nil, nil, nil
 		return obs, nil
 	}
 	wireObservations(e.sut.Tap, &obs)

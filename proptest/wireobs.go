@@ -403,9 +403,17 @@ func wireObservations(t *Tap, obs *wire.Observations) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m := &wire.Memory{Persistent: len(t.live) - len(t.later), Live: []wire.Buffer{}, Traces: []wire.Trace{}}
+	m := &wire.Memory{Persistent: len(t.live) - len(t.later)}
 	for _, a := range t.later {
-		m.Live = append(m.Live, wire.Buffer{ID: int64(a.t.ID), What: a.t.String()})
+		b := wire.Buffer{ID: int64(a.t.ID)}
+		recorded := false
+		for _, ts := range t.traces {
+			recorded = recorded || ts[a.t.ID]
+		}
+		if !recorded {
+			b.What = a.t.String() // a trace's buffers go undescribed: they are many
+		}
+		m.Live = append(m.Live, b)
 	}
 	if t.pageTable != 0 {
 		id := int64(t.pageTable)
@@ -417,7 +425,7 @@ func wireObservations(t *Tap, obs *wire.Observations) {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		tr := wire.Trace{ID: int64(id), Buffers: []int64{}}
+		tr := wire.Trace{ID: int64(id)}
 		for _, a := range t.later {
 			if t.traces[id][a.t.ID] {
 				tr.Buffers = append(tr.Buffers, int64(a.t.ID))

@@ -229,7 +229,9 @@ var Catalog = []Mutant{
 			"repeat (paged_fill_cache writes the later block over the earlier one: kv-write)",
 		Notes: "A scheduler bug, not the engine's: ref gets the same tables and keeps both rows. Only catchable since " +
 			"sim runs paged_update_cache's users unordered (all reads, then the writes in a seeded order): with the " +
-			"former serial model the engine kept both rows too and the mutant survived.",
+			"former serial model the engine kept both rows too and the mutant survived. Behind the protocol the " +
+			"scheduler is offcard's side: --engine builds it into the checker.",
+		Scheduler: true,
 		Edits: []Edit{
 			{File: kvpagePool,
 				Old: "\tid := heap.Pop(&p.free).(int32)\n",
