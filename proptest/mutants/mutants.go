@@ -44,11 +44,12 @@ type Mutant struct {
 	// mutants --engine builds it into the checker and runs it against the
 	// unmutated offcard-engine.
 	Scheduler bool `json:"scheduler,omitempty"`
-	// SeenBy lists the protocol observations (wire.Obs*, and
-	// "follows_hints") through which offcard mutants --engine kills the
-	// mutant, any one of them sufficing; empty: the outputs (tokens and
-	// logits) or the engine's own refusal do. An engine that offers none
-	// of them cannot show the mutant (EngineLacks).
+	// SeenBy lists what an engine must offer for offcard mutants --engine
+	// to kill the mutant through the protocol: observations (wire.Obs*),
+	// "page_pad" and "follows_hints"; one entry suffices, an entry "a+b"
+	// needs both. Empty: the outputs (full exact logits), a refusal or the
+	// bye reply do. An engine that offers no entry cannot show the mutant
+	// (EngineLacks names what it lacks).
 	SeenBy []string `json:"seen_by,omitempty"`
 	// Edits are applied in order, each to the previous one's result.
 	Edits []Edit `json:"edits"`

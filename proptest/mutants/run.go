@@ -495,23 +495,33 @@ func EngineOffer() (offer []string, all bool) {
 }
 
 // EngineLacks says which observation an engine offering offer lacks to
-// show m (its SeenBy, one of them sufficing), or "" when it has one or m
-// needs none.
+// show m (its SeenBy: one entry sufficing, an entry "a+b" needing both),
+// or "" when it has one or m needs none.
 func EngineLacks(m Mutant, offer []string) string {
 	if len(m.SeenBy) == 0 {
 		return ""
 	}
-	for _, o := range m.SeenBy {
-		for _, x := range offer {
-			if x == o {
-				return ""
+	has := map[string]bool{}
+	for _, x := range offer {
+		has[x] = true
+	}
+	var missing []string
+	for _, e := range m.SeenBy {
+		var lack []string
+		for _, o := range strings.Split(e, "+") {
+			if !has[o] {
+				lack = append(lack, o)
 			}
 		}
+		if len(lack) == 0 {
+			return ""
+		}
+		missing = append(missing, strings.Join(lack, "+"))
 	}
-	if len(m.SeenBy) == 1 {
-		return "lacks the observation " + m.SeenBy[0]
+	if len(missing) == 1 {
+		return "lacks the observation " + missing[0]
 	}
-	return "lacks an observation: one of " + strings.Join(m.SeenBy, ", ")
+	return "lacks an observation: one of " + strings.Join(missing, ", ")
 }
 
 // failed is r as an Error with the formatted reason.
