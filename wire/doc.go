@@ -58,10 +58,11 @@
 // # Observations
 //
 // Caps.Observes lists what the engine reports; offcard checks exactly
-// what is offered (the README's table says which bug each buys). An
-// offered observation's fields are required on every reply it belongs to
-// (Caps.CheckObs; a reply without them is Malformed), and a field of an
-// observation not offered is an error too. Version 1:
+// what is offered (the README's table says which bug each buys). A
+// version 2 observation's field is required on every reply it belongs to,
+// and forbidden when not offered (Caps.CheckObs; such a reply is
+// Malformed); a sequence of the call missing from obs.seqs is a refusal
+// of the property (sut-error). Version 1:
 //
 //   - cur_pos: obs.seqs[].cur_pos for each sequence of an admit or
 //     decode: the device's position of the sequence after the call (its
@@ -87,7 +88,8 @@
 //     steps; nothing at finish and reset).
 //   - host_writes: obs.host_writes, the host-to-device writes of the
 //     call; a steady-state replay (the same sequences, each one position
-//     on inside its block, fed the previous step's tokens) makes none.
+//     on inside its block, fed the previous step's tokens) makes none
+//     (judged on the steps regime calls replays: offer both).
 //   - memory: obs.mem (Memory) on the hello reply (the baseline) and each
 //     call's: the buffers live at the hello stay live, and every buffer
 //     allocated since is the page table the last paged op read or
