@@ -1,7 +1,6 @@
 package proptest
 
 import (
-
 	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/wire"
