@@ -1,6 +1,7 @@
 package proptest
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -51,8 +52,13 @@ func openRefEngine(mode string) wire.Open {
 			return nil, wire.Caps{}, err
 		}
 		c := wire.Caps{Engine: "ref, " + mode, Logits: wire.LogitsFull, Exact: true, Observes: []string{wire.ObsCurPos, wire.ObsKVWrites}}
-		if mode == "ref-clear-v1" {
+		switch mode {
+		case "ref-clear-v1":
 			c.Version = 1
+		case "ref-v1-only":
+			if h.Version != 1 {
+				return nil, wire.Caps{}, fmt.Errorf("protocol version %d: this engine speaks 1", h.Version)
+			}
 		}
 		return &refEngine{Decoder: d, mode: mode, bs: h.BlockSize, layers: cfg.NumHiddenLayers, tables: map[int][]int32{}, length: map[int]int{}}, c, nil
 	}
@@ -214,5 +220,18 @@ func TestEngineChoicesCampaign(t *testing.T) {
 		if !r.Passed {
 			t.Error(r.Report())
 		}
+	}
+}
+
+// TestEngineV1Only: an engine written for version 1 that refuses a newer
+// hello is asked again in version 1, and from then on.
+func TestEngineV1Only(t *testing.T) {
+	f := engineFactory(t, "ref-v1-only", 0)
+	fail, _, err := RunScript(mustScript(t, clearScript), f.Factory)
+	if err != nil || fail != nil {
+		t.Fatalf("%v %v", err, fail)
+	}
+	if !f.v1 {
+		t.Fatal("the factory did not remember the version 1 engine")
 	}
 }
