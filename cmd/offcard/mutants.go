@@ -99,7 +99,7 @@ func runMutants(e *env, args []string) error {
 		var run []mutants.Mutant
 		for _, m := range ms {
 			if why := mutants.EngineLacks(m, offer); why != "" {
-				if !*asJSON && !*list {
+				if !*asJSON {
 					fmt.Fprintf(e.stdout, "skip %s: %s (%s=%s)\n", m.Name, why, mutants.EngineOfferEnv, os.Getenv(mutants.EngineOfferEnv))
 				}
 				continue
