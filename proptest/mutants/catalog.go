@@ -116,7 +116,7 @@ var Catalog = []Mutant{
 			"(the device table, read back, against the host's rows) kills it, on sim and on a card (the card path " +
 			"reads rows of slots outside the call back as idle rows, all pad: seed 1, case 2 on the loopback); a " +
 			"stale id 0 is invisible (PagePad is 0), so the shrunk reproduction needs a third sequence.",
-		SeenBy: []string{"page_table"},
+		SeenBy: []string{"page_table+page_pad"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\ttable := make([]int32, C*e.ptW)\n",
