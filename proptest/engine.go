@@ -48,6 +48,8 @@ type EngineFactory struct {
 	o   EngineOptions
 	mu  sync.Mutex
 	dir string
+	// v1: the engine refused a version 2 hello; later hellos say 1.
+	v1 bool
 }
 
 // SetupError is a run of an EngineFactory that could not start: the
@@ -181,7 +183,24 @@ func (f *EngineFactory) Factory(sc Scenario) (SUT, error) {
 	if err != nil {
 		return nil, f.fail(&SetupError{Err: err})
 	}
-	c, err := wire.Start(wire.Options{Command: f.o.Command, Timeout: f.o.Timeout, HelloTimeout: f.o.HelloTimeout}, h)
+	f.mu.Lock()
+	if f.v1 {
+		h.Version = 1
+	}
+	f.mu.Unlock()
+	o := wire.Options{Command: f.o.Command, Timeout: f.o.Timeout, HelloTimeout: f.o.HelloTimeout}
+	c, err := wire.Start(o, h)
+	var refused *wire.RefusedError
+	if errors.As(err, &refused) && h.Version != 1 {
+		// An engine written for version 1 may refuse a newer hello instead
+		// of answering 1: ask again in version 1, and from now on.
+		h.Version = 1
+		if c, err = wire.Start(o, h); err == nil {
+			f.mu.Lock()
+			f.v1 = true
+			f.mu.Unlock()
+		}
+	}
 	if err != nil {
 		var se *wire.StartError
 		if errors.As(err, &se) {
@@ -194,19 +213,29 @@ func (f *EngineFactory) Factory(sc Scenario) (SUT, error) {
 
 // EngineSUT is an engine process behind the protocol: a tolerant SUT
 // offering what the engine's hello said it can (KV writes, cur_pos and
-// page-table rows by sequence, findings, top-k logits).
+// page-table rows by sequence, findings, top-k logits; in version 2 the
+// regime, host writes and memory of each call, and what bye leaves).
 type EngineSUT struct {
 	C   *wire.Client
 	tol Tolerance
 	// taken marks the last reply's observations as read, one flag per kind.
-	takenKV, takenFind, takenSeq int
+	takenKV, takenFind, takenSeq, takenDev int
 }
 
 // Decoder implements SUT.
 func (s *EngineSUT) Decoder() qwen3.Decoder { return s.C }
 
-// Close implements SUT.
-func (s *EngineSUT) Close() error { return s.C.Close() }
+// Close implements SUT: bye. A fault of the session is Close's error, and
+// so is an error reply to bye (the engine's teardown failed).
+func (s *EngineSUT) Close() error {
+	if err := s.C.Close(); err != nil {
+		return err
+	}
+	if rep := s.C.ByeReply(); rep != nil && !rep.OK {
+		return fmt.Errorf("bye: the engine's teardown failed: %s", rep.Error)
+	}
+	return nil
+}
 
 // Reset implements Resetter (the reset op).
 func (s *EngineSUT) Reset() error { return s.C.Reset() }
@@ -222,6 +251,18 @@ func (s *EngineSUT) Tolerance() Tolerance {
 
 func (s *EngineSUT) obs() *wire.Observations {
 	return s.C.Last().Obs
+}
+
+// takeWire returns the last reply's observations (empty when it had
+// none) and true, unless the kind taken marks was read already.
+func (s *EngineSUT) takeWire(taken *int) (wire.Observations, bool) {
+	if !s.fresh(taken) {
+		return wire.Observations{}, false
+	}
+	if o := s.obs(); o != nil {
+		return *o, true
+	}
+	return wire.Observations{}, true
 }
 
 // fresh reports whether the last reply's observations of one kind are

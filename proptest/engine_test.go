@@ -11,13 +11,22 @@ import (
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/ref"
 	"github.com/offcard/offcard/wire"
+	"github.com/offcard/offcard/wire/wiretest"
 )
 
 // The test binary doubles as offcard-engine: with OFFCARD_TEST_ENGINE set
 // it serves OpenSimEngine on stdin/stdout, misbehaving as the variable
-// says (see faultyEngine).
+// says (see faultyEngine), or with a ref- mode refEngine; every line both
+// ways is checked against the protocol's schema (wiretest.Serve).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("OFFCARD_TEST_ENGINE"); mode != "" {
+		if strings.HasPrefix(mode, "ref-") {
+			if err := wiretest.Serve(os.Stdin, os.Stdout, openRefEngine(mode)); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			os.Exit(0)
+		}
 		open := func(h wire.Hello) (wire.Engine, wire.Caps, error) {
 			e, c, err := OpenSimEngine(h)
 			if err != nil {
@@ -26,9 +35,12 @@ func TestMain(m *testing.M) {
 			if strings.HasPrefix(mode, "top-k") {
 				c.Logits, c.TopK = wire.LogitsTopK, 5
 			}
+			if mode == "replay-after-reset" {
+				c.FollowsHints = false // held to the generic rules only
+			}
 			return &faultyEngine{Engine: e, obs: e.(wire.Observer), mode: mode}, c, nil
 		}
-		if err := wire.Serve(os.Stdin, os.Stdout, open); err != nil {
+		if err := wiretest.Serve(os.Stdin, os.Stdout, open); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -47,6 +59,7 @@ type faultyEngine struct {
 	obs     wire.Observer
 	mode    string
 	decodes int
+	reset   bool // a reset since the last decode
 }
 
 func (f *faultyEngine) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
@@ -71,10 +84,22 @@ func (f *faultyEngine) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
 	return out, err
 }
 
-func (f *faultyEngine) Reset() error { return f.Engine.(wire.Resetter).Reset() }
+func (f *faultyEngine) Reset() error {
+	f.reset = true
+	return f.Engine.(wire.Resetter).Reset()
+}
 
 func (f *faultyEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 	o, err := f.obs.Observe(op, seqs)
+	if err == nil && op == wire.OpBye && f.mode == "bye-leak" {
+		o.Mem.Live = append(o.Mem.Live, wire.Buffer{ID: 999, What: "a leaked page table"})
+	}
+	if err == nil && op == wire.OpDecode && f.reset {
+		f.reset = false
+		if f.mode == "replay-after-reset" {
+			o.Regime = wire.RegimeReplay
+		}
+	}
 	if err != nil || op != wire.OpDecode || f.decodes < 2 {
 		return o, err
 	}
@@ -87,6 +112,22 @@ func (f *faultyEngine) Observe(op string, seqs []int) (wire.Observations, error)
 		o.IdleRows = append(o.IdleRows, []int32{5})
 	case "kv-block":
 		o.KVWrites[0].Block++
+	case "kv-clear-live":
+		w := o.KVWrites[0]
+		w.Pos, w.Row, w.Clear = 0, 0, true // a clear over the sequence's position 0
+		o.KVWrites = append(o.KVWrites, w)
+	case "mem-stray":
+		o.Mem.Live = append(o.Mem.Live, wire.Buffer{ID: 999, What: "a scratch tensor"})
+	case "mem-persistent":
+		o.Mem.Persistent--
+	case "regime":
+		o.Regime = wire.RegimeEager // the cadence wants a capture at the second step
+	case "host-writes":
+		if o.Regime == wire.RegimeReplay {
+			*o.HostWrites = 1
+		}
+	case "no-regime":
+		o.Regime = ""
 	}
 	return o, nil
 }
@@ -190,6 +231,44 @@ func TestEngineFaultsAndLies(t *testing.T) {
 			}
 			if time.Since(t0) > 60*time.Second {
 				t.Fatalf("took %v", time.Since(t0))
+			}
+		})
+	}
+}
+
+// TestEngineV2Lies: each lie in a version 2 observation (and in a clear)
+// is caught by the property the in-process suite checks with the tap's
+// events: at the second decode step, or at the first steady replay
+// (host writes), or at bye (what the device still holds).
+func TestEngineV2Lies(t *testing.T) {
+	for _, tc := range []struct {
+		mode, prop, detail string
+		cmd, sub           int
+	}{
+		{"kv-clear-live", PropKVWrite, "overwrites seq 0 pos 0, which is live", 3, 2},
+		{"mem-stray", PropMemory, "are live though neither the current page table", 3, 2},
+		{"mem-persistent", PropMemory, "of the 42 buffers live at the hello are live", 3, 2},
+		{"regime", PropReplay, "the contract's cadence (the hints it follows) wants capture", 3, 2},
+		{"host-writes", PropHostWrites, "made 1 host writes, want 0", 2, 3},
+		{"no-regime", PropEngine, "no obs.regime in the reply to decode", 3, 2},
+		{"replay-after-reset", PropReplay, "it captured no trace since it started or was last reset", 5, 1},
+		{"bye-leak", PropMemory, "after bye the device still holds 1 buffers", 7, 0},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			f := engineFactory(t, tc.mode, 0)
+			script := engineScript
+			if tc.mode == "host-writes" { // eager, capture, then steady replays
+				script = "model tiny seed=2\ndevice engine arch=wormhole strict\nengine block=32 blocks=4 width=dynamic capacity=2 mode=captured\nadmit seq=0 prompt=3\ndecode steps=4\n"
+			}
+			fail, _, err := RunScript(mustScript(t, script), f.Factory)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fail == nil || fail.Property != tc.prop || !strings.Contains(fail.Detail, tc.detail) {
+				t.Fatalf("got %v, want %s with %q", fail, tc.prop, tc.detail)
+			}
+			if fail.Command != tc.cmd || fail.SubStep != tc.sub {
+				t.Fatalf("at %s, want command %d step %d", fail.Where(), tc.cmd, tc.sub)
 			}
 		})
 	}

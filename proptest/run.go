@@ -175,7 +175,8 @@ type runner struct {
 	wkeys   map[wkey]int
 	wgroups [][]KVWrite
 	worder  []wkey
-	tm      TapMemory // checkMem's, reused
+	tm      TapMemory  // checkMem's, reused
+	wj      *wireJudge // an engine process's judge state (wireobs.go), nil until used
 }
 
 func newRunner(sc Scenario, f Factory) (*runner, error) {
@@ -247,6 +248,11 @@ func (r *runner) close() *Failure {
 	var ps []problem
 	if err != nil {
 		ps = append(ps, problem{prop: PropClose, seq: -1, pos: -1, detail: "Close: " + err.Error()})
+	}
+	if e, ok := r.sut.(*EngineSUT); ok {
+		if d := e.closedMemory(); d != "" {
+			ps = append(ps, problem{prop: PropMemory, seq: -1, pos: -1, detail: d})
+		}
 	}
 	if r.tap != nil {
 		if d := checkClosed(r.tap.Memory()); d != "" {
@@ -527,7 +533,9 @@ func (r *runner) checkQuiet(c Cmd, err error) *Failure {
 		ps = append(ps, problem{prop: errProp(err), seq: -1, pos: -1, detail: err.Error()})
 	}
 	finding := r.findings(&ps)
-	if kv, ok := r.sut.(KVObserver); ok {
+	if e, ok := r.sut.(*EngineSUT); ok {
+		r.checkWireQuiet(&ps, c, e)
+	} else if kv, ok := r.sut.(KVObserver); ok {
 		ws, err := kv.TakeKVWrites()
 		if err != nil {
 			ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "KV log: " + err.Error()})

@@ -1,8 +1,6 @@
 package proptest
 
 import (
-	"fmt"
-
 	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/wire"
@@ -12,11 +10,15 @@ import (
 // fresh simulated device (SimFactory), built from the hello's preset and
 // seed (its weights directory is read only when the hello names no preset:
 // a user's checkpoint) and its hints (width policy,
-// mode, recapture period, arch, strict, verify). It offers full logits,
-// claims bit-exactness, and reports every observation by sequence:
-// cur_pos and page-table rows (idle rows too) read back from the device,
-// the KV write log, and the sanitizer's findings; its page pad is
-// qwen3.PagePad.
+// mode, recapture period, arch, strict, verify), which it follows. It
+// offers full logits, claims bit-exactness, and reports every observation
+// of protocol version 2 by sequence: cur_pos and page-table rows (idle
+// rows too) read back from the device, the KV write log (a prompt
+// program's tile padding as clears), the sanitizer's findings, and from
+// the device's events (the engine runs on a Tap) each call's regime and
+// host writes and the live allocations and traces, after the hello, each
+// call and bye. Its page pad is the contract's (0, the suite's own value:
+// a wrong qwen3.PagePad is a finding, not a new contract).
 func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 	sc := Scenario{Model: h.Model.Preset, ModelSeed: h.Model.Seed, Device: "sim", Arch: "wormhole",
 		BlockSize: h.BlockSize, NumBlocks: h.NumBlocks, Capacity: h.Capacity, Mode: qwen3.ModeEager}
@@ -57,9 +59,9 @@ func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 	if err != nil {
 		return nil, wire.Caps{}, err
 	}
-	pad := int32(qwen3.PagePad)
+	pad := contractPad
 	caps := wire.Caps{Engine: "offcard-engine (qwen3.Engine on sim)", Logits: wire.LogitsFull, Exact: true, PagePad: &pad,
-		Observes: []string{wire.ObsCurPos, wire.ObsPageTable, wire.ObsKVWrites, wire.ObsFindings}}
+		Observes: wire.Observes(wire.Version), FollowsHints: true}
 	s := sut.(*SimSUT)
 	return &simEngine{Engine: s.Eng, sut: s}, caps, nil
 }
@@ -68,11 +70,25 @@ func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 type simEngine struct {
 	*qwen3.Engine
 	sut *SimSUT
+	// prompt is the length of the last admit's prompt.
+	prompt int
+}
+
+// Prefill implements qwen3.Decoder.
+func (e *simEngine) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	e.prompt = len(p.Tokens)
+	return e.Engine.Prefill(p)
 }
 
 // Observe implements wire.Observer.
 func (e *simEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 	var obs wire.Observations
+	if op == wire.OpHello || op == wire.OpBye {
+		wireObservations(e.sut.Tap, &obs)
+		obs.Regime, obs.HostWrites, obs.Findings, obs.Mem.PageTable = "", nil, nil, nil
+		return obs, nil
+	}
+	wireObservations(e.sut.Tap, &obs)
 	slotSeq, live := e.Engine.SlotSeqs()
 	seqOf := func(slot int) int {
 		if slot >= 0 && slot < len(live) && live[slot] {
@@ -95,9 +111,13 @@ func (e *simEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 		if w.Value {
 			kv = "v"
 		}
-		obs.KVWrites = append(obs.KVWrites, wire.KVWrite{Layer: w.Layer, KV: kv, Seq: seqOf(w.Slot), Pos: w.Pos, Block: w.Block, Row: w.Row})
+		x := wire.KVWrite{Layer: w.Layer, KV: kv, Seq: seqOf(w.Slot), Pos: w.Pos, Block: w.Block, Row: w.Row}
+		// A prompt program writes its last 32-row tile whole: the rows past
+		// the prompt are padding (zeros), no token's.
+		x.Clear = op == wire.OpAdmit && len(seqs) == 1 && x.Seq == seqs[0] && x.Pos >= int64(e.prompt)
+		obs.KVWrites = append(obs.KVWrites, x)
 	}
-	obs.Findings = e.sut.TakeFindings()
+	obs.Findings = append(obs.Findings, e.sut.TakeFindings()...)
 	if op != wire.OpAdmit && op != wire.OpDecode {
 		return obs, nil
 	}
@@ -121,7 +141,9 @@ func (e *simEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 	for _, q := range seqs {
 		s, found := slotOf[q]
 		if !found {
-			return obs, fmt.Errorf("seq %d holds no slot after the call", q)
+			// No state to report: the judge names the sequence missing
+			// (when cur_pos or page_table is offered).
+			continue
 		}
 		so := wire.SeqObs{Seq: q}
 		if s < len(cur) {

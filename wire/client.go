@@ -99,6 +99,11 @@ type Client struct {
 	last  Reply
 	dead  error
 	calls int
+
+	// helloRep and byeRep are the hello's and the bye's replies (byeRep
+	// nil until bye is answered, an error reply included).
+	helloRep Reply
+	byeRep   *Reply
 }
 
 type lineOrErr struct {
@@ -124,7 +129,10 @@ func Start(o Options, h Hello) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hello: model config: %w", err)
 	}
-	h.Op, h.Version = OpHello, Version
+	h.Op = OpHello
+	if h.Version == 0 {
+		h.Version = Version
+	}
 	c := &Client{o: o, cfg: cfg, hello: h, stderr: &tailBuffer{max: 2048}, exited: make(chan struct{}), quit: make(chan struct{}), lines: make(chan lineOrErr, 1)}
 	c.cmd = exec.Command(o.Command[0], o.Command[1:]...)
 	c.cmd.Dir = o.Dir
@@ -159,15 +167,17 @@ func Start(o Options, h Hello) (*Client, error) {
 	if err == nil {
 		if r.Caps == nil {
 			err = c.fault(Malformed, OpHello, "hello reply without a version")
-		} else if cerr := checkCaps(r.Caps); cerr != nil {
+		} else if cerr := checkCaps(r.Caps, h.Version); cerr != nil {
 			err = cerr
+		} else if oerr := r.Caps.CheckObs(OpHello, r.Obs); oerr != nil {
+			err = c.fault(Malformed, OpHello, oerr.Error())
 		}
 	}
 	if err != nil {
 		c.kill()
 		return nil, &StartError{Command: o.Command, Started: true, Err: err, Stderr: c.stderr.String()}
 	}
-	c.caps = *r.Caps
+	c.caps, c.helloRep = *r.Caps, r
 	return c, nil
 }
 
@@ -217,6 +227,14 @@ func (c *Client) Hello() Hello { return c.hello }
 
 // Last is the reply to the last call (outputs as sent, observations).
 func (c *Client) Last() Reply { return c.last }
+
+// HelloReply is the reply to the hello (caps, and with memory the
+// device's memory once the model is built).
+func (c *Client) HelloReply() Reply { return c.helloRep }
+
+// ByeReply is the reply to bye, once Close has had one (an error reply is
+// the engine's teardown failing), or nil.
+func (c *Client) ByeReply() *Reply { return c.byeRep }
 
 // Pid is the engine process's id.
 func (c *Client) Pid() int { return c.cmd.Process.Pid }
@@ -399,8 +417,16 @@ func (c *Client) roundTrip(op string, req any, timeout time.Duration) (Reply, er
 	if err != nil {
 		return Reply{}, c.fault(Malformed, op, err.Error())
 	}
+	if op == OpBye {
+		c.byeRep = &r
+	}
 	if !r.OK {
 		return Reply{}, &RefusedError{Op: op, Msg: clipText(r.Error, maxErrorText)}
+	}
+	if op != OpHello {
+		if err := c.caps.CheckObs(op, r.Obs); err != nil {
+			return Reply{}, c.fault(Malformed, op, err.Error())
+		}
 	}
 	if op != OpHello && op != OpBye {
 		c.calls++

@@ -6,14 +6,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/offcard/offcard/dump"
 	"github.com/offcard/offcard/qwen3"
 )
 
-// Version is the protocol version this package speaks.
-const Version = 1
+// Version is the newest protocol version this package speaks; MinVersion
+// the oldest it still accepts. offcard's hello names Version; an engine
+// answers with the version it speaks, at most the hello's (an engine
+// written for version 1 answers 1 and is checked as a version 1 engine).
+const (
+	Version    = 2
+	MinVersion = 1
+)
 
 // Operations (the "op" of a request).
 const (
@@ -46,6 +53,42 @@ const (
 	ObsKVWrites = "kv_writes"
 	// ObsFindings: hazards the engine's own device checker saw.
 	ObsFindings = "findings"
+
+	// Version 2.
+
+	// ObsRegime: what the device ran during each call (Observations.Regime:
+	// none, eager, capture or replay).
+	ObsRegime = "regime"
+	// ObsHostWrites: the host-to-device writes each call made
+	// (Observations.HostWrites).
+	ObsHostWrites = "host_writes"
+	// ObsMemory: the device's live allocations and traces after the hello
+	// and after each call (Observations.Mem).
+	ObsMemory = "memory"
+	// ObsClose: what the device still holds after the engine tore itself
+	// down at bye (Observations.Mem on the bye reply).
+	ObsClose = "close"
+)
+
+// observations lists the observation names of each version.
+var observations = map[int][]string{
+	1: {ObsCurPos, ObsPageTable, ObsKVWrites, ObsFindings},
+	2: {ObsCurPos, ObsPageTable, ObsKVWrites, ObsFindings, ObsRegime, ObsHostWrites, ObsMemory, ObsClose},
+}
+
+// Observes lists the observation names protocol version v defines.
+func Observes(v int) []string { return append([]string(nil), observations[v]...) }
+
+// Regimes of a call (Observations.Regime).
+const (
+	// RegimeNone: the call ran nothing on the device.
+	RegimeNone = "none"
+	// RegimeEager: it launched programs one by one, no trace.
+	RegimeEager = "eager"
+	// RegimeCapture: it captured a trace (and ran it, or the captured ops).
+	RegimeCapture = "capture"
+	// RegimeReplay: it executed a trace captured by an earlier call.
+	RegimeReplay = "replay"
 )
 
 // Model names the weights: a synthetic preset and its seed (qwen3.Synth),
@@ -108,6 +151,41 @@ type Request struct {
 	Batch     []Step  `json:"batch,omitempty"`
 }
 
+// MarshalJSON writes the fields op uses, and only those (admit: seq,
+// prompt, blocks; decode: batch; finish: seq; reset, bye: none; hello:
+// version to hints), so that a request carries no key its op does not
+// define (protocol.schema.json).
+func (r Request) MarshalJSON() ([]byte, error) {
+	switch r.Op {
+	case OpHello:
+		h := Hello{Op: r.Op, Version: r.Version, BlockSize: r.BlockSize, NumBlocks: r.NumBlocks, Capacity: r.Capacity, Hints: r.Hints}
+		if r.Model != nil {
+			h.Model = *r.Model
+		}
+		return json.Marshal(h)
+	case OpAdmit:
+		return json.Marshal(struct {
+			Op     string  `json:"op"`
+			Seq    int     `json:"seq"`
+			Prompt []int32 `json:"prompt"`
+			Blocks []int32 `json:"blocks"`
+		}{r.Op, r.Seq, r.Prompt, r.Blocks})
+	case OpDecode:
+		return json.Marshal(struct {
+			Op    string `json:"op"`
+			Batch []Step `json:"batch"`
+		}{r.Op, r.Batch})
+	case OpFinish:
+		return json.Marshal(struct {
+			Op  string `json:"op"`
+			Seq int    `json:"seq"`
+		}{r.Op, r.Seq})
+	}
+	return json.Marshal(struct {
+		Op string `json:"op"`
+	}{r.Op})
+}
+
 // Caps is what an engine answers to hello: what it can give.
 type Caps struct {
 	Version int    `json:"version"`
@@ -121,8 +199,15 @@ type Caps struct {
 	// Observes lists the observations the engine reports (Obs*).
 	Observes []string `json:"observes,omitempty"`
 	// PagePad, with page_table, is the value of every page-table column
-	// past a sequence's blocks (then checked); absent: not checked.
+	// past the blocks that cover a sequence's positions, and of every
+	// column of an idle row (then checked); absent: not checked.
 	PagePad *int32 `json:"page_pad,omitempty"`
+	// FollowsHints (version 2): the engine runs as the hello's hints say
+	// (page-table width policy, eager or captured, prefill mode,
+	// recapture period). The contract those options define is then
+	// checked too: page-table rows exactly the width policy's width (with
+	// page_table) and the regime cadence (with regime).
+	FollowsHints bool `json:"follows_hints,omitempty"`
 }
 
 // Offers reports whether the engine offers observation o.
@@ -160,9 +245,15 @@ type SeqObs struct {
 }
 
 // KVWrite is one KV-cache row write: layer, "k" or "v", the sequence, the
-// position it was written for, and the block and row it landed in.
-// Layer -1: a buffer that is no KV cache of the engine; Seq -1: no
-// sequence of the call.
+// position it was written for (the device's cur_pos when it wrote), and
+// the block and row it landed in. Layer -1: a buffer that is no KV cache
+// of the engine; Seq -1: no sequence of the call.
+//
+// Clear (version 2) marks a write that stores no token's key or value:
+// zeroing a freed or newly handed-out block, padding a prompt's last tile.
+// A clear may land on any row that holds no position a live sequence has
+// written (free blocks, rows past a sequence's length, rows it skipped);
+// its Seq and Pos are then informational (-1 when none).
 type KVWrite struct {
 	Layer int    `json:"layer"`
 	KV    string `json:"kv"`
@@ -170,6 +261,7 @@ type KVWrite struct {
 	Pos   int64  `json:"pos"`
 	Block int64  `json:"block"`
 	Row   int64  `json:"row"`
+	Clear bool   `json:"clear,omitempty"`
 }
 
 // Observations are what an engine saw on its device during a call.
@@ -181,6 +273,49 @@ type Observations struct {
 	IdleRows [][]int32 `json:"idle_rows,omitempty"`
 	KVWrites []KVWrite `json:"kv_writes,omitempty"`
 	Findings []string  `json:"findings,omitempty"`
+	// Regime (version 2, with regime) is what the device ran during the
+	// call: none, eager, capture or replay (Regime*). Required on every
+	// admit, decode, finish and reset reply.
+	Regime string `json:"regime,omitempty"`
+	// HostWrites (version 2, with host_writes) counts the host-to-device
+	// writes of the call (inputs, page table, anything). Required where
+	// regime is.
+	HostWrites *int `json:"host_writes,omitempty"`
+	// Mem (version 2) is the device's memory after the call: with memory,
+	// on the hello reply (after the model is built: the baseline) and on
+	// every admit, decode, finish and reset reply; with close, on the bye
+	// reply (after the engine freed everything).
+	Mem *Memory `json:"mem,omitempty"`
+}
+
+// Memory is what the device holds: the engine's buffers and traces, as
+// the device layer counted them (not as the engine believes it left them).
+type Memory struct {
+	// Persistent counts the live buffers allocated before the hello reply
+	// (weights, KV caches, anything built with the model).
+	Persistent int `json:"persistent"`
+	// Live lists the live buffers allocated after the hello reply.
+	Live []Buffer `json:"live,omitempty"`
+	// PageTable is the buffer of Live (or a persistent one) that the last
+	// paged op (a KV update, paged attention, a paged prompt fill) read its
+	// page table from; absent: no paged op ran yet.
+	PageTable *int64 `json:"page_table,omitempty"`
+	// Traces lists the live (captured, not released) traces.
+	Traces []Trace `json:"traces,omitempty"`
+}
+
+// Buffer is one device buffer: an id unique within the session and,
+// optionally, a description for reports (shape, dtype, address).
+type Buffer struct {
+	ID   int64  `json:"id"`
+	What string `json:"what,omitempty"`
+}
+
+// Trace is one live trace and the buffers of Memory.Live it recorded (as
+// an input or output of a captured op).
+type Trace struct {
+	ID      int64   `json:"id"`
+	Buffers []int64 `json:"buffers,omitempty"`
 }
 
 // Reply is any reply: ok, or error; hello's caps; a call's outputs and
@@ -245,13 +380,13 @@ func FromOutputs(outs []qwen3.Output, c Caps) []Output {
 	return w
 }
 
-// checkCaps validates a hello reply.
-func checkCaps(c *Caps) error {
+// checkCaps validates a hello reply to a hello of version hv.
+func checkCaps(c *Caps, hv int) error {
 	if c == nil {
 		return fmt.Errorf("hello reply without a version")
 	}
-	if c.Version != Version {
-		return fmt.Errorf("engine speaks protocol version %d, offcard %d", c.Version, Version)
+	if c.Version < MinVersion || c.Version > hv {
+		return fmt.Errorf("engine speaks protocol version %d, offcard %d to %d", c.Version, MinVersion, hv)
 	}
 	switch c.Logits {
 	case "", LogitsNone:
@@ -264,11 +399,81 @@ func checkCaps(c *Caps) error {
 	default:
 		return fmt.Errorf("logits %q: want none, top_k or full", c.Logits)
 	}
+	known := observations[c.Version]
 	for _, o := range c.Observes {
-		switch o {
-		case ObsCurPos, ObsPageTable, ObsKVWrites, ObsFindings:
-		default:
-			return fmt.Errorf("observes %q: want %s", o, strings.Join([]string{ObsCurPos, ObsPageTable, ObsKVWrites, ObsFindings}, ", "))
+		if !slices.Contains(known, o) {
+			return fmt.Errorf("observes %q: protocol version %d has %s", o, c.Version, strings.Join(known, ", "))
+		}
+	}
+	if c.FollowsHints && c.Version < 2 {
+		return fmt.Errorf("follows_hints is protocol version 2, the engine speaks %d", c.Version)
+	}
+	return nil
+}
+
+// CheckObs checks the observations of a reply to op (a request of the
+// session) against what the engine offers: every field an offered
+// observation requires on that reply is there and well-formed, and no
+// field of an observation it does not offer is. Outputs are checked by
+// the client.
+func (c Caps) CheckObs(op string, o *Observations) error {
+	var x Observations
+	if o != nil {
+		x = *o
+	}
+	call := op == OpAdmit || op == OpDecode || op == OpFinish || op == OpReset
+	need := func(obs string, has bool, field string, required bool) error {
+		switch {
+		case has && !c.Offers(obs):
+			return fmt.Errorf("obs.%s in the reply to %s, but the engine does not offer %s", field, op, obs)
+		case required && !has && c.Offers(obs):
+			return fmt.Errorf("no obs.%s in the reply to %s (the engine offers %s)", field, op, obs)
+		}
+		return nil
+	}
+	if err := need(ObsRegime, x.Regime != "", "regime", call); err != nil {
+		return err
+	}
+	switch x.Regime {
+	case "", RegimeNone, RegimeEager, RegimeCapture, RegimeReplay:
+	default:
+		return fmt.Errorf("obs.regime %q: want none, eager, capture or replay", x.Regime)
+	}
+	if err := need(ObsHostWrites, x.HostWrites != nil, "host_writes", call); err != nil {
+		return err
+	}
+	if x.HostWrites != nil && *x.HostWrites < 0 {
+		return fmt.Errorf("obs.host_writes %d: want a count", *x.HostWrites)
+	}
+	memObs := ObsMemory
+	if op == OpBye {
+		memObs = ObsClose
+	}
+	if err := need(memObs, x.Mem != nil, "mem", call || op == OpBye || op == OpHello); err != nil {
+		return err
+	}
+	if m := x.Mem; m != nil {
+		if m.Persistent < 0 {
+			return fmt.Errorf("obs.mem.persistent %d: want a count", m.Persistent)
+		}
+		live := map[int64]bool{}
+		for _, b := range m.Live {
+			if live[b.ID] {
+				return fmt.Errorf("obs.mem.live: buffer %d twice", b.ID)
+			}
+			live[b.ID] = true
+		}
+		for _, t := range m.Traces {
+			for _, id := range t.Buffers {
+				if !live[id] {
+					return fmt.Errorf("obs.mem.traces: trace %d records buffer %d, which is not in live", t.ID, id)
+				}
+			}
+		}
+	}
+	for _, w := range x.KVWrites {
+		if w.Clear && c.Version < 2 {
+			return fmt.Errorf("obs.kv_writes: clear is protocol version 2, the engine speaks %d", c.Version)
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/ref"
 	"github.com/offcard/offcard/wire"
+	"github.com/offcard/offcard/wire/wiretest"
 )
 
 func must(t *testing.T, err error, what ...any) {
@@ -33,10 +34,11 @@ func check(t *testing.T, ok bool, format string, a ...any) {
 
 // The test binary doubles as an engine: with OFFCARD_WIRE_TEST_ENGINE set
 // it serves ref.Decoder on stdin/stdout, misbehaving as the variable says
-// (MODE:N acts at the N-th decode): crash, hang, garbage; or ok.
+// (MODE:N acts at the N-th decode): crash, hang, garbage; or ok. Every
+// line both ways is checked against the protocol's schema (wiretest.Serve).
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("OFFCARD_WIRE_TEST_ENGINE"); mode != "" {
-		if err := wire.Serve(os.Stdin, os.Stdout, openFake(mode)); err != nil {
+		if err := wiretest.Serve(os.Stdin, os.Stdout, openFake(mode)); err != nil {
 			fmt.Fprintln(os.Stderr, "fake engine:", err)
 			os.Exit(1)
 		}
@@ -51,7 +53,13 @@ type fake struct {
 	at, n int
 }
 
-func (f *fake) Close() error { f.Decoder.Close(); return nil }
+func (f *fake) Close() error {
+	f.Decoder.Close()
+	if f.mode == "close-fails" {
+		return errors.New("free of t9: not allocated")
+	}
+	return nil
+}
 
 func (f *fake) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
 	f.n++
@@ -91,7 +99,18 @@ func openFake(spec string) wire.Open {
 		if err != nil {
 			return nil, wire.Caps{}, err
 		}
-		return &fake{Decoder: d, mode: mode, at: at}, wire.Caps{Engine: "fake", Logits: logits, TopK: 5}, nil
+		c := wire.Caps{Engine: "fake", Logits: logits, TopK: 5}
+		switch mode {
+		case "v1":
+			c.Version, c.Observes = 1, []string{wire.ObsRegime} // Serve leaves regime out of a version 1 session
+		case "v1-only":
+			if h.Version != 1 {
+				return nil, wire.Caps{}, fmt.Errorf("protocol version %d: this engine speaks 1", h.Version)
+			}
+		case "regime-missing":
+			c.Observes = []string{wire.ObsRegime} // offered, never sent (no Observer)
+		}
+		return &fake{Decoder: d, mode: mode, at: at}, c, nil
 	}
 }
 
@@ -268,4 +287,57 @@ func FuzzParseReply(f *testing.F) {
 			_, _ = wire.DecodeLogits(o.Logits)
 		}
 	})
+}
+
+// TestVersions: offcard's hello names version 2; an engine that speaks 1
+// answers 1 and is held to version 1 (no version 2 observation); one that
+// refuses the newer hello is a refusal (proptest's factory then asks in
+// version 1); a hello in version 1 gets a version 1 session from Serve.
+func TestVersions(t *testing.T) {
+	c, err := start(t, "ok", 0)
+	must(t, err)
+	check(t, c.Hello().Version == wire.Version && c.Caps().Version == wire.Version, "hello %d, caps %d", c.Hello().Version, c.Caps().Version)
+	must(t, c.Close())
+
+	c, err = start(t, "v1", 0)
+	must(t, err)
+	check(t, c.Caps().Version == 1 && len(c.Caps().Observes) == 0, "a version 1 engine: caps %+v", c.Caps())
+	_, err = schedule(c, 2)
+	must(t, err)
+	must(t, c.Close())
+
+	_, err = start(t, "v1-only", 0)
+	var refused *wire.RefusedError
+	check(t, errors.As(err, &refused) && refused.Op == wire.OpHello, "a version 1 engine refusing hello 2: %v", err)
+	exe, err := os.Executable()
+	must(t, err)
+	h := hello(t)
+	h.Version = 1
+	c, err = wire.Start(wire.Options{Command: []string{exe}}, h)
+	must(t, err, "hello in version 1")
+	check(t, c.Caps().Version == 1, "caps %+v", c.Caps())
+	must(t, c.Close())
+}
+
+// TestObservationsRequired: an observation offered is required on every
+// reply it belongs to; missing, the reply is malformed.
+func TestObservationsRequired(t *testing.T) {
+	c, err := start(t, "regime-missing", 0)
+	must(t, err)
+	_, err = c.Prefill(qwen3.Prefill{Seq: 1, Tokens: []int32{5, 9, 11}, Blocks: []int32{3}})
+	var f *wire.FaultError
+	check(t, errors.As(err, &f) && f.Kind == wire.Malformed && strings.Contains(f.Detail, "no obs.regime in the reply to admit"), "admit without the offered regime: %v", err)
+	c.Close()
+}
+
+// TestByeReportsClose: the engine's teardown failing is the bye's error
+// reply, which the client keeps.
+func TestByeReportsClose(t *testing.T) {
+	c, err := start(t, "close-fails", 0)
+	must(t, err)
+	_, err = schedule(c, 1)
+	must(t, err)
+	must(t, c.Close(), "a refused bye is no fault")
+	r := c.ByeReply()
+	check(t, r != nil && !r.OK && strings.Contains(r.Error, "close: free of t9"), "bye reply %+v", r)
 }

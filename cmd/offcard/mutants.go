@@ -116,6 +116,21 @@ func runMutants(e *env, args []string) error {
 	default:
 		return bad("--device %q: want sim or tt", *device)
 	}
+	if offer, all := mutants.EngineOffer(); *engine && !all {
+		// offcard-engine offers less (OFFCARD_ENGINE_OFFER): a mutant only
+		// an observation it withholds shows is named with that observation.
+		var run []mutants.Mutant
+		for _, m := range ms {
+			if why := mutants.EngineLacks(m, offer); why != "" {
+				if !*asJSON {
+					fmt.Fprintf(e.stdout, "skip %s: %s (%s=%s)\n", m.Name, why, mutants.EngineOfferEnv, os.Getenv(mutants.EngineOfferEnv))
+				}
+				continue
+			}
+			run = append(run, m)
+		}
+		ms = run
+	}
 	if *perturb != "" {
 		p, ok := mutants.PerturbationByName(*perturb)
 		if !ok {

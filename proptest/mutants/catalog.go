@@ -71,6 +71,7 @@ var Catalog = []Mutant{
 			"in this engine: the trace is released in the same step, before any replay or allocation, so nothing can " +
 			"land on the freed table. The seed's hazard needs the freed address handed out while the trace lives.",
 		NeedsSim: "sim strict mode: the freed table is reallocated while the live trace still addresses it, but the trace is released in the same step, before any replay, so the card never computes a wrong value; only the sanitizer's allocation-overlaps-live-trace finding sees the hazard (on the loopback: 20 cases pass)",
+		SeenBy:   []string{"findings"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "func (e *Engine) setWidth(w int) error {\n\tt, err := e.dev.Allocate(e.ptSpec(w))\n",
@@ -115,6 +116,7 @@ var Catalog = []Mutant{
 			"(the device table, read back, against the host's rows) kills it, on sim and on a card (the card path " +
 			"reads rows of slots outside the call back as idle rows, all pad: seed 1, case 2 on the loopback); a " +
 			"stale id 0 is invisible (PagePad is 0), so the shrunk reproduction needs a third sequence.",
+		SeenBy: []string{"page_table+page_pad"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\ttable := make([]int32, C*e.ptW)\n",
@@ -166,6 +168,7 @@ var Catalog = []Mutant{
 		Notes: "The scratch gets the same address (first fit, immediate reuse), so faithful runs stay bit-exact: " +
 			"only the sanitizer sees it, as on the card only a hang or a later owner would.",
 		NeedsSim: "sim strict mode: the scratch lands on the trace's freed operand and the replays touch it, but the values the engine reads stay right on a card (on the loopback: 10 cases pass); only the sanitizer's allocation-overlaps-live-trace / trace-replay-stale-address findings see it",
+		SeenBy:   []string{"findings"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}\n",
@@ -213,6 +216,7 @@ var Catalog = []Mutant{
 		NeedsSim: "sim strict mode: the freed outputs are written only by the trace itself and nothing is allocated on them " +
 			"between replays, so the values stay right on a card (on the loopback: 200 cases pass); only the sanitizer's " +
 			"trace-replay-stale-address finding sees the hazard",
+		SeenBy: []string{"findings"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\te.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}\n",
@@ -229,7 +233,9 @@ var Catalog = []Mutant{
 			"repeat (paged_fill_cache writes the later block over the earlier one: kv-write)",
 		Notes: "A scheduler bug, not the engine's: ref gets the same tables and keeps both rows. Only catchable since " +
 			"sim runs paged_update_cache's users unordered (all reads, then the writes in a seeded order): with the " +
-			"former serial model the engine kept both rows too and the mutant survived.",
+			"former serial model the engine kept both rows too and the mutant survived. Behind the protocol the " +
+			"scheduler is offcard's side: --engine builds it into the checker.",
+		Scheduler: true,
 		Edits: []Edit{
 			{File: kvpagePool,
 				Old: "\tid := heap.Pop(&p.free).(int32)\n",
@@ -264,6 +270,7 @@ var Catalog = []Mutant{
 		Idea:   "the page-table pad value is 1 instead of the contract's 0 (every unused column names block 1)",
 		Expect: "red (page-table) at the first step: columns past a slot's blocks hold 1",
 		Notes:  "Harmless to the outputs (KChunkSize = BlockSize never reads a pad column); only an expectation that does not take the pad from qwen3.PagePad sees it.",
+		SeenBy: []string{"page_table+page_pad"},
 		Edits: []Edit{
 			{File: "qwen3/engine.go",
 				Old: "const PagePad int32 = 0",
@@ -274,6 +281,7 @@ var Catalog = []Mutant{
 		Name:   "leak-pt-on-width-change",
 		Idea:   "a page table superseded by a width change while no trace addresses it is dropped, never freed (one leaked tensor per width change)",
 		Expect: "red (device-memory) after the first width change outside a live trace",
+		SeenBy: []string{"memory", "close"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\t\t} else if err := e.dev.Free(*old); err != nil {\n\t\t\treturn fmt.Errorf(\"free page table: %w\", err)\n\t\t}\n",
@@ -284,6 +292,7 @@ var Catalog = []Mutant{
 		Name:   "recapture-one-late",
 		Idea:   "recapture_every counts with > instead of >=: one replay too many on every trace",
 		Expect: "red (replay cadence) at the replay that should have been a re-capture",
+		SeenBy: []string{"regime+follows_hints"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "e.trace.steps >= e.opt.RecaptureEvery",
@@ -294,6 +303,7 @@ var Catalog = []Mutant{
 		Name:   "token-rewritten-in-replay",
 		Idea:   "unless the engine's own read-back check is on, every step rewrites the token input (the greedy token is copied back to the device)",
 		Expect: "red (host-writes) at the first steady-state replay of a scenario without verify",
+		SeenBy: []string{"regime+host_writes"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "posDiffers, tokDiffers := !e.mirror, !e.mirror",
@@ -317,6 +327,7 @@ var Catalog = []Mutant{
 		Idea:   "a change of the active slots does not force a re-capture (only the page-table tensor and recapture_every do)",
 		Expect: "red (replay cadence) at the first replay whose active slots differ from the capture's",
 		Notes:  "The graph runs every slot and inactive ones carry -1, so the outputs may stay bit-exact; the design's contract (re-capture on batch-shape change) is what it breaks.",
+		SeenBy: []string{"regime+follows_hints"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "if e.trace != nil && (e.trace.pt != e.pt.ID || !slices.Equal(e.trace.active, active) ||",
@@ -327,6 +338,7 @@ var Catalog = []Mutant{
 		Name:   "close-keeps-trace",
 		Idea:   "Close frees every tensor but does not release the live trace",
 		Expect: "red (device-memory) at the end of the first captured run that holds a trace when it is closed",
+		SeenBy: []string{"close"},
 		Edits: []Edit{
 			{File: "qwen3/engine.go",
 				Old: "\te.closed = true\n\terr := e.dropTrace()\n",
@@ -347,6 +359,7 @@ var Catalog = []Mutant{
 		Name:   "leak-retired-on-release",
 		Idea:   "releasing a trace forgets the page tables it retired without freeing them",
 		Expect: "red (device-memory) after the first width change of a captured run",
+		SeenBy: []string{"memory", "close"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\t\t\terr = errors.Join(err, e.dev.Free(r.t))\n",
@@ -357,6 +370,7 @@ var Catalog = []Mutant{
 		Name:   "recapture-every-ignored",
 		Idea:   "recapture_every is accepted and never acted on",
 		Expect: "red (replay cadence) at the first replay past recapture_every steps on one trace",
+		SeenBy: []string{"regime+follows_hints"},
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "(e.opt.RecaptureEvery > 0 && e.trace.steps >= e.opt.RecaptureEvery)",

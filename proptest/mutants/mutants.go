@@ -39,6 +39,18 @@ type Mutant struct {
 	// (its strict mode's findings or its op log): offcard mutants --device
 	// tt skips it. Empty: the tolerant mode on a card must kill it.
 	NeedsSim string `json:"needs_sim,omitempty"`
+	// Scheduler marks a bug of offcard's side of the protocol (the block
+	// pool the runner hands tables from), not the engine's: offcard
+	// mutants --engine builds it into the checker and runs it against the
+	// unmutated offcard-engine.
+	Scheduler bool `json:"scheduler,omitempty"`
+	// SeenBy lists what an engine must offer for offcard mutants --engine
+	// to kill the mutant through the protocol: observations (wire.Obs*),
+	// "page_pad" and "follows_hints"; one entry suffices, an entry "a+b"
+	// needs both. Empty: the outputs (full exact logits), a refusal or the
+	// bye reply do. An engine that offers no entry cannot show the mutant
+	// (EngineLacks names what it lacks).
+	SeenBy []string `json:"seen_by,omitempty"`
 	// Edits are applied in order, each to the previous one's result.
 	Edits []Edit `json:"edits"`
 }

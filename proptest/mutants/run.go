@@ -63,6 +63,10 @@ type Config struct {
 	// Checker is the unmutated offcard binary that checks an engine mutant
 	// (default: Run builds one from Root, once).
 	Checker string
+	// CleanEngine is the unmutated offcard-engine that a Scheduler
+	// mutant's checker runs against with Engine (default: Run builds one
+	// from Root, once, when the run has such a mutant).
+	CleanEngine string
 	// Times, when set, is a file of the mutants' check times from earlier
 	// runs (JSON: name → nanoseconds). Run starts the mutants that took
 	// longest first (those it has no time for before all), so that a slow
@@ -155,17 +159,30 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	if err := CheckAnchors(c.Root, ms); err != nil {
 		return nil, err
 	}
-	if c.Engine && c.Checker == "" {
+	scheduler := false
+	for _, m := range ms {
+		scheduler = scheduler || m.Scheduler
+	}
+	if c.Engine && (c.Checker == "" || scheduler && c.CleanEngine == "") {
 		d, err := os.MkdirTemp("", "offcard-mutants-checker-")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(d)
-		c.Checker = filepath.Join(d, "offcard"+exeSuffix())
-		build := exec.CommandContext(ctx, goCommand(c), "build", "-o", c.Checker, "./cmd/offcard")
-		build.Dir = c.Root
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("build the checker (offcard): %v: %s", err, lastLines(string(out), 5))
+		for _, b := range []struct {
+			path *string
+			name string
+			need bool
+		}{{&c.Checker, "offcard", true}, {&c.CleanEngine, "offcard-engine", scheduler}} {
+			if *b.path != "" || !b.need {
+				continue
+			}
+			*b.path = filepath.Join(d, b.name+exeSuffix())
+			build := exec.CommandContext(ctx, goCommand(c), "build", "-o", *b.path, "./cmd/"+b.name)
+			build.Dir = c.Root
+			if out, err := build.CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("build the unmutated %s: %v: %s", b.name, err, lastLines(string(out), 5))
+			}
 		}
 	}
 	jobs := c.Jobs
@@ -177,8 +194,18 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 	// Fold what folds into one schema build, when that saves a build; the
 	// rest are built one by one while the schema builds.
 	var sch *Schema
-	if len(ms) > 1 {
-		s, err := BuildSchema(c.Root, ms)
+	foldable := ms
+	if c.Engine {
+		// A scheduler mutant is built into the checker, not the engine.
+		foldable = nil
+		for _, m := range ms {
+			if !m.Scheduler {
+				foldable = append(foldable, m)
+			}
+		}
+	}
+	if len(foldable) > 1 {
+		s, err := BuildSchema(c.Root, foldable)
 		if err != nil {
 			return nil, err
 		}
@@ -431,12 +458,76 @@ func RunOne(ctx context.Context, c Config, m Mutant) Result {
 		return res.failed("%v", err)
 	}
 	t0 := time.Now()
+	if c.Engine && m.Scheduler {
+		// offcard's side of the protocol: the mutated checker runs the
+		// unmutated engine.
+		cc := c
+		cc.Engine = false
+		bin, err := build(ctx, cc, ov, dir)
+		if err != nil {
+			return res.failed("mutant %s does not build: %v", m.Name, err)
+		}
+		res.BuildTime = time.Since(t0)
+		cc.Engine, cc.Checker = true, bin
+		return checkBuilt(ctx, cc, res, c.CleanEngine, dir, nil)
+	}
 	bin, err := build(ctx, c, ov, dir)
 	if err != nil {
 		return res.failed("mutant %s does not build: %v", m.Name, err)
 	}
 	res.BuildTime = time.Since(t0)
 	return checkBuilt(ctx, c, res, bin, dir, nil)
+}
+
+// EngineOfferEnv names the environment variable that restricts what
+// offcard-engine offers (cmd/offcard-engine): a comma-separated list of
+// observations (wire.Obs*), "page_pad" and "follows_hints", or "none";
+// unset, it offers everything.
+const EngineOfferEnv = "OFFCARD_ENGINE_OFFER"
+
+// EngineOffer is what offcard-engine offers under EngineOfferEnv (all:
+// the variable is unset or empty).
+func EngineOffer() (offer []string, all bool) {
+	v := strings.TrimSpace(os.Getenv(EngineOfferEnv))
+	if v == "" {
+		return nil, true
+	}
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" && x != "none" {
+			offer = append(offer, x)
+		}
+	}
+	return offer, false
+}
+
+// EngineLacks says which observation an engine offering offer lacks to
+// show m (its SeenBy: one entry sufficing, an entry "a+b" needing both),
+// or "" when it has one or m needs none.
+func EngineLacks(m Mutant, offer []string) string {
+	if len(m.SeenBy) == 0 {
+		return ""
+	}
+	has := map[string]bool{}
+	for _, x := range offer {
+		has[x] = true
+	}
+	var missing []string
+	for _, e := range m.SeenBy {
+		var lack []string
+		for _, o := range strings.Split(e, "+") {
+			if !has[o] {
+				lack = append(lack, o)
+			}
+		}
+		if len(lack) == 0 {
+			return ""
+		}
+		missing = append(missing, strings.Join(lack, "+"))
+	}
+	if len(missing) == 1 {
+		return "lacks the observation " + missing[0]
+	}
+	return "lacks an observation: one of " + strings.Join(missing, ", ")
 }
 
 // failed is r as an Error with the formatted reason.
