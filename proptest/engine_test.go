@@ -17,6 +17,9 @@ import (
 // it serves OpenSimEngine on stdin/stdout, misbehaving as the variable
 // says (see faultyEngine).
 func TestMain(m *testing.M) {
+	if name := os.Getenv(panelEnv); name != "" {
+		servePanel(name) // panel_test.go
+	}
 	if mode := os.Getenv("OFFCARD_TEST_ENGINE"); mode != "" {
 		open := func(h wire.Hello) (wire.Engine, wire.Caps, error) {
 			e, c, err := OpenSimEngine(h)

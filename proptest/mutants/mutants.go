@@ -50,6 +50,9 @@ type Mutant struct {
 	// logits) or the engine's own refusal do. An engine that offers none
 	// of them cannot show the mutant (EngineLacks).
 	SeenBy []string `json:"seen_by,omitempty"`
+	// Killer (the judge catalog) names the planted engine of proptest's
+	// panel whose verdict the mutant must turn.
+	Killer string `json:"killer,omitempty"`
 	// Edits are applied in order, each to the previous one's result.
 	Edits []Edit `json:"edits"`
 }
