@@ -19,6 +19,9 @@ import (
 // says (see faultyEngine), or with a ref- mode refEngine; every line both
 // ways is checked against the protocol's schema (wiretest.Serve).
 func TestMain(m *testing.M) {
+	if name := os.Getenv(panelEnv); name != "" {
+		servePanel(name) // panel_test.go
+	}
 	if mode := os.Getenv("OFFCARD_TEST_ENGINE"); mode != "" {
 		if strings.HasPrefix(mode, "ref-") {
 			if err := wiretest.Serve(os.Stdin, os.Stdout, openRefEngine(mode)); err != nil {

@@ -51,6 +51,9 @@ type Mutant struct {
 	// bye reply do. An engine that offers no entry cannot show the mutant
 	// (EngineLacks names what it lacks).
 	SeenBy []string `json:"seen_by,omitempty"`
+	// Killer (the judge catalog) names the planted engine of proptest's
+	// panel whose verdict the mutant must turn.
+	Killer string `json:"killer,omitempty"`
 	// Edits are applied in order, each to the previous one's result.
 	Edits []Edit `json:"edits"`
 }

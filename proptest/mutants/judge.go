@@ -1,0 +1,179 @@
+package mutants
+
+// The judge catalog: bugs of offcard's side of a foreign engine's verdict —
+// the tolerant judge's tolerances and bands, which observations it
+// compares, and how wire classifies an engine's faults — written as a
+// colleague might write them. Each must turn one verdict of the planted
+// engine panel (proptest's TestPanel): a buggy plant that passes, an
+// honest one that fails, or a bug named by the wrong property. Killer
+// names that plant; TestJudgeCatalogKilled builds proptest's test binary
+// once over the catalog's schema and runs the killer's subtest with each
+// mutant (and the whole panel without one, which must pass).
+
+const (
+	judgeTolerant = "proptest/tolerant.go"
+	judgeRun      = "proptest/run.go"
+	judgeEngine   = "proptest/engine.go"
+	judgeClient   = "wire/client.go"
+)
+
+// JudgeCatalog is the judge-side mutant catalog.
+var JudgeCatalog = []Mutant{
+	{
+		Name:   "judge-steps-loose",
+		Idea:   "logits may be twice the stated bf16-step bound off (16, not 8)",
+		Killer: "logits-past-bound",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "nats > tol.LogitNats && steps > tol.LogitSteps",
+			New: "nats > tol.LogitNats && steps > 2*tol.LogitSteps"}},
+	},
+	{
+		Name:   "judge-steps-tight",
+		Idea:   "a logit exactly at the bound fails (>= for >): the stated bound is not what is forgiven",
+		Killer: "honest-at-bound",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "nats > tol.LogitNats && steps > tol.LogitSteps",
+			New: "nats > tol.LogitNats && steps >= tol.LogitSteps"}},
+	},
+	{
+		Name:   "judge-both-bounds",
+		Idea:   "a logit must be within both bounds (steps and nats), not either",
+		Killer: "honest-at-bound",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "nats > tol.LogitNats && steps > tol.LogitSteps",
+			New: "nats > tol.LogitNats || steps > tol.LogitSteps"}},
+	},
+	{
+		Name:   "judge-band-wide",
+		Idea:   "the near-tie band is four times the stated one (2 nats, not 0.5)",
+		Killer: "token-past-band",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "j, err := adjudicate.Judge(w.Logits, g.Token, tol.Band, tol.TopK)",
+			New: "j, err := adjudicate.Judge(w.Logits, g.Token, 4*tol.Band, tol.TopK)"}},
+	},
+	{
+		Name:   "judge-band-narrow",
+		Idea:   "the near-tie band is a fifth of the stated one: legitimate flips fail",
+		Killer: "honest-near-tie",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "j, err := adjudicate.Judge(w.Logits, g.Token, tol.Band, tol.TopK)",
+			New: "j, err := adjudicate.Judge(w.Logits, g.Token, tol.Band/5, tol.TopK)"}},
+	},
+	{
+		Name:   "judge-exact-claim-ignored",
+		Idea:   "an engine's exact claim is not held against it: bit-exact engines judged within the tolerance",
+		Killer: "exact-lie-logit",
+		Edits: []Edit{{File: judgeEngine,
+			Old: "if s.C.Caps().Exact {",
+			New: "if s.C.Caps().Exact && false {"}},
+	},
+	{
+		Name:   "judge-exact-token-unchecked",
+		Idea:   "an exact engine's logits are compared bit for bit but its token is only judged by the band",
+		Killer: "exact-lie-token",
+		Edits: []Edit{
+			{File: judgeTolerant,
+				Old: "case tol.Exact && g.Token != w.Token:",
+				New: "case tol.Exact && g.Token != w.Token && false:"},
+			{File: judgeTolerant,
+				Old: "d = diffOutput(g, w)",
+				New: "d = logitsOff(g.Logits, w.Logits, nil, tol)"},
+		},
+	},
+	{
+		Name:   "judge-cur-pos-lenient",
+		Idea:   "a cur_pos one behind the sequence's length is accepted (the seed's bug)",
+		Killer: "cur-pos-behind",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "if wantCur && st.CurPos != last+1 {",
+			New: "if wantCur && st.CurPos != last+1 && st.CurPos != last {"}},
+	},
+	{
+		Name:   "judge-page-row-first-only",
+		Idea:   "only the first column of a sequence's page-table row is compared",
+		Killer: "page-row-last",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "case len(st.Row) < n || !slices.Equal(st.Row[:n], want):",
+			New: "case len(st.Row) < n || st.Row[0] != want[0]:"}},
+	},
+	{
+		Name:   "judge-pad-unchecked",
+		Idea:   "the columns past a sequence's blocks are not compared with the engine's pad",
+		Killer: "page-pad",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "case pad != nil:",
+			New: "case pad != nil && false:"}},
+	},
+	{
+		Name:   "judge-idle-rows-unchecked",
+		Idea:   "page-table rows no sequence of the step uses are not looked at",
+		Killer: "idle-row",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "if pad == nil || !wantRow {",
+			New: "if pad == nil || !wantRow || true {"}},
+	},
+	{
+		Name:   "judge-kv-extra-ignored",
+		Idea:   "KV writes beyond one per position are not reported",
+		Killer: "kv-extra",
+		Edits: []Edit{{File: judgeRun,
+			Old: "if len(got) > len(a.pos) {",
+			New: "if len(got) > len(a.pos) && false {"}},
+	},
+	{
+		Name:   "judge-kv-row-ignored",
+		Idea:   "a KV write's row is not compared, only its block",
+		Killer: "kv-row",
+		Edits: []Edit{{File: judgeRun,
+			Old: "if g.Block != wantB || g.Row != wantR {",
+			New: "if g.Block != wantB {"}},
+	},
+	{
+		Name:   "judge-findings-dropped",
+		Idea:   "the findings an engine reports are never read",
+		Killer: "finding",
+		Edits: []Edit{{File: judgeEngine,
+			Old: "return s.obs().Findings",
+			New: "return nil"}},
+	},
+	{
+		Name:   "judge-fault-unclassified",
+		Idea:   "a protocol fault (crash, hang, garbage) is not classified as the engine property",
+		Killer: "crash",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "\t\treturn PropEngine\n",
+			New: "\t\treturn PropSUTError\n"}},
+	},
+	{
+		Name:   "wire-timeout-scaled",
+		Idea:   "a decode call waits ten times the timeout it was given",
+		Killer: "hang",
+		Edits: []Edit{{File: judgeClient,
+			Old: "r, err := c.roundTrip(OpDecode, req, c.o.Timeout)",
+			New: "r, err := c.roundTrip(OpDecode, req, 10*c.o.Timeout)"}},
+	},
+	{
+		Name:   "wire-refusal-as-ok",
+		Idea:   "an error reply (ok false) is taken as an empty ok reply",
+		Killer: "refuse",
+		Edits: []Edit{{File: judgeClient,
+			Old: "return Reply{}, &RefusedError{Op: op, Msg: r.Error}",
+			New: "return Reply{OK: true}, nil"}},
+	},
+	{
+		Name:   "wire-output-count-unchecked",
+		Idea:   "a decode reply with fewer outputs than the batch is not a protocol fault",
+		Killer: "outputs-short",
+		Edits: []Edit{{File: judgeClient,
+			Old: "if len(r.Outputs) != len(batch) {",
+			New: "if len(r.Outputs) > len(batch) {"}},
+	},
+	{
+		Name:   "wire-output-place-unchecked",
+		Idea:   "an output's seq and pos are not compared with the request's",
+		Killer: "outputs-misplaced",
+		Edits: []Edit{{File: judgeClient,
+			Old: "if o.Seq != want[i].Seq || o.Pos != want[i].Pos {",
+			New: "if o.Seq != want[i].Seq {"}},
+	},
+}
