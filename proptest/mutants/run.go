@@ -178,8 +178,9 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 				continue
 			}
 			*b.path = filepath.Join(d, b.name+exeSuffix())
-			build := exec.CommandContext(ctx, goCommand(c), "build", "-o", *b.path, "./cmd/"+b.name)
+			build := interruptible(exec.CommandContext(ctx, goCommand(c), "build", "-o", *b.path, "./cmd/"+b.name))
 			build.Dir = c.Root
+			build.Env = append(os.Environ(), "GOTMPDIR="+d, "TMPDIR="+d)
 			if out, err := build.CombinedOutput(); err != nil {
 				return nil, fmt.Errorf("build the unmutated %s: %v: %s", b.name, err, lastLines(string(out), 5))
 			}
