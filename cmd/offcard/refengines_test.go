@@ -33,9 +33,22 @@ func refEngineSeed(t *testing.T) string {
 }
 
 // campaignRefEngine runs a short random campaign against cmd and fails
-// with the seed and the command that replays it.
+// with the seed and the command that replays it; then it replays the
+// hand-written scripts of examples/scripts (what rows an engine reads
+// where its sequence never wrote: after a position jump, the prompt tile's
+// padding and a finished sequence's rows), which a short campaign may not
+// draw.
 func campaignRefEngine(t *testing.T, cmd string) {
 	t.Helper()
+	scripts, err := filepath.Glob("../../examples/scripts/*.script")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no scripts in examples/scripts: %v", err)
+	}
+	for _, s := range scripts {
+		if code, out, errs := runCLI(t, "replay", s, "--engine", cmd, "--timeout", "2m"); code != 0 || !strings.HasSuffix(out, "1 passed, 0 failed\n") {
+			t.Fatalf("replay %s: exit %d\n%s%s", s, code, out, errs)
+		}
+	}
 	seed := refEngineSeed(t)
 	t0 := time.Now()
 	code, out, errs := runCLI(t, "check", "--engine", cmd, "--cases", refEngineCases, "--seed", seed, "--timeout", "2m")

@@ -34,7 +34,10 @@ inline float fold(float* acc) {
 // acc[j%16] += w[j]*x[j] (each product exact in float), then fold.
 inline float dot(const bf16* w, const float* x, int n) {
     float acc[kLanes] = {};
-    for (int j = 0; j < n; j++) acc[j % kLanes] += W(w[j]) * x[j];
+    int j = 0;
+    for (; j + kLanes <= n; j += kLanes)  // whole groups: lane l of each (vectorizable)
+        for (int l = 0; l < kLanes; l++) acc[l] += W(w[j + l]) * x[j + l];
+    for (int l = 0; j < n; j++, l++) acc[l] += W(w[j]) * x[j];
     return fold(acc);
 }
 
@@ -171,7 +174,7 @@ void Model::hold(long rows) {
     held_ = n;
 }
 
-void Model::forward(std::vector<Slot>& slots) {
+void Model::forward(std::vector<Slot>& slots, bool logits) {
     const int H = c_.hidden, I = c_.intermediate, hd = c_.head_dim, nkv = c_.kv_heads, g = c_.heads / c_.kv_heads;
     const int Q = c_.heads * hd, KV = nkv * hd;
     const float scale = static_cast<float>(1 / std::sqrt(static_cast<double>(hd)));
@@ -251,6 +254,7 @@ void Model::forward(std::vector<Slot>& slots) {
         }
     }
     for (Slot& s : slots) {
+        if (!logits) break;
         add(s.x, s.o);
         rmsnorm(s.a.data(), s.x.data(), norm_.data(), H, c_.eps);
         widen(xf_, s.a);
@@ -290,8 +294,9 @@ std::vector<Output> Model::admit(const Admit& a) {
         one[0].token = a.prompt[p];
         one[0].pos = p;
         one[0].blocks = &a.blocks;
-        forward(one);
-        if (!last_only || p == T - 1) outs.push_back(output(one[0], a.seq));
+        const bool want = !last_only || p == T - 1;
+        forward(one, want);
+        if (want) outs.push_back(output(one[0], a.seq));
     }
     if (pad_prompt_) {  // zero the rest of the prompt's last 32-row tile (model.hpp)
         const size_t w = size_t(c_.kv_heads) * c_.head_dim;

@@ -65,7 +65,7 @@ private:
     void check_token(int32_t t) const;
     long row(const std::vector<int32_t>& blocks, int pos) const;  // block*bs + pos%bs
     void hold(long rows);                                         // grows the cache to cover rows
-    void forward(std::vector<Slot>& slots);
+    void forward(std::vector<Slot>& slots, bool logits = true);  // logits: compute the rows too
     Output output(const Slot& s, int seq) const;
 
     Config c_;

@@ -52,7 +52,7 @@ def read_safetensors(path):
     """{name: (dtype, shape, bytes)} of a .safetensors file."""
     with open(path, 'rb') as f:
         n = struct.unpack('<Q', f.read(8))[0]
-        head, data = json.loads(f.read(n)), f.read()
+        head, data = json.loads(f.read(n)), memoryview(f.read())
     return {k: (t['dtype'], t['shape'], data[t['data_offsets'][0]:t['data_offsets'][1]])
             for k, t in head.items() if k != '__metadata__'}
 
@@ -67,12 +67,14 @@ def tensor_names(c):
 
 def to_bits(raw, dtype):  # a tensor's bytes -> float32 bit patterns (array 'I')
     if dtype == 'BF16':
-        h = array('H', raw)
+        h = array('H')
+        h.frombytes(raw)
         if sys.byteorder == 'big':
             h.byteswap()
         return array('I', (x << 16 for x in h))
     if dtype == 'F32':
-        u = array('I', raw)
+        u = array('I')
+        u.frombytes(raw)
         if sys.byteorder == 'big':
             u.byteswap()
         return u
@@ -132,7 +134,11 @@ class NumpyModel(Shape):
 
     @staticmethod
     def arr(dtype, shape, raw):
-        return np.frombuffer(to_bits(raw, dtype).tobytes(), dtype=np.float32).reshape(shape)
+        if dtype == 'BF16':
+            return (np.frombuffer(raw, dtype='<u2').astype(np.uint32) << 16).view(np.float32).reshape(shape)
+        if dtype == 'F32':
+            return np.frombuffer(raw, dtype='<f4').astype(np.float32).reshape(shape)
+        raise ValueError('tensor dtype %s: want BF16 or F32' % dtype)
 
     @staticmethod
     def R(x):  # round float32 values to bf16 (nearest even), as float32
