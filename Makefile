@@ -5,7 +5,7 @@ PKGS    := ./...
 
 -include testdata.mk
 
-.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score crosscheck loopback ttnn-check ttnn-table
+.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score crosscheck loopback ttnn-check ttnn-table cpp-engine
 all: build loopback
 
 # The C loopback of the device ABI (tthw/loopback, tthw/include/offcard_tt.h),
@@ -19,6 +19,21 @@ loopback: $(LOOPBACK)
 $(LOOPBACK): $(LOOPBACK_SRC)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared -Itthw/include -o $@ tthw/loopback/loopback.c tthw/loopback/ops.c -lm
+
+# The C++ reference engine (examples/cpp-engine): C++17, the standard
+# library and nlohmann/json (Debian: nlohmann-json3-dev), built with g++
+# into build/cpp-engine. make test builds it when g++ is present and runs a
+# short campaign against it (OFFCARD_CPP_ENGINE; cmd/offcard's
+# TestCppEngine).
+ENGINE_CXX ?= g++
+CPP_ENGINE := $(CURDIR)/build/cpp-engine
+CPP_ENGINE_SRC := $(wildcard examples/cpp-engine/*.cpp examples/cpp-engine/*.hpp)
+HAVE_ENGINE_CXX := $(shell command -v $(ENGINE_CXX) 2>/dev/null)
+cpp-engine: $(CPP_ENGINE)
+$(CPP_ENGINE): $(CPP_ENGINE_SRC)
+	@mkdir -p $(dir $@)
+	@echo '#include <nlohmann/json.hpp>' | $(ENGINE_CXX) -std=c++17 -fsyntax-only -x c++ - 2>/dev/null || { echo "cpp-engine: nlohmann/json.hpp not found (Debian: apt-get install nlohmann-json3-dev)" >&2; exit 1; }
+	$(ENGINE_CXX) -std=c++17 -O2 -Wall -Wextra -Werror -ffp-contract=off -o $@ $(filter %.cpp,$(CPP_ENGINE_SRC))
 
 # Compile-check the ttnn shim (tthw/ttnn) against tt-metal's headers laid
 # out in TTNN_HEADERS (its cxxflags file lists the include paths); with
@@ -45,9 +60,9 @@ build:
 
 # The README's test command. testdata fetches the Qwen3 tokenizer.json
 # (hash-checked, git-ignored) that the tokenizer tests need.
-test: build testdata loopback
+test: build testdata loopback $(if $(HAVE_ENGINE_CXX),cpp-engine)
 	$(GO) vet $(PKGS)
-	OFFCARD_LOOPBACK=$(LOOPBACK) $(GO) test -count=1 -timeout 30m $(PKGS)
+	OFFCARD_LOOPBACK=$(LOOPBACK) $(if $(HAVE_ENGINE_CXX),OFFCARD_CPP_ENGINE=$(CPP_ENGINE)) $(GO) test -count=1 -timeout 30m $(PKGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

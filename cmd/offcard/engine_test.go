@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,23 +126,5 @@ func TestCheckEngineUsage(t *testing.T) {
 		if code != 2 || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, code, errs)
 		}
-	}
-}
-
-// TestPythonEngine: the README's Python engine (examples/python-engine,
-// stdlib only) passes a short campaign of the tolerant mode.
-func TestPythonEngine(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("python3 is not on PATH: the Python engine test needs it")
-	}
-	script, err := filepath.Abs("../../examples/python-engine/engine.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Seed 8: two light cases (195 device steps between them).
-	code, out, errs := runCLI(t, "check", "--engine", py+" "+script, "--cases", "2", "--seed", "8", "--timeout", "60s")
-	if code != 0 || !strings.HasSuffix(out, "2 passed, 0 failed\n") {
-		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 }
