@@ -253,7 +253,7 @@ func listMutants(w io.Writer, ms []mutants.Mutant, asJSON bool) error {
 		return enc.Encode(ms)
 	}
 	for _, m := range ms {
-		fmt.Fprintf(w, "%s\n  idea:   %s\n  expect: %s\n  edits:  %d in %s\n", m.Name, m.Idea, m.Expect, len(m.Edits), strings.Join(m.Files(), ", "))
+		fmt.Fprintf(w, "%s\n  idea:   %s\n  expect: %s\n  killed: %s\n  edits:  %d in %s\n", m.Name, m.Idea, m.Expect, orDash(m.Prop), len(m.Edits), strings.Join(m.Files(), ", "))
 	}
 	return nil
 }
@@ -278,4 +278,12 @@ func mutantsJUnit(start time.Time, elapsed time.Duration, rs []mutants.Result) j
 		cases[i] = c
 	}
 	return newJUnit("offcard mutants", start, elapsed, nil, cases)
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

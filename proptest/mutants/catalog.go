@@ -16,6 +16,7 @@ const (
 var Catalog = []Mutant{
 	{
 		Name: "pt-one-column",
+		Prop: "kv-write",
 		Idea: "the page table is [C,1] (the width policy ignored, each row truncated to its first block) and, once written, never refreshed (seed bug 1)",
 		Seed: true,
 		Expect: "red at the first step whose position is past the first block: in a decode step the KV-update " +
@@ -35,6 +36,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "warm-pos-global",
+		Prop: "cur-pos",
 		Idea: "once any capture ever happened (a counter Reset never clears), cold, warm and capture steps skip the " +
 			"seed's WarmDecodePos: no cur_pos/rope re-seed and, in eager steps, no plus_one (seed bug 2)",
 		Seed: true,
@@ -64,6 +66,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "free-not-retire",
+		Prop: "strict",
 		Idea: "on a width change while the live trace addresses the page table, the old table is freed (before its successor is allocated) instead of retired",
 		Expect: "strict: the successor lands on the freed table that the live trace still addresses " +
 			"(allocation-overlaps-live-trace) at the first block-boundary growth of a captured run",
@@ -84,6 +87,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "width-grow-only",
+		Prop: "kv-write",
 		Idea: "the page table is reallocated only when the width grows (>) instead of on any change (!=); a shrink copies the narrower table into the wider tensor",
 		Expect: "red (the engine fails: Host tensor has different shape) at the first step after the longest sequence " +
 			"finishes under the dynamic width policy while a shorter one lives",
@@ -95,6 +99,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "plus-one-no-skip",
+		Prop:   "cur-pos",
 		Idea:   "plus_one on cur_pos without skip_negative_entries: an inactive slot's -1 becomes 0",
 		Expect: "red at the first replay with an inactive slot: it writes KV through its pad entry into block 0, row 0",
 		Edits: []Edit{
@@ -105,6 +110,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "stale-tail",
+		Prop: "page-table",
 		Idea: "a reused page-table row keeps its old tail: only each active row's used prefix is rewritten, inactive rows are not cleared",
 		Expect: "red (page-table) at the first step that leaves a row with a block id the host's table does not " +
 			"have there: an inactive slot still naming a block of a sequence that is finished or not in the step, " +
@@ -131,6 +137,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "reseed-off-by-one",
+		Prop:   "cur-pos",
 		Idea:   "the re-seed writes cur_pos = seq_len (the next position) instead of seq_len - 1",
 		Expect: "red at the first step: KV is written one row late and attention reads a row never written",
 		Edits: []Edit{
@@ -141,6 +148,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "rope-not-advanced",
+		Prop:   "kv-write",
 		Idea:   "the graph has no plus_one on the rope index, so a replay rotates q and k at the captured position",
 		Expect: "red at the first replay step",
 		Edits: []Edit{
@@ -151,6 +159,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "refresh-never",
+		Prop: "kv-write",
 		Idea: "page-table contents are never re-copied after the first capture (only a new tensor is written)",
 		Expect: "red at the first step that needs a new table entry without a width change " +
 			"(a fixed width past a block boundary, or a sequence admitted next to a live one)",
@@ -162,6 +171,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "alloc-after-capture",
+		Prop: "strict",
 		Idea: "after capture the engine frees the silu·mul activation the trace recorded and allocates a scratch tensor in its place, used from then on",
 		Expect: "strict: the scratch lands on the trace's freed operand (allocation-overlaps-live-trace) at the capture step; " +
 			"every replay then touches a freed address (trace-replay-stale-address)",
@@ -185,6 +195,7 @@ var Catalog = []Mutant{
 	// Additions.
 	{
 		Name:   "warm-pos-global-pure",
+		Prop:   "cur-pos",
 		Idea:   "only the skipped re-seed of warm-pos-global (eager steps keep their plus_one)",
 		Expect: "red at the first non-replay step after a capture whose positions the device does not hold: the prefill of a sequence admitted after a capture",
 		Notes:  "Survives schedules of one sequence: this engine's eager steps advance cur_pos themselves.",
@@ -196,6 +207,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "trace-kept-on-width-change",
+		Prop:   "strict",
 		Idea:   "a page-table width change does not force a re-capture: the trace keeps replaying with the retired table",
 		Expect: "red at the first step past a block boundary under the dynamic width (strict: page-table read past the row)",
 		Edits: []Edit{
@@ -206,6 +218,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "capture-outputs-freed",
+		Prop: "strict",
 		Idea: "the outputs the device allocated for the ops recorded in a capture (rms_norm, head split, rotary, " +
 			"to_memory_config, SDPA) are freed right after the capture, while the trace still writes them on every replay",
 		Expect: "strict: the capture step's own execution touches the freed outputs (trace-replay-stale-address); " +
@@ -226,6 +239,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "pool-same-block",
+		Prop: "kv-write",
 		Idea: "the scheduler's block pool hands the lowest free block out again and again: two sequences (and one " +
 			"sequence's successive blocks) get the same block",
 		Expect: "red at the first decode step where two users write rows of one 32-row tile: their cores race on the " +
@@ -244,6 +258,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:     "sim-plus-one-no-skip",
+		Prop:     "cur-pos",
 		Idea:     "the simulator's plus_one ignores skip_negative_entries for -1 (a simulator bug, not the engine's)",
 		Expect:   "red at the first replay with an inactive slot (as plus-one-no-skip)",
 		NeedsSim: "it mutates the simulator (sim/plusone.go), not the engine: a card runs its own plus_one",
@@ -257,6 +272,7 @@ var Catalog = []Mutant{
 	// Issue 9: written before the properties that kill them (see Candidates).
 	{
 		Name:   "width-headroom",
+		Prop:   "page-table",
 		Idea:   "the dynamic width policy keeps one spare column (longest+1), a wrong width policy shared by the engine and kvpage",
 		Expect: "red (page-table) at the first step under the dynamic width: the table is one column wider than the contract's max(longest, 1)",
 		Edits: []Edit{
@@ -267,6 +283,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "pad-one",
+		Prop:   "page-table",
 		Idea:   "the page-table pad value is 1 instead of the contract's 0 (every unused column names block 1)",
 		Expect: "red (page-table) at the first step: columns past a slot's blocks hold 1",
 		Notes:  "Harmless to the outputs (KChunkSize = BlockSize never reads a pad column); only an expectation that does not take the pad from qwen3.PagePad sees it.",
@@ -279,6 +296,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "leak-pt-on-width-change",
+		Prop:   "device-memory",
 		Idea:   "a page table superseded by a width change while no trace addresses it is dropped, never freed (one leaked tensor per width change)",
 		Expect: "red (device-memory) after the first width change outside a live trace",
 		SeenBy: []string{"memory", "close"},
@@ -290,6 +308,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "recapture-one-late",
+		Prop:   "replay",
 		Idea:   "recapture_every counts with > instead of >=: one replay too many on every trace",
 		Expect: "red (replay cadence) at the replay that should have been a re-capture",
 		SeenBy: []string{"regime+follows_hints"},
@@ -301,6 +320,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "token-rewritten-in-replay",
+		Prop:   "host-writes",
 		Idea:   "unless the engine's own read-back check is on, every step rewrites the token input (the greedy token is copied back to the device)",
 		Expect: "red (host-writes) at the first steady-state replay of a scenario without verify",
 		SeenBy: []string{"regime+host_writes"},
@@ -312,6 +332,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "decode-new-seqs-one-slot",
+		Prop:   "cur-pos",
 		Idea:   "Decode gives every sequence it starts the lowest slot no live sequence holds, ignoring the slots taken earlier in the same batch",
 		Expect: "red at the first decode that starts two sequences at once: both land in one slot",
 		Edits: []Edit{
@@ -324,6 +345,7 @@ var Catalog = []Mutant{
 	// Issue 9: written before the properties that kill them (see Candidates).
 	{
 		Name:   "trace-kept-on-batch-change",
+		Prop:   "replay",
 		Idea:   "a change of the active slots does not force a re-capture (only the page-table tensor and recapture_every do)",
 		Expect: "red (replay cadence) at the first replay whose active slots differ from the capture's",
 		Notes:  "The graph runs every slot and inactive ones carry -1, so the outputs may stay bit-exact; the design's contract (re-capture on batch-shape change) is what it breaks.",
@@ -336,6 +358,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "close-keeps-trace",
+		Prop:   "device-memory",
 		Idea:   "Close frees every tensor but does not release the live trace",
 		Expect: "red (device-memory) at the end of the first captured run that holds a trace when it is closed",
 		SeenBy: []string{"close"},
@@ -346,9 +369,11 @@ var Catalog = []Mutant{
 		},
 	},
 	{
-		Name:   "pt-tracked-twice",
-		Idea:   "every page table is also remembered with the persistent tensors, so Close frees the current one twice",
-		Expect: "red (close) at the end of every run that stepped: Close returns the device's error",
+		Name: "pt-tracked-twice",
+		Prop: "device-memory",
+		Idea: "every page table is also remembered with the persistent tensors, so Close frees the current one twice",
+		Expect: "red (device-memory) after the first width change: the superseded table stays allocated as a " +
+			"persistent tensor; a run without one ends with Close freeing the current table twice (close)",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\te.pt, e.ptW, e.ptHost = &t, w, nil\n",
@@ -357,6 +382,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "leak-retired-on-release",
+		Prop:   "device-memory",
 		Idea:   "releasing a trace forgets the page tables it retired without freeing them",
 		Expect: "red (device-memory) after the first width change of a captured run",
 		SeenBy: []string{"memory", "close"},
@@ -368,6 +394,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "recapture-every-ignored",
+		Prop:   "replay",
 		Idea:   "recapture_every is accepted and never acted on",
 		Expect: "red (replay cadence) at the first replay past recapture_every steps on one trace",
 		SeenBy: []string{"regime+follows_hints"},
@@ -378,9 +405,11 @@ var Catalog = []Mutant{
 		},
 	},
 	{
-		Name:   "teacher-token-dropped-in-replay",
-		Idea:   "a replay never writes the token input (it assumes greedy decoding): a teacher-forced token is ignored",
-		Expect: "red (logits) at the first replay fed a token other than the device's argmax",
+		Name: "teacher-token-dropped-in-replay",
+		Prop: "kv-write",
+		Idea: "a replay never writes the token input (it assumes greedy decoding): a teacher-forced token is ignored",
+		Expect: "red (kv-write) at the first replay fed a token other than the device's argmax: the rows it writes " +
+			"hold the argmax token's keys and values, not the fed token's (its logits differ too)",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "\tif tokDiffers {\n",
@@ -389,6 +418,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "jump-not-reseeded-in-replay",
+		Prop:   "cur-pos",
 		Idea:   "a replay never re-seeds cur_pos and the rope index, even when the caller's positions did not advance by one",
 		Expect: "red (cur-pos) at the first replay whose positions jump",
 		Edits: []Edit{
@@ -402,6 +432,7 @@ var Catalog = []Mutant{
 	// case in eight.
 	{
 		Name:   "prefill-decode-slot-zero",
+		Prop:   "logits",
 		Idea:   "a prefill by decode steps returns each step's output of slot 0, not of the slot the sequence took",
 		Expect: "red (logits) at the first prefill by decode steps into a slot other than 0: the outputs are another sequence's",
 		Edits: []Edit{

@@ -32,6 +32,13 @@ func TestAnchorsApply(t *testing.T) {
 		if m.Name == "" || strings.ContainsAny(m.Name, " \t,") || m.Idea == "" || m.Expect == "" {
 			t.Errorf("mutant %q: needs a one-word name, an idea and an expectation", m.Name)
 		}
+		// An Expect that names the killing property in parentheses names
+		// the one the catalog records (TestCatalogKilled holds Prop to a run).
+		for _, p := range []string{"logits", "kv-write", "kv-cache", "cur-pos", "page-table", "replay", "host-writes", "device-memory", "close", "strict", "sut-error"} {
+			if m.Prop != "" && p != m.Prop && strings.Contains(m.Expect, "red ("+p+")") {
+				t.Errorf("mutant %s: its expectation says red (%s), it is killed by %s", m.Name, p, m.Prop)
+			}
+		}
 		files, err := m.Apply(r)
 		if err != nil {
 			t.Errorf("%v", err)

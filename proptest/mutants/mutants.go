@@ -33,6 +33,10 @@ type Mutant struct {
 	Seed bool `json:"seed_bug,omitempty"`
 	// Expect says where the suite should go red and why.
 	Expect string `json:"expect"`
+	// Prop is the property that kills the mutant in offcard check (the
+	// first failing case's): TestCatalogKilled holds it to a run, and an
+	// Expect that names a property in parentheses names this one.
+	Prop string `json:"prop,omitempty"`
 	// Notes documents choices (faithfulness, equivalence).
 	Notes string `json:"notes,omitempty"`
 	// NeedsSim, when set, says why only the simulator can kill the mutant

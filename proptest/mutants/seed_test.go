@@ -259,6 +259,9 @@ func TestCatalogKilled(t *testing.T) {
 		if r.Status != mutants.Killed {
 			t.Errorf("mutant %s %s", r.Name, r.Summary())
 		}
+		if m, _ := mutants.ByName(r.Name); r.Status == mutants.Killed && r.Property != m.Prop {
+			t.Errorf("mutant %s is killed by %s, its catalog entry says %s (Prop)", r.Name, r.Property, m.Prop)
+		}
 		if r.Schema {
 			schema++
 		}
