@@ -498,7 +498,7 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t op, const uint64_t *ts, uin
     switch (op) {
       case OFFCARD_TT_OP_EMBEDDING: {
         Tensor out = T(2);
-        ttnn::embedding(T(0), T(1), std::nullopt, std::nullopt, ttnn::prim::EmbeddingsType::GENERIC, std::nullopt, std::nullopt, out);
+        ttnn::embedding(T(0), T(1), std::nullopt, out.layout(), ttnn::prim::EmbeddingsType::GENERIC, std::nullopt, std::nullopt, out);
         break;
       }
       case OFFCARD_TT_OP_RMS_NORM:
