@@ -639,14 +639,6 @@ func (e *Engine) verify() error {
 	return nil
 }
 
-// u32s reinterprets int32 values as uint32.
-func u32s(v []int32) []uint32 {
-	out := make([]uint32, len(v))
-	for i, x := range v {
-		out[i] = uint32(x)
-	}
-	return out
-}
 
 // freeTensors frees device-allocated outputs (errors joined into none: a
 // failed free of an op output changes nothing the engine relies on).
