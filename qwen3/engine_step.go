@@ -639,7 +639,6 @@ func (e *Engine) verify() error {
 	return nil
 }
 
-
 // freeTensors frees device-allocated outputs (errors joined into none: a
 // failed free of an op output changes nothing the engine relies on).
 func (e *Engine) freeTensors(ts []tt.Tensor) {
