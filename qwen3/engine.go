@@ -506,6 +506,35 @@ func dramRM(dt tt.DType, shape ...int) tt.Spec {
 
 // userRows is a [1, C, 1, D] BF16 TILE tensor in DRAM: one row per user,
 // each in its own tile row (the cos/sin rows gathered at the rope index).
+// tileUp is n rounded up to a multiple of 32 (tt.TileSize).
+func tileUp(n int) int { return (n + tt.TileSize - 1) / tt.TileSize * tt.TileSize }
+
+// The embedding ids are padded to whole tiles so that ttnn.embedding with
+// layout TILE takes its fused (tilizing) kernel
+// (ttnn/cpp/ttnn/operations/embedding/embedding.cpp:46-58 at 622c6fb9):
+// with fewer ids the row-major kernel would write row sticks into the
+// tiles. tt_transformers pads its tokens the same way (models/
+// tt_transformers/tt/model.py prepare_inputs_decode: "Necessary padding
+// to be full tile sized when on device") and embeds with
+// layout=ttnn.TILE_LAYOUT (models/tt_transformers/tt/embedding.py).
+//
+// The token tensor is [1,1,1,tileUp(C)]: id s is slot s's token (argmax
+// writes the first C), the rest 0. The rope index is [1,1,1,32*C]: slot
+// s's position fills ids 32s..32s+31, so the fused kernel's tile row s is
+// user s's cos/sin row followed by 31 copies, which is the physical
+// layout of the [1,C,1,D] TILE tensor rotary_embedding_hf reads (row 0
+// of tile row s); plus_one keeps every copy in step, so the padding ids
+// stay in the table as the slot's own does.
+func ropeIDs(rope []int32) []uint32 {
+	out := make([]uint32, len(rope)*tt.TileSize)
+	for s, r := range rope {
+		for k := range tt.TileSize {
+			out[s*tt.TileSize+k] = uint32(r)
+		}
+	}
+	return out
+}
+
 func userRows(C, d int) tt.Spec {
 	return tt.Spec{Shape: []int{1, C, 1, d}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved}
 }
@@ -629,9 +658,9 @@ func (e *Engine) allocActs() error {
 		dst  *tt.Tensor
 		spec tt.Spec
 	}{
-		{&a.tok, dramRM(tt.UINT32, 1, 1, 1, C)},
+		{&a.tok, dramRM(tt.UINT32, 1, 1, 1, tileUp(C))},
 		{&a.curPos, dramRM(tt.INT32, C)},
-		{&a.ropeIdx, dramRM(tt.UINT32, 1, 1, 1, C)},
+		{&a.ropeIdx, dramRM(tt.UINT32, 1, 1, 1, C*tt.TileSize)},
 		{&a.cos, userRows(C, hd)},
 		{&a.sin, userRows(C, hd)},
 		{&a.x, dramTile(1, 1, C, h)},

@@ -132,20 +132,23 @@ func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) (
 		f.tmp = append(f.tmp, t)
 		return t
 	}
-	tokT := alloc(dramRM(tt.UINT32, 1, 1, 1, T))
-	posT := alloc(dramRM(tt.UINT32, 1, 1, 1, T))
+	// The ids padded to whole tiles: ttnn.embedding's fused kernel (see
+	// ropeIDs).
+	T32 := tileUp(T)
+	tokT := alloc(dramRM(tt.UINT32, 1, 1, 1, T32))
+	posT := alloc(dramRM(tt.UINT32, 1, 1, 1, T32))
 	if f.err != nil {
 		return nil, f.err
 	}
-	ids := make([]uint32, T)
-	pos := make([]uint32, T)
+	ids := make([]uint32, T32)
+	pos := make([]uint32, T32)
 	for i, t := range toks {
 		ids[i], pos[i] = uint32(t), uint32(i)
 	}
-	if err := e.write(st, tokT, tt.HostUint32([]int{1, 1, 1, T}, tt.RowMajor, ids)); err != nil {
+	if err := e.write(st, tokT, tt.HostUint32([]int{1, 1, 1, T32}, tt.RowMajor, ids)); err != nil {
 		return nil, fmt.Errorf("prompt tokens: %w", err)
 	}
-	if err := e.write(st, posT, tt.HostUint32([]int{1, 1, 1, T}, tt.RowMajor, pos)); err != nil {
+	if err := e.write(st, posT, tt.HostUint32([]int{1, 1, 1, T32}, tt.RowMajor, pos)); err != nil {
 		return nil, fmt.Errorf("prompt positions: %w", err)
 	}
 

@@ -199,12 +199,38 @@ func (d *Device) launchOp(name string, attrs attrKey, ts []*tt.Tensor, validate 
 
 // ---- embedding ----
 
-// embedding: Input ids (UINT32, or BFLOAT16 holding integral values,
-// ROW_MAJOR, any shape; n = volume),
-// Weight BF16 ROW_MAJOR [vocab, hidden] (rank >= 2; each page one row),
-// Output BF16 of any layout with volume n*hidden, written as n logical rows.
-// An id past the table reads whatever its page address holds (no check on
-// the device), like the card.
+// embedding is ttnn::embedding as the contract calls it: layout = the
+// Output's layout, memory_config = the Output's, optional_output_tensor =
+// Output (ttnn/cpp/ttnn/operations/embedding/embedding.cpp). Input ids
+// (UINT32, or BFLOAT16 holding integral values, ROW_MAJOR, any shape;
+// n = volume), Weight BF16 ROW_MAJOR [vocab, hidden] (rank >= 2; each page
+// one row), Output BF16.
+//
+// What the card writes depends on the program factory the wrapper picks
+// (embedding.cpp:46-58 at 622c6fb9: fused_tilized only when the ids'
+// padded last dim and the table's width are multiples of 32 and the
+// layout asked for is TILE; embedding_device_operation.cpp
+// select_program_factory):
+//   - fused (TILE output, aligned): embeddings_fused_program_factory.cpp
+//     tilizes each group of 32 ids into one tile row of the output, every
+//     id included (a caller pads its ids to 32 as tt_transformers' model.py
+//     prepare_inputs_decode does: "Necessary padding to be full tile sized
+//     when on device"). The output's padded rows must be the ids' count.
+//   - row-major (any other case): embeddings_rm_program_factory.cpp
+//     writes row i of the result as one stick of output.padded_shape()[-1]
+//     elements at page i of the Output through its accessor. Into a
+//     ROW_MAJOR output that is the logical row; into a TILE output the
+//     stick lands at the start of tile page i (and past the tensor's pages
+//     when there are more ids than tiles): the card's bytes, not the
+//     tilized rows. The wrapper's closing to_layout (embedding.cpp:75) asks
+//     for the Output's own layout, so it returns its input: no hidden
+//     allocation, in a capture or out of one.
+//
+// The ttnn device op takes the optional output's spec unchecked
+// (compute_output_specs); the volume checks below are sim's own, so a
+// caller whose Output does not hold what the factory writes is told so.
+// An id past the table reads whatever its page address holds (no check
+// on the device), like the card.
 func (d *Device) embedding(o tt.Embedding) error {
 	const name = "embedding"
 	return d.launchOp(name, attrKey{}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output}, func(bs []*buffer) error {
@@ -238,11 +264,25 @@ func (d *Device) embedding(o tt.Embedding) error {
 		if err := wantBF16(name, "Output tensor", out); err != nil {
 			return err
 		}
-		if want := in.spec.Volume() * w.spec.Width(); out.spec.Volume() != want {
-			return contractErr(name, "Output tensor shape %v does not hold %d rows of %d", out.spec.Shape, in.spec.Volume(), w.spec.Width())
+		n := in.spec.Volume()
+		if embedFused(in, w, out) {
+			if g := out.g; g.w != w.spec.Width() || g.outer*g.hp != n {
+				return contractErr(name, "Output tensor shape %v does not hold the %d tiled rows of %d the fused kernel writes", out.spec.Shape, n, w.spec.Width())
+			}
+			return nil
+		}
+		if want := n * w.spec.Width(); out.spec.Volume() != want {
+			return contractErr(name, "Output tensor shape %v does not hold %d rows of %d", out.spec.Shape, n, w.spec.Width())
 		}
 		return nil
 	}, opLaunch{run: execEmbedding})
+}
+
+// embedFused is embedding.cpp's fused_tilized for the contract's call
+// (layout = the Output's layout): a TILE output, ids whose last dim is a
+// multiple of 32 and a table whose width is.
+func embedFused(in, w, out *buffer) bool {
+	return out.spec.Layout == tt.Tile && in.spec.Width()%tt.TileSize == 0 && w.spec.Width()%tt.TileSize == 0
 }
 
 func execEmbedding(l *opLaunch, x *opIO, s *scratch) error {
@@ -266,14 +306,36 @@ func execEmbedding(l *opLaunch, x *opIO, s *scratch) error {
 	}
 	g := out.g
 	hidden := w.spec.Width()
+	pg := s.pageBuf(int(w.pageSize))
+	if out.spec.Layout == tt.Tile && !embedFused(in, w, out) {
+		// embeddings_rm_program_factory.cpp: stick i at page i of the
+		// TILE output, g.wp elements (the output's padded last dim).
+		stick := make([]byte, 2*g.wp)
+		for i, id := range ids {
+			if err := x.pageIO(w, int(id), pg, false); err != nil {
+				return err
+			}
+			clear(stick)
+			copy(stick, pg[:min(len(pg), 2*hidden)])
+			if err := x.pageIO(out, i, stick, true); err != nil {
+				return err
+			}
+		}
+		x.checkReads = false
+		return nil
+	}
 	dst := s.buf(0, g.size())
 	clear(dst)
-	pg := s.pageBuf(int(w.pageSize))
+	fused := out.spec.Layout == tt.Tile
 	for i, id := range ids {
 		if err := x.pageIO(w, int(id), pg, false); err != nil {
 			return err
 		}
 		row := bf16.FromBytes(pg)
+		if fused { // id i is padded row i: the tiles in page order
+			copy(dst[i*g.wp:i*g.wp+hidden], row[:hidden])
+			continue
+		}
 		// Logical element i*hidden+j of the output.
 		for j := 0; j < hidden; {
 			e := i*hidden + j

@@ -125,6 +125,11 @@ func cSame(t testing.TB, what string, got, want []bf16.BF16) {
 
 // ---- ops vs ref ----
 
+// TestEmbeddingMatchesRef: a ROW_MAJOR output holds the rows for any id
+// count; a TILE output holds them when the ids are padded to whole tiles
+// (ttnn's fused kernel, embedding.cpp:46-58 at 622c6fb9), the padding ids
+// filling the padding rows: [1,1,B,h] from 32 ids, and [1,B,1,h] from 32
+// copies of each id (one tile row a user, as qwen3.Engine embeds cos/sin).
 func TestEmbeddingMatchesRef(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	d := cDev(t, Options{})
@@ -136,26 +141,77 @@ func TestEmbeddingMatchesRef(t *testing.T) {
 		ids[i] = int32(r.IntN(vocab))
 	}
 	ids[3] = vocab - 1
+	want := make([]bf16.BF16, B*hidden)
+	for i, id := range ids {
+		ref.Embedding(want[i*hidden:(i+1)*hidden], table, int(id))
+	}
+	padded := append(append([]int32(nil), ids...), make([]int32, tt.TileSize-B)...)
+	var perUser []int32
+	for _, id := range ids {
+		for range tt.TileSize {
+			perUser = append(perUser, id)
+		}
+	}
 	for _, dt := range []tt.DType{tt.UINT32, tt.BF16} {
-		var in tt.Tensor
-		if dt == tt.BF16 { // ids as bf16 values (exact below 256)
-			v := make([]bf16.BF16, B)
-			for i, id := range ids {
-				v[i] = bf16.FromFloat32(float32(id))
+		up := func(v []int32) tt.Tensor {
+			s := cSpec(dt, tt.RowMajor, 1, 1, 1, len(v))
+			if dt == tt.BF16 { // ids as bf16 values (exact below 256)
+				f := make([]bf16.BF16, len(v))
+				for i, id := range v {
+					f[i] = bf16.FromFloat32(float32(id))
+				}
+				return cUpload(t, d, s, f)
 			}
-			in = cUpload(t, d, cSpec(dt, tt.RowMajor, 1, 1, 1, B), v)
-		} else {
-			in = cUploadI32(t, d, cSpec(dt, tt.RowMajor, 1, 1, 1, B), ids)
+			return cUploadI32(t, d, s, v)
 		}
-		for _, os := range []tt.Spec{cSpec(tt.BF16, tt.Tile, 1, 1, B, hidden), cSpec(tt.BF16, tt.Tile, 1, B, 1, hidden), cSpec(tt.BF16, tt.RowMajor, 1, 1, B, hidden)} {
-			out := cAlloc(t, d, os)
-			cRun(t, d, tt.Embedding{Input: in, Weight: w, Output: out})
-			want := make([]bf16.BF16, B*hidden)
-			for i, id := range ids {
-				ref.Embedding(want[i*hidden:(i+1)*hidden], table, int(id))
+		for _, c := range []struct {
+			ids []int32
+			out tt.Spec
+		}{
+			{ids, cSpec(tt.BF16, tt.RowMajor, 1, 1, B, hidden)},
+			{padded, cSpec(tt.BF16, tt.Tile, 1, 1, B, hidden)},
+			{perUser, cSpec(tt.BF16, tt.Tile, 1, B, 1, hidden)},
+		} {
+			out := cAlloc(t, d, c.out)
+			cRun(t, d, tt.Embedding{Input: up(c.ids), Weight: w, Output: out})
+			cSame(t, "embedding "+c.out.String(), cDown(t, d, out), want)
+		}
+	}
+}
+
+// TestEmbeddingIntoTileUnpaddedWritesSticks: with fewer ids than a tile,
+// ttnn.embedding into a TILE output takes the row-major kernel
+// (embedding.cpp:46-58; embeddings_rm_program_factory.cpp), which writes
+// row i as one stick at tile page i: the first 16 values of logical row r
+// of tile i are table row ids[i]'s values 16r..16r+15 (face 0 holds the
+// stick's first 256 bytes), not the tilized rows.
+func TestEmbeddingIntoTileUnpaddedWritesSticks(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	d := cDev(t, Options{})
+	const vocab, hidden, B = 50, 128, 4
+	table := cRand(r, vocab*hidden, true)
+	w := cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, vocab, hidden), table)
+	ids := []int32{5, 17, 0, 49}
+	in := cUploadI32(t, d, cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, B), ids)
+	out := cAlloc(t, d, cSpec(tt.BF16, tt.Tile, 1, 1, B, hidden))
+	cRun(t, d, tt.Embedding{Input: in, Weight: w, Output: out})
+	got := cDown(t, d, out)
+	tilized := true
+	for i, id := range ids {
+		for row := range B {
+			for c := range tt.FaceSize {
+				g := got[row*hidden+i*tt.TileSize+c]
+				if want := table[int(id)*hidden+row*tt.FaceSize+c]; g != want {
+					t.Fatalf("tile %d row %d col %d = %#04x, want the stick's value %#04x", i, row, c, uint16(g), uint16(want))
+				}
+				if g != table[int(ids[row])*hidden+i*tt.TileSize+c] {
+					tilized = false
+				}
 			}
-			cSame(t, "embedding "+os.String(), cDown(t, d, out), want)
 		}
+	}
+	if tilized {
+		t.Fatal("the output holds the tilized rows; the row-major kernel writes sticks")
 	}
 }
 

@@ -76,8 +76,11 @@ func newMiniEngine(t testing.TB, w *qwen3.Weights, B, W, bs, blocks int, o Optio
 	}
 	al := func(s tt.Spec) tt.Tensor { return cAlloc(t, d, s) }
 	bf := func(shape ...int) tt.Tensor { return al(cSpec(tt.BF16, tt.Tile, shape...)) }
-	e.tok = al(cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, B))
-	e.rope = al(cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, B))
+	// Ids padded to whole tiles, so that embedding into the TILE x, cos and
+	// sin takes ttnn's fused kernel (as qwen3.Engine: tokens [1,1,1,32],
+	// rope index 32 copies a user).
+	e.tok = al(cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, miniPad(B)))
+	e.rope = al(cSpec(tt.UINT32, tt.RowMajor, 1, 1, 1, B*tt.TileSize))
 	e.pos = al(cSpec(tt.INT32, tt.RowMajor, B))
 	e.pt = al(cSpec(tt.INT32, tt.RowMajor, B, W))
 	e.x, e.o = bf(1, 1, B, h), bf(1, 1, B, h)
@@ -181,8 +184,8 @@ func (e *miniEngine) step(t testing.TB, toks []uint32, pos []int32, table []int3
 		dst tt.Tensor
 		h   tt.HostTensor
 	}{
-		{e.tok, tt.HostUint32([]int{1, 1, 1, e.B}, tt.RowMajor, toks)},
-		{e.rope, tt.HostUint32([]int{1, 1, 1, e.B}, tt.RowMajor, rope)},
+		{e.tok, tt.HostUint32([]int{1, 1, 1, miniPad(e.B)}, tt.RowMajor, miniToks(toks))},
+		{e.rope, tt.HostUint32([]int{1, 1, 1, e.B * tt.TileSize}, tt.RowMajor, miniRope(rope))},
 		{e.pos, tt.HostInt32([]int{e.B}, tt.RowMajor, pos)},
 		{e.pt, tt.HostInt32([]int{e.B, e.W}, tt.RowMajor, table)},
 	} {
@@ -459,8 +462,8 @@ func TestMiniEngineTraceReplayMatchesRef(t *testing.T) {
 		dst tt.Tensor
 		h   tt.HostTensor
 	}{
-		{e.tok, tt.HostUint32([]int{1, 1, 1, B}, tt.RowMajor, toks)},
-		{e.rope, tt.HostUint32([]int{1, 1, 1, B}, tt.RowMajor, rope)},
+		{e.tok, tt.HostUint32([]int{1, 1, 1, miniPad(B)}, tt.RowMajor, miniToks(toks))},
+		{e.rope, tt.HostUint32([]int{1, 1, 1, B * tt.TileSize}, tt.RowMajor, miniRope(rope))},
 		{e.pos, tt.HostInt32([]int{B}, tt.RowMajor, pos)},
 	} {
 		if err := e.d.WriteHost(wr.dst, wr.h); err != nil {
@@ -520,4 +523,23 @@ func TestMiniEngineTraceReplayMatchesRef(t *testing.T) {
 	for _, f := range e.d.Findings() {
 		t.Errorf("strict finding on a correct engine: %v", f)
 	}
+}
+
+// miniPad is n rounded up to whole tiles.
+func miniPad(n int) int { return (n + tt.TileSize - 1) / tt.TileSize * tt.TileSize }
+
+// miniToks is toks padded with zeros to whole tiles.
+func miniToks(toks []uint32) []uint32 {
+	return append(append([]uint32(nil), toks...), make([]uint32, miniPad(len(toks))-len(toks))...)
+}
+
+// miniRope is each user's rope index 32 times (one tile row a user).
+func miniRope(rope []uint32) []uint32 {
+	out := make([]uint32, 0, len(rope)*tt.TileSize)
+	for _, r := range rope {
+		for range tt.TileSize {
+			out = append(out, r)
+		}
+	}
+	return out
 }

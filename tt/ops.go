@@ -58,7 +58,11 @@ func opt(ts ...*Tensor) []Tensor {
 // "Input must be UINT32 or BFLOAT16", ttnn/cpp/ttnn/operations/embedding/
 // device/embedding_device_operation.cpp), logical shape [1,1,1,B]; Weight:
 // BF16 ROW_MAJOR [vocab, hidden], interleaved; Output: BF16 [1,1,B,hidden]
-// (caller-allocated; ttnn's optional_output_tensor).
+// (caller-allocated; ttnn's optional_output_tensor). ttnn's layout argument
+// is the Output's layout. A TILE Output is tilized (the fused kernel) only
+// when B is a multiple of 32 and hidden is (embedding.cpp:46-58 at
+// 622c6fb9): pad the ids to whole tiles; otherwise the row-major kernel
+// writes row i as a stick at tile page i, as on the card.
 type Embedding struct {
 	Input, Weight, Output Tensor
 }

@@ -133,6 +133,14 @@ var Perturbations = []Mutant{
 			Old: "stale := d.opt.L1 == L1Stale",
 			New: "stale := false // perturbation"}},
 	},
+	{
+		Name:   "sim-embedding-unpadded-tilized",
+		Idea:   "ttnn.embedding into a TILE output with ids not a whole tile tilizes the rows (the card's row-major kernel writes row sticks at tile pages: embedding.cpp:46-58, embeddings_rm_program_factory.cpp)",
+		Expect: "TestEmbeddingIntoTileUnpaddedWritesSticks fails; an engine embedding unpadded ids into TILE would pass on sim and read sticks as tiles on the card",
+		Edits: []Edit{{File: "sim/compute.go",
+			Old: "\tif out.spec.Layout == tt.Tile && !embedFused(in, w, out) {",
+			New: "\tif false && out.spec.Layout == tt.Tile && !embedFused(in, w, out) { // perturbation"}},
+	},
 }
 
 // Perturbed is m with the perturbation p's edits applied after its own.
@@ -169,6 +177,7 @@ var caughtBy = map[string]string{
 	"sim-trace-region-whole-per-bank":        "^TestDeviceAllocation$",
 	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
 	"sim-sdpa-stale-kv-not-left":             "^TestSDPAStaleLeavesKVRings$",
+	"sim-embedding-unpadded-tilized":         "^TestEmbeddingIntoTileUnpaddedWritesSticks$",
 }
 
 // CaughtBy is the go test -run pattern of the sim tests that catch the

@@ -133,7 +133,10 @@ extern "C" {
  * point at tt-metal 622c6fb9.
  */
 /* ttnn::embedding. T: input ids (UINT32 ROW_MAJOR [1,1,1,B]), weight
- * (BF16 ROW_MAJOR [vocab,hidden]), output (BF16 [1,1,B,hidden]). */
+ * (BF16 ROW_MAJOR [vocab,hidden]), output (BF16 [1,1,B,hidden]). ttnn's
+ * layout argument is the output's layout: a TILE output is tilized by the
+ * fused kernel only when B is a multiple of 32 (pad the ids); otherwise
+ * the row-major kernel writes row sticks into its tile pages. */
 #define OFFCARD_TT_OP_EMBEDDING 1
 /* ttnn::rms_norm. T: input, weight. F: epsilon. O: 1. */
 #define OFFCARD_TT_OP_RMS_NORM 2

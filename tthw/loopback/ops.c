@@ -93,6 +93,18 @@ int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t 
 
 static uint64_t rows_of(const lb_spec *s) { return lb_volume(s) / (uint64_t)s->dims[s->rank - 1]; }
 static int64_t last(const lb_spec *s) { return s->dims[s->rank - 1]; }
+/* emb_fused: ttnn.embedding's fused (tilizing) kernel, taken for a TILE
+ * output when the ids and the table width are whole tiles (embedding.cpp:
+ * 46-58 at 622c6fb9); id i fills padded row i, so the output's padded rows
+ * must be the ids' count. The row-major kernel's sticks in a TILE output
+ * (fewer ids) are not modelled here: the loopback writes the rows. */
+static int emb_fused(const lb_tensor *t) {
+  const lb_spec *o = &t[2].s;
+  uint64_t n = lb_volume(&t[0].s), h = (uint64_t)last(&t[1].s);
+  if (o->layout != OFFCARD_TT_TILE || o->rank < 2 || n % LB_TILE || h % LB_TILE || (uint64_t)last(o) != h) return 0;
+  uint64_t r = (uint64_t)o->dims[o->rank - 2], hp = (r + LB_TILE - 1) / LB_TILE * LB_TILE;
+  return r && rows_of(o) / r * hp == n;
+}
 
 static int same_shape(const lb_spec *a, const lb_spec *b) {
   if (a->rank != b->rank) return 0;
@@ -282,7 +294,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (t[0].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("offcard: Input tensor must be ROW_MAJOR, got TILE");
       if (t[1].s.rank < 2) FAIL("offcard: Weight tensor must be [vocab, hidden]");
       if (want_bf16(name, "Output tensor", &t[2])) return OFFCARD_TT_EDEVICE;
-      if (lb_volume(&t[2].s) != lb_volume(&t[0].s) * (uint64_t)last(&t[1].s)) FAIL("offcard: Output tensor does not hold %llu rows of %lld", (unsigned long long)lb_volume(&t[0].s), (long long)last(&t[1].s));
+      if (lb_volume(&t[2].s) != lb_volume(&t[0].s) * (uint64_t)last(&t[1].s) && !emb_fused(t)) FAIL("offcard: Output tensor does not hold %llu rows of %lld", (unsigned long long)lb_volume(&t[0].s), (long long)last(&t[1].s));
       return 0;
     case OFFCARD_TT_OP_RMS_NORM:
       if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want one float attribute (epsilon)");
@@ -940,7 +952,9 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
       }
       uint8_t *out = malloc(n * hidden * 2 + 2);
       if (!out) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
-      for (uint64_t i = 0; i < n && !rc; i++) rc = lb_page_io(d, name, &t[1], u[i], out + i * hidden * 2, 0);
+      uint64_t rows = n, r = rows, hp = rows;
+      if (emb_fused(t)) rows = rows_of(&t[2].s), r = (uint64_t)t[2].s.dims[t[2].s.rank - 2], hp = (r + LB_TILE - 1) / LB_TILE * LB_TILE;
+      for (uint64_t i = 0; i < rows && !rc; i++) rc = lb_page_io(d, name, &t[1], u[i / r * hp + i % r], out + i * hidden * 2, 0);
       if (!rc) rc = lb_write_logical(d, name, &t[2], out);
       free(out);
       break;

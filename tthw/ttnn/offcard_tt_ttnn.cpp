@@ -567,24 +567,10 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t op, const uint64_t *ts, uin
     switch (op) {
       case OFFCARD_TT_OP_EMBEDDING: {
         Tensor out = T(2);
-        if (out.layout() == Layout::ROW_MAJOR) {
-          ttnn::embedding(T(0), T(1), std::nullopt, std::nullopt, ttnn::prim::EmbeddingsType::GENERIC, std::nullopt, std::nullopt, out);
-          break;
-        }
-        // A TILE output: ttnn's row-major kernel would write row sticks
-        // into the tiled buffer (fused_tilized is false without a TILE
-        // layout, embedding.cpp). Ask ttnn for a TILE result as it makes
-        // one (fused when the widths are tile multiples, else row sticks
-        // then to_layout, embedding.cpp) in the output's memory config,
-        // view it at the output's shape and copy it in; the temporaries
-        // are freed (allocations the caller does not see, also inside a
-        // capture).
-        Tensor tmp = ttnn::embedding(T(0), T(1), std::nullopt, Layout::TILE, ttnn::prim::EmbeddingsType::GENERIC, std::nullopt,
-                                     out.memory_config(), std::nullopt);
-        Tensor view = ttnn::reshape(tmp, out.logical_shape());
-        ttnn::copy(view, out);
-        if (view.is_allocated()) view.deallocate(true);
-        if (tmp.is_allocated()) tmp.deallocate(true);
+        // The output's own layout: TILE with tile-multiple ids and widths is
+        // ttnn's fused kernel (embedding.cpp), ROW_MAJOR the rows; ttnn's
+        // closing to_layout then returns its input (no hidden allocation).
+        ttnn::embedding(T(0), T(1), std::nullopt, out.layout(), ttnn::prim::EmbeddingsType::GENERIC, std::nullopt, std::nullopt, out);
         break;
       }
       case OFFCARD_TT_OP_RMS_NORM:
