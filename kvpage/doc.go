@@ -10,10 +10,10 @@
 //   - Alloc hands out the lowest free id. The order is deterministic, so a
 //     freed block is handed out again as soon as it is the lowest free one;
 //     tests rely on this to replay histories exactly.
-//   - Each block has exactly one owner at a time: free, a loose allocation
-//     (Alloc/Free), or one Table. Free refuses ids that are out of range,
-//     already free (double free), or owned by a Table (release the table
-//     instead). A refused call changes nothing.
+//   - Each block is in one state at a time: free, a loose allocation
+//     (Alloc/Free), or held by one or more Tables. Free refuses ids that are
+//     out of range, already free (double free), or held by a Table (release
+//     the table instead). A refused call changes nothing.
 //   - When no block is free, allocation fails with an error for which
 //     errors.Is(err, ErrExhausted) holds; its message reads
 //     "kvpage: all N blocks in use".
@@ -42,6 +42,29 @@
 //     Dynamic gives the longest sequence's block count, at least 1. The zero
 //     WidthPolicy is Dynamic. ParseWidthPolicy accepts exactly what String
 //     prints: "dynamic" or "fixed:N" with N a positive decimal integer.
+//
+// Shared blocks (share.go), as vLLM's block manager has them:
+//   - A table block carries a reference count, RefCount: the number of
+//     tables holding it. A block is free exactly when no table (and no loose
+//     allocation) holds it; Release and Truncate drop one reference per
+//     block and a block returns to the pool when its count reaches zero.
+//   - Fork returns a child that shares every block of its parent (each count
+//     +1) at the parent's length (parallel sampling, beams). SharePrefix
+//     starts an empty table with another table's first L positions, sharing
+//     the blocks that hold them (a prefix-cache hit; L is usually k*bs, a
+//     partial last block is shared too). A prefix cache keeps its blocks
+//     alive by holding them in a table of its own.
+//   - No table writes into a block another table holds. Before the KV
+//     writes of positions from..to-1 the scheduler calls PrepareWrite(from,
+//     to): it grows the table to cover them and replaces each shared block
+//     they land in by a fresh one (copy-on-write), returning the BlockCopy
+//     list, in position order, that the engine must carry out before the
+//     writes (every layer's K and V of Src into Dst: vLLM's copy_blocks; in
+//     package qwen3, BlockCopier). All or nothing, like Grow.
+//   - Truncate(L) rolls a table back to L positions (speculative decoding's
+//     rejection): the blocks past BlocksFor(L) are released; rows at and
+//     past L of the kept last block are stale and written again before any
+//     read (the decoder reads only positions below the one it computes).
 //
 // Nothing in the package is safe for concurrent use without external locking.
 //

@@ -54,6 +54,7 @@ const (
 type Pool struct {
 	blockSize int
 	state     []blockState // per block id
+	refs      []int32      // per block id: tables holding it (0 unless stateTable)
 	free      idHeap       // free ids, min-heap
 }
 
@@ -69,6 +70,7 @@ func NewPool(numBlocks, blockSize int) (*Pool, error) {
 	p := &Pool{
 		blockSize: blockSize,
 		state:     make([]blockState, numBlocks),
+		refs:      make([]int32, numBlocks),
 		free:      make(idHeap, numBlocks),
 	}
 	for i := range p.free {
@@ -119,11 +121,15 @@ func (p *Pool) Free(id int32) error {
 func (p *Pool) take(s blockState) int32 {
 	id := heap.Pop(&p.free).(int32)
 	p.state[id] = s
+	if s == stateTable {
+		p.refs[id] = 1
+	}
 	return id
 }
 
 func (p *Pool) put(id int32) {
 	p.state[id] = stateFree
+	p.refs[id] = 0
 	heap.Push(&p.free, id)
 }
 
@@ -145,6 +151,9 @@ func (p *Pool) check() error {
 	for id, s := range p.state {
 		if s == stateFree && !seen[id] {
 			return fmt.Errorf("block %d is free but not on the free list", id)
+		}
+		if r := p.refs[id]; (s == stateTable) != (r > 0) || r < 0 {
+			return fmt.Errorf("block %d in state %d has reference count %d", id, s, r)
 		}
 	}
 	return nil

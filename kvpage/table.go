@@ -52,11 +52,12 @@ func (t *Table) Grow(length int) error {
 	return nil
 }
 
-// Release returns every block to the pool and resets the table to length 0.
+// Release drops the table's reference to every block it holds (a block no
+// other table shares returns to the pool) and resets the table to length 0.
 // The table can be grown again. Releasing an empty table is a no-op.
 func (t *Table) Release() {
 	for _, id := range t.blocks {
-		t.pool.put(id)
+		t.pool.unref(id)
 	}
 	t.blocks = t.blocks[:0]
 	t.length = 0

@@ -24,6 +24,22 @@
 //     Engine.step in engine_step.go, in named stages: page table, regime,
 //     inputs, run, results, stats). The scheduler (caller) owns the paged
 //     KV blocks (package kvpage).
+//   - Beside Decoder, optional serving interfaces (serving.go) that a
+//     scheduler finds by type assertion: PrefixPrefiller (PrefillFrom:
+//     positions Start.. computed over positions 0..Start-1 read from the
+//     cache — a prefix-cache hit or the next chunk of a chunked prefill),
+//     Verifier (Verify: k tokens at Pos..Pos+k-1 in one step, k outputs),
+//     BlockCopier (CopyBlocks: the copy-on-write copies kvpage's
+//     Table.PrepareWrite returns, as vLLM's copy_blocks). The contract: a
+//     cache hit's or a chunk's outputs equal a cold Prefill's of the same
+//     tokens bit for bit, and a verify's equal k sequential Decode steps'.
+//     Rollback after a rejected draft and preemption by recompute need no
+//     call: each call names its positions, a step reads only rows below
+//     its position after writing its own, so a sequence rolled back to L
+//     is decoded from L again (its stale rows are overwritten before any
+//     read), and a preempted one is Finished and later re-prefilled with
+//     its tokens so far, with the same outputs. The shared-block rules
+//     (who may write a block, reference counts) are kvpage's.
 //
 // The tokenizer is the subpackage qwen3/tokenizer.
 package qwen3
