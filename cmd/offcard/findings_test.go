@@ -13,17 +13,47 @@ import (
 	"github.com/offcard/offcard/qwen3"
 )
 
+// bigBlockScript writes the hostile sweep's script `engine block=8192
+// blocks=1` over an exported tiny checkpoint whose context is 16384 (tiny's
+// own 4096 refuses the block size up front) and returns its path.
+func bigBlockScript(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	m := filepath.Join(dir, "tiny")
+	if code, out, errs := runCLI(t, "export", "--synth", "tiny", "--seed", "1", "--out", m); code != 0 {
+		t.Fatalf("export: exit %d\n%s%s", code, out, errs)
+	}
+	cp := filepath.Join(m, "config.json")
+	b, err := os.ReadFile(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["max_position_embeddings"] = 16384
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "big.script")
+	script := "model dir=" + m + "\ndevice sim\nengine block=8192 blocks=1 width=dynamic capacity=1 mode=eager\nadmit seq=0 prompt=3\ndecode steps=2\n"
+	if err := os.WriteFile(p, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // A finding never hides its cause (issue 33 point 5): the hostile sweep's
-// script `engine block=8192 blocks=1` makes the simulator refuse SDPA
+// script `engine block=8192 blocks=1` (over a long-context checkpoint) makes the simulator refuse SDPA
 // decode (its circular buffers do not fit L1); the report names that
 // refusal with tt-metal's text as the failing property, and the KV write
 // that never happened because of it is shown as its effect, with its text.
 func TestFindingShowsEngineError(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "big.script")
-	script := "model tiny seed=1\ndevice sim\nengine block=8192 blocks=1 width=dynamic capacity=1 mode=eager\nadmit seq=0 prompt=3\ndecode steps=2\n"
-	if err := os.WriteFile(p, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	p := bigBlockScript(t)
 	code, out, errs := runCLI(t, "replay", p)
 	if code != 1 {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
@@ -117,11 +147,7 @@ func (s wrongTableSUT) DevicePageTable() ([]int32, int, bool, error) {
 // (the hostile script's missing write is a '!' at block 0 row 3 of layer
 // 1's K cache).
 func TestFailureGrids(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "big.script")
-	script := "model tiny seed=1\ndevice sim\nengine block=8192 blocks=1 width=dynamic capacity=1 mode=eager\nadmit seq=0 prompt=3\ndecode steps=2\n"
-	if err := os.WriteFile(p, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	p := bigBlockScript(t)
 	_, out, _ := runCLI(t, "replay", p)
 	for _, want := range []string{
 		"page table after the step: device (width 1) | host (width 1)\n    slot 0 (seq 0)  [0] | [0]\n",
