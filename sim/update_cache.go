@@ -244,9 +244,6 @@ func validateUCPair(a *ucArgs, cache, in *buffer) error {
 	if !m.Sharded() {
 		return a.err("Expect input_tensor to be sharded")
 	}
-	if m.Layout == tt.WidthSharded {
-		return a.err("Expect input_tensor to NOT have memory layout WIDTH SHARDED")
-	}
 	if m.Layout == tt.WidthSharded { // paged_update_cache_device_operation.cpp:257-259 (fused: :181-183)
 		return a.err("Expect input_tensor to NOT have memory layout WIDTH SHARDED")
 	}

@@ -58,8 +58,8 @@ var Perturbations = []Mutant{
 		Idea:   "paged SDPA decode takes a WIDTH_SHARDED Q (sdpa_decode_device_operation.cpp:84-88 demands HEIGHT_SHARDED)",
 		Expect: "TestSDPAOutputAndQMemoryRules fails",
 		Edits: []Edit{{File: "sim/sdpa.go",
-			Old: "if qm.Layout != tt.HeightSharded {",
-			New: "if qm.Layout != tt.HeightSharded && qm.Layout != tt.WidthSharded { // perturbation"}},
+			Old: "if qm := q.spec.Memory; qm.Sharded() && qm.Layout != tt.HeightSharded {",
+			New: "if qm := q.spec.Memory; qm.Sharded() && qm.Layout != tt.HeightSharded && qm.Layout != tt.WidthSharded { // perturbation"}},
 	},
 	{
 		Name:   "sim-update-cache-width-sharded-input",
