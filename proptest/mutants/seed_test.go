@@ -299,7 +299,7 @@ func TestSavedPTOneColumnScript(t *testing.T) {
 		t.Fatal("pt-one-column survives its saved reproduction")
 	}
 	t.Logf("pt-one-column: %s", f)
-	if f.Seq != 0 || f.Pos != 64 || f.DeviceStep != 64 {
+	if f.Property != proptest.PropStrict || f.Seq != 0 || f.Pos != 64 || f.DeviceStep != 64 { // as the script's header says
 		t.Errorf("red at seq %d pos %d device step %d, want seq 0 pos 64 (step 64)", f.Seq, f.Pos, f.DeviceStep)
 	}
 	if !slices.Contains([]string{proptest.PropStrict, proptest.PropKVWrite, proptest.PropPageTable, proptest.PropLogits}, f.Property) {
