@@ -203,9 +203,16 @@ const (
 //
 // Device-allocated outputs. rms_norm, the head split, rotary,
 // to_memory_config and paged SDPA decode allocate their outputs (tt.Allocating);
-// the engine frees them at the end of each layer in eager steps, and keeps
-// those of a capture allocated for the trace's life (freed after Release),
-// since every replay writes them.
+// the engine frees a layer's at the end of the layer, in eager steps and
+// during a capture alike (tt_transformers' ttnn.deallocate inside its
+// trace: models/tt_transformers/tt/decoder.py, attention.py, mlp.py), so
+// every layer's outputs take the same addresses and a capture holds one
+// layer's L1, not one per layer (the 0.6B shape's 28 would not fit). The
+// trace replays through those addresses in capture order; nothing else is
+// allocated in L1 while it lives, and the page tables allocated then are
+// freed or retired before it executes again. The pass's own outputs
+// (the resharded cos/sin, the final rms_norm) are freed after an eager
+// step and kept for a capture's trace (freed after Release).
 //
 // Sampling. Argmax on device writes each slot's next token into the
 // token input tensor the next step (or replay) reads. A step whose tokens

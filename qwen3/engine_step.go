@@ -714,8 +714,21 @@ func (f *fwd) one(op tt.Op) tt.Tensor {
 	return outs[0]
 }
 
-// release ends a stretch of the pass: the outputs allocated since the
-// first from-th are freed when eager, kept for the trace during capture.
+// free frees the outputs allocated since the from-th, eager or capturing:
+// a layer's intermediates are deallocated once consumed, inside a capture
+// too, as tt_transformers does (ttnn.deallocate in
+// models/tt_transformers/tt/decoder.py, attention.py, mlp.py), so the
+// next layer's outputs take the same addresses and a capture's L1 holds
+// one layer's, not every layer's (the 0.6B shape's 28 layers do not fit).
+// The trace replays through those addresses in capture order; nothing
+// else is allocated on them while it lives.
+func (f *fwd) free(from int) {
+	f.e.freeTensors(f.tmp[from:])
+	f.tmp = f.tmp[:from]
+}
+
+// release ends the pass: the outputs allocated since the first from-th
+// are freed when eager, kept for the trace during capture.
 func (f *fwd) release(from int) {
 	if f.e.capturing {
 		f.e.captured = append(f.e.captured, f.tmp[from:]...)
@@ -792,7 +805,7 @@ func (e *Engine) forward() error {
 		f.run(reuse(&o.SiluMul, tt.SiluMul{Gate: a.gate, Up: a.up, Output: a.gu}))
 		f.run(reuse(&o.Linear, tt.Linear{Input: a.gu, Weight: L.down, Output: a.down, TransposeB: true}))
 		f.run(reuse(&o.Add, tt.Add{A: a.h, B: a.down, Output: a.x}))
-		f.release(keep) // the layer's own outputs are done with
+		f.free(keep) // the layer's own outputs are done with, capturing or not
 	}
 	normed := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: a.x, Weight: e.w.norm, Epsilon: e.eps}))
 	f.run(reuse(&o.Linear, tt.Linear{Input: normed, Weight: e.w.lmHead, Output: a.logits, TransposeB: true}))

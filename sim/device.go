@@ -194,6 +194,8 @@ type Device struct {
 	unsafeAlloc bool
 	warned      bool
 	warnings    []string
+	capAlloc    map[tt.TensorID]bool // allocated during the current capture (trace.go)
+	capFreed    map[tt.TensorID]bool // of those, freed during it: the trace's internal tensors
 
 	// uncommitted: cached programs whose binaries were never written (a
 	// miss during capture), key -> index in binaries.
@@ -553,6 +555,9 @@ func (d *Device) Free(t tt.Tensor) error {
 		return fmt.Errorf("sim: free of %v: tensor is not allocated", t)
 	}
 	d.bufs.del(t.ID)
+	if d.capturing && d.capAlloc[t.ID] {
+		d.capFreed[t.ID] = true
+	}
 	if b.bt == tt.DRAM {
 		d.dram.release(b.addr)
 	} else {

@@ -20,6 +20,21 @@ import (
 type trace struct {
 	launches   []launch
 	footprints []footprint
+	// internal: tensors allocated and freed during the trace's own capture
+	// (ttnn.deallocate of an intermediate inside the capture, as
+	// tt_transformers does: models/tt_transformers/tt/decoder.py,
+	// attention.py, mlp.py). tt-metal's allocator is not trace-aware: a
+	// deallocate during capture returns the address at once
+	// (tt_metal/impl/buffers/buffer.cpp Buffer::deallocate), later ops of
+	// the same capture get it again, and the trace replays the launches at
+	// those addresses in capture order, so the trace alone uses them
+	// coherently. They are a hazard only when another tensor, allocated
+	// after the capture, is alive there when the trace executes (§5.4's
+	// "may be corrupted once a trace is executed"): checkReplay reports
+	// that; noteAllocation does not report the allocation itself.
+	internal map[tt.TensorID]bool
+	// refs: every tensor the trace's footprints reference, at its address.
+	refs map[tt.TensorID]uint64
 }
 
 // footprint is the operands one recorded op touched, as allocated at capture.
@@ -84,6 +99,12 @@ func (d *Device) footprintOf(op tt.Op, ins, outs []tt.Tensor, start int) footpri
 	return fp
 }
 
+// mustAddr is the address of live tensor id (overlapping's).
+func (d *Device) mustAddr(id tt.TensorID) uint64 {
+	b, _ := d.bufs.get(id)
+	return b.addr
+}
+
 func (d *Device) allocatorOf(bt tt.BufferType) *allocator {
 	if bt == tt.L1 {
 		return d.l1a
@@ -123,6 +144,7 @@ func (d *Device) BeginCapture() (tt.TraceID, error) {
 	d.traceID = d.nextTrace
 	d.capturing = true
 	d.recorded, d.footprints = nil, nil
+	d.capAlloc, d.capFreed = map[tt.TensorID]bool{}, map[tt.TensorID]bool{}
 	d.unsafeAlloc = false // begin_mesh_trace marks allocations safe (§5.4)
 	return d.traceID, nil
 }
@@ -133,6 +155,8 @@ func (d *Device) EndCapture(id tt.TraceID) error {
 		return tt.Errorf("end_trace_capture", tt.MsgNotTracing, 0, id)
 	}
 	d.capturing = false
+	internal := d.capFreed
+	d.capAlloc, d.capFreed = nil, nil
 	size := uint64(len(d.recorded)+1) * traceBytesPerLaunch
 	if d.opt.TraceRegionSize > 0 && size > d.opt.TraceRegionSize-d.traceBytes() {
 		d.recorded, d.footprints = nil, nil
@@ -144,7 +168,13 @@ func (d *Device) EndCapture(id tt.TraceID) error {
 	if d.traces == nil {
 		d.traces = map[tt.TraceID]*trace{}
 	}
-	d.traces[id] = &trace{launches: d.recorded, footprints: d.footprints}
+	tr := &trace{launches: d.recorded, footprints: d.footprints, internal: internal, refs: map[tt.TensorID]uint64{}}
+	for _, fp := range tr.footprints {
+		for _, r := range fp.refs {
+			tr.refs[r.id] = r.addr
+		}
+	}
+	d.traces[id] = tr
 	d.recorded, d.footprints = nil, nil
 	d.unsafeAlloc = true // end_mesh_trace marks allocations unsafe (§5.4)
 	return nil
@@ -191,11 +221,37 @@ func (d *Device) Execute(id tt.TraceID) error {
 }
 
 // checkReplay reports recorded operands whose tensor is gone or whose
-// address now belongs to another tensor.
+// address now belongs to another tensor. An internal operand (freed
+// during the capture) is reported only when a tensor the trace does not
+// reference there is now alive on its address.
 func (d *Device) checkReplay(id tt.TraceID, t *trace) {
+	type rng struct {
+		bt         tt.BufferType
+		addr, size uint64
+	}
+	seen := map[rng]bool{}
 	for _, fp := range t.footprints {
 		for _, r := range fp.refs {
 			if b, ok := d.bufs.get(r.id); ok && b.addr == r.addr {
+				continue
+			}
+			if t.internal[r.id] {
+				k := rng{r.bt, r.addr, r.perBank}
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+				var foreign []tt.TensorID
+				for _, o := range d.overlapping(r.bt, r.addr, r.perBank) {
+					if a, ok := t.refs[o]; !ok || a != d.mustAddr(o) {
+						foreign = append(foreign, o)
+					}
+				}
+				if len(foreign) == 0 {
+					continue
+				}
+				d.find(Finding{Class: TraceStaleAddress, Op: fp.op, Core: -1, User: -1, Index: -1, Tensor: r.id, Addr: r.addr,
+					Detail: fmt.Sprintf("trace %d replays %s on t%d at %s %#x (freed during the capture), and the address now belongs to t%d, allocated after it", id, fp.op, r.id, r.bt, r.addr, foreign[0])})
 				continue
 			}
 			detail := fmt.Sprintf("trace %d replays %s on t%d at %s %#x, but t%d was freed", id, fp.op, r.id, r.bt, r.addr, r.id)
@@ -244,6 +300,9 @@ func (d *Device) Warnings() []string { return append([]string(nil), d.warnings..
 // strict mode a finding when the new buffer overlaps a live trace's operands
 // that are no longer allocated (the trace will write there on replay).
 func (d *Device) noteAllocation(b *buffer) {
+	if d.capturing && b.id != 0 {
+		d.capAlloc[b.id] = true
+	}
 	if d.unsafeAlloc && !d.warned {
 		d.warned = true
 		d.warnings = append(d.warnings, tt.MsgUnsafeAllocation)
@@ -263,8 +322,8 @@ func (d *Device) noteAllocation(b *buffer) {
 				if r.bt != b.bt || r.id == b.id {
 					continue
 				}
-				if _, live := d.bufs.get(r.id); live {
-					continue
+				if _, live := d.bufs.get(r.id); live || d.traces[tt.TraceID(id)].internal[r.id] {
+					continue // internal: a hazard only if alive at replay (checkReplay)
 				}
 				if b.addr < r.addr+r.perBank && r.addr < b.addr+size {
 					d.find(Finding{Class: AllocOverlapsTrace, Op: "allocate", Core: -1, User: -1, Index: -1, Tensor: b.id, Addr: b.addr,

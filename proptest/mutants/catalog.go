@@ -219,8 +219,8 @@ var Catalog = []Mutant{
 	{
 		Name: "capture-outputs-freed",
 		Prop: "strict",
-		Idea: "the outputs the device allocated for the ops recorded in a capture (rms_norm, head split, rotary, " +
-			"to_memory_config, SDPA) are freed right after the capture, while the trace still writes them on every replay",
+		Idea: "the outputs the device allocated for the ops recorded in a capture and kept for the trace (the resharded " +
+			"cos/sin, the final rms_norm) are freed right after the capture, while the trace still writes them on every replay",
 		Expect: "strict: the capture step's own execution touches the freed outputs (trace-replay-stale-address); " +
 			"faithful runs stay bit-exact until something else is allocated there",
 		Notes: "Only catchable since the contract is ttnn's: with caller-allocated outputs every address a trace " +
