@@ -16,12 +16,13 @@ const (
 var Catalog = []Mutant{
 	{
 		Name: "pt-one-column",
-		Prop: "kv-write",
+		Prop: "sut-error",
 		Idea: "the page table is [C,1] (the width policy ignored, each row truncated to its first block) and, once written, never refreshed (seed bug 1)",
 		Seed: true,
 		Expect: "red at the first step whose position is past the first block: in a decode step the KV-update " +
 			"reader indexes the row's stick past its one column (strict); a prompt program longer than a block is " +
-			"refused by paged_fill_cache (seq_len past max_num_blocks_per_seq·block_size), its KV rows missing (kv-write)",
+			"refused by paged_fill_cache (seq_len past max_num_blocks_per_seq·block_size): the engine's error (sut-error) leads, " +
+			"its missing KV rows (kv-write) shown as the effect",
 		Edits: []Edit{
 			{File: engineStep,
 				Old: "w, err := kvpage.Width(e.opt.Width, longest)",
@@ -87,7 +88,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "width-grow-only",
-		Prop: "kv-write",
+		Prop: "sut-error",
 		Idea: "the page table is reallocated only when the width grows (>) instead of on any change (!=); a shrink copies the narrower table into the wider tensor",
 		Expect: "red (the engine fails: Host tensor has different shape) at the first step after the longest sequence " +
 			"finishes under the dynamic width policy while a shorter one lives",

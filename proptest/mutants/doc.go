@@ -75,10 +75,10 @@
 // (jump-not-reseeded-in-replay, red at case 46) starts first.
 //
 //	mutant                           property       case  step  shrunk  time to red  check
-//	pt-one-column                    kv-write       0     0     1       0.15 s       0.91 s
+//	pt-one-column                    sut-error      0     0     1       0.15 s       0.91 s
 //	warm-pos-global                  cur-pos        0     64    2       0.43 s       2.61 s
 //	free-not-retire                  strict         0     64    2       0.31 s       2.73 s
-//	width-grow-only                  kv-write       3     33    2       1.68 s       7.65 s
+//	width-grow-only                  sut-error      3     33    2       1.68 s       7.65 s
 //	plus-one-no-skip                 cur-pos        0     1     2       0.27 s       1.34 s
 //	stale-tail                       page-table     2     33    2       1.25 s       3.05 s
 //	reseed-off-by-one                cur-pos        0     1     2       0.28 s       1.78 s
@@ -104,6 +104,13 @@
 //	teacher-token-dropped-in-replay  kv-write       15    3     2       3.52 s       7.03 s
 //	jump-not-reseeded-in-replay      cur-pos        46    3     4       20.87 s      29.58 s
 //	prefill-decode-slot-zero         logits         3     1     2       2.32 s       5.52 s
+//
+// pt-one-column and width-grow-only die by the engine's own refusal
+// (sut-error: paged_fill_cache refusing a prompt through a too-narrow
+// table; a host write of a different shape), which a report now puts
+// before the KV writes it left missing (their kv-write is shown as its
+// effect); Catalog's Prop records each mutant's property, held to a run by
+// TestCatalogKilled.
 //
 // Case 0 of seed 1 is block size 64, dynamic width, capacity 4, captured,
 // so step 64 is the first position past the first block.
