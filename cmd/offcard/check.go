@@ -113,6 +113,12 @@ func runCheck(e *env, args []string) error {
 	factory := checkFactory
 	var engineF *proptest.EngineFactory
 	ef := engineFlags{fs: fs, timeout: timeout, helloTimeout: helloTimeout}
+	if flagSet(fs, "engine") && !flagSet(fs, "timeout") && cm.large() {
+		// A call of a real-size model takes seconds of CPU per prompt
+		// position on a CPU engine (offcard-engine on sim: about 0.3 s at
+		// the 0.6B shape), so a 65-token admit does not fit 30s.
+		*timeout, ef.scaled = largeModelTimeout, true
+	}
 	if flagSet(fs, "engine") {
 		if *device != "sim" || *lib != "" {
 			return bad("--engine runs the engine's own device: it goes without --device and --lib")
@@ -325,9 +331,14 @@ func runCheck(e *env, args []string) error {
 type engineFlags struct {
 	fs                    *flags
 	timeout, helloTimeout *time.Duration
+	// scaled: the timeout is largeModelTimeout, not the flag's.
+	scaled bool
 }
 
-const timeoutHelp = "with --engine: the longest a call but hello may take before the engine counts as hung and is killed (default 30s)"
+// largeModelTimeout is --timeout's default for a model larger than tiny.
+const largeModelTimeout = 5 * time.Minute
+
+const timeoutHelp = "with --engine: the longest a call but hello may take before the engine counts as hung and is killed (default 30s; 5m with --preset qwen3-0.6b or --model)"
 
 // helloTimeoutFlag defines --hello-timeout.
 func helloTimeoutFlag(fs *flags) *time.Duration {
@@ -373,7 +384,7 @@ func (ef *engineFlags) factory(cmd string) (*proptest.EngineFactory, error) {
 // replayArgs are the engine flags given, for a replay command.
 func (ef *engineFlags) replayArgs() string {
 	s := ""
-	if flagSet(ef.fs, "timeout") {
+	if flagSet(ef.fs, "timeout") || ef.scaled {
 		s += " --timeout " + ef.timeout.String()
 	}
 	if flagSet(ef.fs, "hello-timeout") {

@@ -18,6 +18,10 @@ type campaignModel struct {
 	preset, dir string
 }
 
+// large reports whether the campaign's model is larger than the default
+// tiny preset (a real-size preset, or a checkpoint).
+func (m campaignModel) large() bool { return m.dir != "" || (m.preset != "" && m.preset != "tiny") }
+
 // parseCampaignModel checks --preset NAME and --model DIR (one at most; the
 // directory must hold a config.json offcard reads, and a script must be
 // able to name it).
