@@ -17,22 +17,21 @@ const (
 )
 
 // hostTable is the page table the host expects after call k (see
-// checkPageTable) and its width.
-func (r *runner) hostTable(k call) ([]int32, int) {
+// checkPageTable), its width and the longest active row in blocks.
+func (r *runner) hostTable(k call) (want []int32, w, longest int) {
 	bs, C := r.sc.BlockSize, r.sc.Capacity
-	longest := 0
 	for _, a := range k.act {
 		longest = max(longest, a.pos[len(a.pos)-1]/bs+1)
 	}
-	w := r.sc.contractWidth(longest)
-	want := make([]int32, C*w)
+	w = r.sc.contractWidth(longest)
+	want = make([]int32, C*w)
 	for i := range want {
 		want[i] = contractPad
 	}
 	for _, a := range k.act {
 		copy(want[a.slot*w:], a.blocks[:a.pos[len(a.pos)-1]/bs+1])
 	}
-	return want, w
+	return want, w, longest
 }
 
 // grids draws the failing call k: the page tables (when the SUT shows
@@ -52,7 +51,7 @@ func (r *runner) grids(k call, ws []KVWrite, logged bool) string {
 }
 
 func (r *runner) pageTableGrid(b *strings.Builder, k call, po PageTableObserver) {
-	host, w := r.hostTable(k)
+	host, w, _ := r.hostTable(k)
 	got, gw, present, err := po.DevicePageTable()
 	if err != nil {
 		return

@@ -939,18 +939,7 @@ func (r *runner) checkPageTable(ps *[]problem, k call, slotSeq map[int]int) {
 		return
 	}
 	bs, C := r.sc.BlockSize, r.sc.Capacity
-	longest := 0
-	for _, a := range k.act {
-		longest = max(longest, a.pos[len(a.pos)-1]/bs+1)
-	}
-	w := r.sc.contractWidth(longest)
-	want := make([]int32, C*w)
-	for i := range want {
-		want[i] = contractPad
-	}
-	for _, a := range k.act {
-		copy(want[a.slot*w:], a.blocks[:a.pos[len(a.pos)-1]/bs+1])
-	}
+	want, w, longest := r.hostTable(k)
 	r.ptWant, r.ptWidth = want, w
 	got, gw, ok, err := po.DevicePageTable()
 	off := len(k.act[0].pos) - 1

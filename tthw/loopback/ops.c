@@ -1009,32 +1009,6 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
     }
     case OFFCARD_TT_OP_ROTARY_EMBEDDING_HF:
     case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: {
-      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA) {
-        /* rotary_embedding_llama_device_operation.cpp, decode mode, in order */
-        const lb_spec *is = &t[0].s, *cs = &t[1].s, *ss = &t[2].s, *ms = &t[3].s;
-        if (is->rank != 4 || ms->rank != 4) FAIL("offcard: Input tensor and trans mat must be rank 4");
-        if (is->layout != OFFCARD_TT_TILE) FAIL("input tensor to rotary embedding must be tilized");
-        if (cs->layout != OFFCARD_TT_TILE) FAIL("cos tensor to rotary embedding must be tilized");
-        if (ss->layout != OFFCARD_TT_TILE) FAIL("sin tensor to rotary embedding must be tilized");
-        if (ms->layout != OFFCARD_TT_TILE) FAIL("transformation matrix to rotary embedding must be tilized");
-        if (is->dims[3] > 256) FAIL("Head dim must be less than 256");
-        if (is->dtype != OFFCARD_TT_BF16 || cs->dtype != OFFCARD_TT_BF16 || ss->dtype != OFFCARD_TT_BF16 || ms->dtype != OFFCARD_TT_BF16)
-          FAIL("All input tensors must have dtype = bfloat16");
-        if (is->memory != o->out[0].s.memory) FAIL("Input tensor and output tensor must have same memory layout");
-        if (!same_shape(cs, ss)) FAIL("Cos and Sin dims must match");
-        if (is->dims[3] % LB_TILE) FAIL("Head dim must be a multiple of TILE_WIDTH in decode mode");
-        if (is->dims[0] != 1)
-          FAIL("rotary_embedding_llama currently only supports sharded inputs in decode mode, and therefore, seq_len (in dim 0) must be 1.");
-        if (is->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Sharded inputs for RoPE must be HEIGHT_SHARDED.");
-        if (cs->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("cos tensor for RoPE must be HEIGHT_SHARDED.");
-        if (ss->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("sin tensor for RoPE must be HEIGHT_SHARDED.");
-        if (ms->memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("transformation matrix for RoPE must be HEIGHT_SHARDED.");
-        if (cs->rank < 2 || is->dims[1] != cs->dims[1]) FAIL("Cos and Sin must have the same batch size as the input");
-        if (cs->shard_h != LB_TILE) FAIL("In decode mode, RoPE only supports n_heads (shard_shape[0]) less than equal to TILE_HEIGHT");
-        if (ms->dims[0] != 1 || ms->dims[1] != 1) FAIL("Transformation matrix must have 1st & 2nd dim equal to 1");
-        if (ms->shard_h != LB_TILE) FAIL("Transformation matrix must have 3rd dim equal to TILE_HEIGHT");
-        if (ms->shard_w != LB_TILE) FAIL("Transformation matrix must have 4th dim equal to TILE_WIDTH");
-      }
       float *tm = NULL;
       if (!(a = read_f(d, name, &t[0], &rc)) || !(b = read_f(d, name, &t[1], &rc)) || !(c = read_f(d, name, &t[2], &rc))) break;
       if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && !(tm = read_f(d, name, &t[3], &rc))) break;
