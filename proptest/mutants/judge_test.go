@@ -1,6 +1,7 @@
 package mutants_test
 
 import (
+	"fmt"
 	"go/parser"
 	"go/token"
 	"os"
@@ -37,6 +38,13 @@ func TestJudgeAnchorsApply(t *testing.T) {
 				t.Errorf("judge mutant %s: %s does not parse after the edit: %v", m.Name, rel, err)
 			}
 		}
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("catalog of %d judge-side mutants", len(mutants.JudgeCatalog)); !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), want) {
+		t.Errorf("the README does not say %q", want)
 	}
 	s, err := mutants.BuildSchema(root, mutants.JudgeCatalog)
 	if err != nil {
