@@ -612,3 +612,102 @@ func Ptr(op Op) Op {
 	}
 	return op
 }
+
+// ChunkedSDPA is ttnn.transformer.chunked_scaled_dot_product_attention
+// (ttnn/cpp/ttnn/operations/transformer/sdpa/sdpa.hpp at 622c6fb9): one
+// chunk of a prompt's queries attends, causally, the keys and values of
+// positions 0..ChunkStart+Sq-1 read from the paged caches through
+// PageTable (tt_transformers' chunked prefill, models/tt_transformers/tt/
+// attention.py forward_prefill with chunk_start_idx). Q BF16 TILE
+// [1,H,Sq,D]; K, V the paged caches [blocks, kv_heads, block_size, D];
+// PageTable INT32 ROW_MAJOR [1, W] (the sequence's blocks, in order).
+// Query row i sits at position ChunkStart+i. ChunkStartTensor, when set,
+// selects the flexible overload: an INT32 [1] device tensor read at run
+// time (so a trace replays with a new start); ChunkStart is then unused.
+// The legacy overload needs ChunkStart a multiple of QChunkSize. Scale 0
+// means 1/sqrt(D); QChunkSize, KChunkSize, ExactExp and FP32DestAcc are
+// the program and compute-kernel configs, as in SDPA. Allocating: one
+// output, Q's logical shape and dtype, TILE, in Memory (zero value: DRAM
+// interleaved).
+type ChunkedSDPA struct {
+	Q, K, V, PageTable     Tensor
+	ChunkStart             int64
+	ChunkStartTensor       *Tensor
+	Scale                  float32
+	QChunkSize, KChunkSize int
+	ExactExp               bool
+	FP32DestAcc            bool
+	Memory                 MemoryConfig
+}
+
+// FillCache is ttnn.fill_cache (ttnn/cpp/ttnn/operations/kv_cache/
+// kv_cache.hpp at 622c6fb9): Input [1, heads, S, D] written over rows
+// UpdateIdx..UpdateIdx+S-1 of batch BatchIdx of Cache [B, heads, Smax, D].
+// In place. On a paged cache [blocks, kv_heads, block_size, D] the batch
+// index is a block: the second half of a block copy (Slice, then
+// FillCache into the destination block).
+type FillCache struct {
+	Cache, Input Tensor
+	BatchIdx     int
+	UpdateIdx    int
+}
+
+// Slice is ttnn.slice with unit steps: the box Begin..End (exclusive) of
+// Input, one entry per dim. The first half of a block copy: Begin
+// [src,0,0,0], End [src+1, kv_heads, block_size, D] of a paged cache.
+// Allocating: one output, the box's shape, Input's dtype and layout, in
+// Memory (zero value: the input's config).
+type Slice struct {
+	Input      Tensor
+	Begin, End []int
+	Memory     MemoryConfig
+}
+
+func (ChunkedSDPA) Name() string { return "chunked_scaled_dot_product_attention" }
+func (FillCache) Name() string   { return "fill_cache" }
+func (Slice) Name() string       { return "slice" }
+
+func (o ChunkedSDPA) Inputs() []Tensor  { return o.AppendInputs(nil) }
+func (o ChunkedSDPA) Outputs() []Tensor { return nil }
+func (o FillCache) Inputs() []Tensor    { return []Tensor{o.Cache, o.Input} }
+func (o FillCache) Outputs() []Tensor   { return []Tensor{o.Cache} }
+func (o Slice) Inputs() []Tensor        { return o.AppendInputs(nil) }
+func (o Slice) Outputs() []Tensor       { return nil }
+
+// AppendInputs appends Inputs' list to dst.
+func (o ChunkedSDPA) AppendInputs(dst []Tensor) []Tensor {
+	dst = append(dst, o.Q, o.K, o.V, o.PageTable)
+	if o.ChunkStartTensor != nil {
+		dst = append(dst, *o.ChunkStartTensor)
+	}
+	return dst
+}
+
+// OutputSpecs: Q's logical shape and dtype, TILE, in Memory.
+func (o ChunkedSDPA) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o ChunkedSDPA) AppendOutputSpecs(dst []Spec) []Spec {
+	m := o.Memory
+	if m == (MemoryConfig{}) {
+		m = DRAMInterleaved
+	}
+	return append(dst, Spec{Shape: append([]int(nil), o.Q.Spec.Shape...), DType: o.Q.Spec.DType, Layout: Tile, Memory: m})
+}
+
+// AppendInputs appends Inputs' list to dst.
+func (o Slice) AppendInputs(dst []Tensor) []Tensor { return append(dst, o.Input) }
+
+// OutputSpecs: the box's shape, Input's dtype and layout, in Memory.
+func (o Slice) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
+
+// AppendOutputSpecs appends OutputSpecs' list to dst.
+func (o Slice) AppendOutputSpecs(dst []Spec) []Spec {
+	s := withMemory(o.Input.Spec, o.Memory)
+	if len(o.Begin) == len(s.Shape) && len(o.End) == len(s.Shape) {
+		for i := range s.Shape {
+			s.Shape[i] = o.End[i] - o.Begin[i]
+		}
+	}
+	return append(dst, s)
+}
