@@ -101,3 +101,37 @@ type ServingDecoder interface {
 	Verifier
 	BlockCopier
 }
+
+// The serving calls by name (the protocol's names too).
+const (
+	ServePrefillFrom = "prefill_from"
+	ServeVerify      = "verify"
+	ServeCopyBlocks  = "copy_blocks"
+)
+
+// ServingOffer is a decoder whose serving support is known only at run
+// time (a foreign engine over the protocol implements every method but
+// answers only the calls its hello listed). A scheduler draws a serving
+// action only when the decoder implements its interface and, if it
+// implements ServingOffer too, OffersServing names the call.
+type ServingOffer interface {
+	OffersServing(call string) bool
+}
+
+// Serves reports whether d supports the serving call (ServePrefillFrom,
+// ServeVerify, ServeCopyBlocks).
+func Serves(d Decoder, call string) bool {
+	var ok bool
+	switch call {
+	case ServePrefillFrom:
+		_, ok = d.(PrefixPrefiller)
+	case ServeVerify:
+		_, ok = d.(Verifier)
+	case ServeCopyBlocks:
+		_, ok = d.(BlockCopier)
+	}
+	if o, isOffer := d.(ServingOffer); ok && isOffer {
+		return o.OffersServing(call)
+	}
+	return ok
+}
