@@ -55,6 +55,25 @@
 //     testdata/regressions; FuzzPageTableWidths decodes bytes into a
 //     width sequence and a schedule.
 //
+// # Files
+//
+// One file per action and per property family, so that a property, its
+// expectation and its mutants (proptest/mutants: the overlays name the
+// file they patch) are found together:
+//
+//   - act_*.go: each action of a schedule, as the generator draws it and as
+//     the runner plays it on ref, the host tables and the SUT;
+//   - prop_*.go: each exact-mode property family and the contract model
+//     it checks against (logits, kv, cur-pos, page-table, replay and
+//     host-writes, device-memory, strict); tolerant.go and wireobs.go the
+//     tolerant mode;
+//   - run.go the runner (one schedule run, check dispatching every
+//     property after a call), failure.go the property names and failures,
+//     model.go the host's abstract state and each command's precondition,
+//     gen.go the scenario generator and command mix, machine.go gopter's
+//     state machine, case results and shrinking, script.go the script
+//     format, reach.go the reach counts.
+//
 // # Properties (checked after every Decoder call, and at Close)
 //
 //  1. logits: every output's token and logits equal ref's bit for bit

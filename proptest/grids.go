@@ -16,24 +16,6 @@ const (
 	maxGridBlocks = 16
 )
 
-// hostTable is the page table the host expects after call k (see
-// checkPageTable), its width and the longest active row in blocks.
-func (r *runner) hostTable(k call) (want []int32, w, longest int) {
-	bs, C := r.sc.BlockSize, r.sc.Capacity
-	for _, a := range k.act {
-		longest = max(longest, a.pos[len(a.pos)-1]/bs+1)
-	}
-	w = r.sc.contractWidth(longest)
-	want = make([]int32, C*w)
-	for i := range want {
-		want[i] = contractPad
-	}
-	for _, a := range k.act {
-		copy(want[a.slot*w:], a.blocks[:a.pos[len(a.pos)-1]/bs+1])
-	}
-	return want, w, longest
-}
-
 // grids draws the failing call k: the page tables (when the SUT shows
 // its own) and the KV write map (when it logs its writes: ws, logged).
 func (r *runner) grids(k call, ws []KVWrite, logged bool) string {

@@ -12,7 +12,7 @@ package mutants
 
 const (
 	judgeTolerant = "proptest/tolerant.go"
-	judgeRun      = "proptest/run.go"
+	judgeRun      = "proptest/prop_kv.go"
 	judgeEngine   = "proptest/engine.go"
 	judgeClient   = "wire/client.go"
 )

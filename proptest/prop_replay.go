@@ -7,23 +7,66 @@ import (
 	"github.com/offcard/offcard/qwen3"
 )
 
-// The property suite's own model of what the engine must do, written from
-// the contract (the design's "The engine" section and qwen3.Engine's
-// documented behaviour), never by calling the engine's helpers: a wrong
-// policy shared by the engine and a helper would otherwise look right.
+// Properties replay (4) and host-writes (7): the regime cadence the
+// contract prescribes, from the device's own events (the Tap), and zero
+// host writes in a steady-state replay. The cadence is the suite's own
+// model of the contract, never the engine's helpers.
 
-// contractPad is the page-table value of every column a slot does not use
-// (the columns past its current block, every column of an inactive slot).
-const contractPad int32 = 0
-
-// contractWidth is the page-table width of a step whose longest active
-// row needs longest blocks: fixed:N is N; dynamic is the longest row, at
-// least one column.
-func (sc Scenario) contractWidth(longest int) int {
-	if fw, ok := sc.Width.FixedWidth(); ok {
-		return fw
+// checkTap checks a Decoder call against the device's events: the regime
+// cadence (captured engines) or no trace at all (eager engines and
+// prefills), zero host writes in a steady-state replay, and the memory
+// the engine holds afterwards.
+func (r *runner) checkTap(ps *[]problem, k call) {
+	ev := r.tap.TakeEvents()
+	longest := 0
+	for _, a := range k.act {
+		longest = max(longest, a.pos[len(a.pos)-1]/r.sc.BlockSize+1)
 	}
-	return max(longest, 1)
+	w := r.sc.contractWidth(longest)
+	r.reach.width(w, r.sc.NumBlocks)
+	if !k.decode {
+		if ev.Captures+ev.Executes > 0 {
+			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1,
+				detail: fmt.Sprintf("a prefill captured %d and executed %d traces on the device", ev.Captures, ev.Executes)})
+		}
+		r.regime.prefill(w, r.sc.Prefill)
+	} else if k.err == nil {
+		obs, want, why := r.regime.decode(&r.sc, w, activeSlots(k.act), ev)
+		if obs != want {
+			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1, located: true,
+				detail: fmt.Sprintf("the device ran a %s step (%d captures, %d trace executions, %d eager ops), the contract's cadence wants %s: %s (slots %v, width %d, mode %v, recapture_every %d)",
+					obs, ev.Captures, ev.Executes, ev.EagerOps, want, why, sortedSlots(k.act), w, r.sc.Mode, r.sc.RecaptureEvery)})
+		}
+		r.reach.regime(obs, k.steady)
+		if obs == "replay" && k.steady {
+			if ev.HostWrites > 0 {
+				*ps = append(*ps, problem{prop: PropHostWrites, seq: -1, pos: -1, located: true,
+					detail: fmt.Sprintf("a steady-state replay (same slots %v, each one position on inside its block, fed the previous step's tokens) made %d host writes, want 0", sortedSlots(k.act), ev.HostWrites)})
+			}
+		}
+	}
+	r.checkMem(ps, ev)
+}
+
+func (r *runner) checkRegime(ps *[]problem, si StepInfo) {
+	switch si.Regime {
+	case "replay":
+		switch {
+		case r.sc.Mode == qwen3.ModeEager:
+			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1, detail: "an eager engine replayed a trace"})
+		case r.traceWidth < 0:
+			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1, detail: "replay with no capture since the engine was reset"})
+		case si.Width != r.traceWidth:
+			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1, detail: fmt.Sprintf("replayed a trace captured with a width-%d page table at width %d (a width change must force a re-capture)", r.traceWidth, si.Width)})
+		}
+	case "capture":
+		if r.sc.Mode == qwen3.ModeEager {
+			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1, detail: "an eager engine captured a trace"})
+		}
+		r.traceWidth = si.Width
+	default:
+		r.traceWidth = -1
+	}
 }
 
 // regimeModel is the regime cadence the contract prescribes for a captured
@@ -146,52 +189,6 @@ func steady(prev map[int]stepState, act []active, fed map[int]int32, bs int) boo
 		}
 	}
 	return true
-}
-
-// checkMemory checks the device memory the engine holds after a call: its
-// persistent tensors (as many as after construction), the current page
-// table (the one its paged ops last used), and tables a live trace still
-// records; nothing else.
-func checkMemory(tm TapMemory, persistent int) string {
-	if tm.Persistent != persistent {
-		return fmt.Sprintf("%d of the %d tensors allocated at construction are live", tm.Persistent, persistent)
-	}
-	var stray []string
-	for _, x := range tm.Later {
-		if x.ID == tm.PageTable || tm.InTrace[x.ID] {
-			continue
-		}
-		stray = append(stray, x.String())
-	}
-	if len(stray) > 0 {
-		return fmt.Sprintf("%d tensors allocated after construction are live though neither the current page table (t%d, the one the last paged op used) nor recorded by a live trace: %v",
-			len(stray), tm.PageTable, stray[:min(len(stray), 3)])
-	}
-	return ""
-}
-
-// checkClosed checks that nothing is left on the device after Close.
-func checkClosed(tm TapMemory) string {
-	n := tm.Persistent + len(tm.Later)
-	if n == 0 && tm.Traces == 0 {
-		return ""
-	}
-	ids := make([]string, 0, 3)
-	for _, x := range tm.Later[:min(3, len(tm.Later))] {
-		ids = append(ids, x.String())
-	}
-	return fmt.Sprintf("after Close the device still holds %d tensors (%d persistent, later ones %v) and %d traces", n, tm.Persistent, ids, tm.Traces)
-}
-
-// expectedRows lists the cache rows (block, row) a call writes, by slot.
-func expectedRows(act []active, bs int) map[[2]int][2]int {
-	rows := map[[2]int][2]int{}
-	for _, a := range act {
-		for _, p := range a.pos {
-			rows[[2]int{int(a.blocks[p/bs]), p % bs}] = [2]int{a.seq, p}
-		}
-	}
-	return rows
 }
 
 func activeSlots(act []active) [MaxCapacity]bool {
