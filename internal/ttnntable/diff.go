@@ -41,67 +41,14 @@ func ExtractFunc(src, fn string) ([]Found, error) {
 }
 
 func extractNth(src, name string, nth int) ([]Found, error) {
-	// Cut src so that only the nth definition's body is scanned: find the
-	// nth definition by extracting from successively later offsets.
-	from := 0
-	for d := 1; ; d++ {
-		i, bodyEnd, ok := nextDef(src, name, from)
-		if !ok {
-			return nil, fmt.Errorf("no definition %d of %s", nth, name)
-		}
-		if d == nth {
-			fs, err := Extract(src[:bodyEnd+1], name)
-			if err != nil {
-				return nil, err
-			}
-			// Keep only the checks at or after this definition's start.
-			line := lineOf(src, i)
-			var out []Found
-			for _, f := range fs {
-				if f.Line >= line {
-					out = append(out, f)
-				}
-			}
-			return out, nil
-		}
-		from = bodyEnd
+	ds, err := definitions(src, name)
+	if err != nil {
+		return nil, err
 	}
-}
-
-// nextDef finds the next definition of name at or after from: its start
-// and the index of its body's closing brace.
-func nextDef(src, name string, from int) (int, int, bool) {
-	for {
-		i := strings.Index(src[from:], name)
-		if i < 0 {
-			return 0, 0, false
-		}
-		i += from
-		from = i + len(name)
-		if i > 0 && isIdent(src[i-1]) {
-			continue
-		}
-		j := skipSpace(src, i+len(name))
-		if j >= len(src) || src[j] != '(' {
-			continue
-		}
-		end, ok := matchClose(src, j)
-		if !ok {
-			continue
-		}
-		k := end + 1
-		for k < len(src) && src[k] != '{' && src[k] != ';' && src[k] != '}' {
-			k++
-		}
-		if k >= len(src) || src[k] != '{' {
-			continue
-		}
-		bodyEnd, ok := matchClose(src, k)
-		if !ok {
-			return 0, 0, false
-		}
-		return i, bodyEnd, true
+	if nth > len(ds) {
+		return nil, fmt.Errorf("no definition %d of %s", nth, name)
 	}
+	return ds[nth-1].checks(src, name)
 }
 
 // Change is one difference between the table and the source.

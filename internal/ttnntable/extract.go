@@ -32,12 +32,45 @@ type Found struct {
 // "ExecuteEmbedding::invoke"), in source order. It is an error if fn has
 // no definition in src.
 func Extract(src, fn string) ([]Found, error) {
+	ds, err := definitions(src, fn)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("no definition of %s", fn)
+	}
 	var out []Found
-	defs := 0
+	for _, d := range ds {
+		fs, err := d.checks(src, fn)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
+	}
+	return out, nil
+}
+
+// definition is one definition of a function in a source file: the
+// offsets of its name and of its body's braces.
+type definition struct{ start, open, close int }
+
+func (d definition) checks(src, fn string) ([]Found, error) {
+	fs, err := scanChecks(src, d.open, d.close)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", fn, err)
+	}
+	return fs, nil
+}
+
+// definitions finds every definition of fn in src, in source order: fn as
+// a whole name, then a parameter list, qualifiers and perhaps a trailing
+// return type, then "{" before any ";" (a declaration or a call is none).
+func definitions(src, fn string) ([]definition, error) {
+	var out []definition
 	for from := 0; ; {
 		i := strings.Index(src[from:], fn)
 		if i < 0 {
-			break
+			return out, nil
 		}
 		i += from
 		from = i + len(fn)
@@ -52,8 +85,6 @@ func Extract(src, fn string) ([]Found, error) {
 		if !ok {
 			continue
 		}
-		// A definition: after the parameter list, qualifiers and perhaps a
-		// trailing return type, then "{" before any ";".
 		k := end + 1
 		for k < len(src) && src[k] != '{' && src[k] != ';' && src[k] != '}' {
 			k++
@@ -65,18 +96,9 @@ func Extract(src, fn string) ([]Found, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: unbalanced body", fn)
 		}
-		defs++
-		fs, err := scanChecks(src, k, bodyEnd)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", fn, err)
-		}
-		out = append(out, fs...)
+		out = append(out, definition{start: i, open: k, close: bodyEnd})
 		from = bodyEnd
 	}
-	if defs == 0 {
-		return nil, fmt.Errorf("no definition of %s", fn)
-	}
-	return out, nil
 }
 
 func isIdent(c byte) bool {
