@@ -265,3 +265,28 @@ func TestServingHello(t *testing.T) {
 		check(t, errors.As(err, &se) && strings.Contains(err.Error(), tc.err), "hello reply %s: %v, want a StartError with %q", tc.reply, err, tc.err)
 	}
 }
+
+// plainEngine is a Decoder without the serving interfaces (embedding the
+// interface hides ref.Decoder's methods).
+type plainEngine struct{ qwen3.Decoder }
+
+func (plainEngine) Close() error { return nil }
+
+// TestServeListsOnlyImplemented: Open's Caps.Serves narrows, never widens:
+// a call the engine does not implement is neither listed nor answered.
+func TestServeListsOnlyImplemented(t *testing.T) {
+	open := func(h wire.Hello) (wire.Engine, wire.Caps, error) {
+		e, _, err := openFake("ok")(h)
+		return plainEngine{e}, wire.Caps{Serves: wire.ServingCalls(3)}, err
+	}
+	h := servingHello(t)
+	h.Op, h.Version = wire.OpHello, 3
+	hb, err := json.Marshal(h)
+	must(t, err)
+	in := string(hb) + "\n" + `{"op":"copy_blocks","copies":[{"src":3,"dst":4}]}` + "\n"
+	var out bytes.Buffer
+	must(t, wire.Serve(strings.NewReader(in), &out, open))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	check(t, len(lines) == 2 && !strings.Contains(lines[0], "serves"), "hello reply %s: serves listed for an engine without them", lines[0])
+	check(t, strings.Contains(lines[1], `"ok":false`), "copy_blocks to an engine without it: %s", lines[1])
+}
