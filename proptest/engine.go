@@ -48,8 +48,9 @@ type EngineFactory struct {
 	o   EngineOptions
 	mu  sync.Mutex
 	dir string
-	// v1: the engine refused a version 2 hello; later hellos say 1.
-	v1 bool
+	// version, when not 0: the engine refused newer hellos and accepted
+	// this version's; later hellos say it.
+	version int
 }
 
 // SetupError is a run of an EngineFactory that could not start: the
@@ -183,21 +184,23 @@ func (f *EngineFactory) Factory(sc Scenario) (SUT, error) {
 	if err != nil {
 		return nil, f.fail(&SetupError{Err: err})
 	}
+	h.Version = wire.Version
 	f.mu.Lock()
-	if f.v1 {
-		h.Version = 1
+	if f.version > 0 {
+		h.Version = f.version
 	}
 	f.mu.Unlock()
 	o := wire.Options{Command: f.o.Command, Timeout: f.o.Timeout, HelloTimeout: f.o.HelloTimeout}
 	c, err := wire.Start(o, h)
 	var refused *wire.RefusedError
-	if errors.As(err, &refused) && h.Version != 1 {
-		// An engine written for version 1 may refuse a newer hello instead
-		// of answering 1: ask again in version 1, and from now on.
-		h.Version = 1
+	for errors.As(err, &refused) && h.Version > wire.MinVersion {
+		// An engine written for an older version may refuse a newer hello
+		// instead of answering its own: ask again one version older, and
+		// from now on in the version it accepts.
+		h.Version--
 		if c, err = wire.Start(o, h); err == nil {
 			f.mu.Lock()
-			f.v1 = true
+			f.version = h.Version
 			f.mu.Unlock()
 		}
 	}

@@ -55,9 +55,9 @@ func openRefEngine(mode string) wire.Open {
 		switch mode {
 		case "ref-clear-v1":
 			c.Version = 1
-		case "ref-v1-only":
-			if h.Version != 1 {
-				return nil, wire.Caps{}, fmt.Errorf("protocol version %d: this engine speaks 1", h.Version)
+		case "ref-v1-only", "ref-v2-only":
+			if v := int(mode[5] - '0'); h.Version != v {
+				return nil, wire.Caps{}, fmt.Errorf("protocol version %d: this engine speaks %d", h.Version, v)
 			}
 		}
 		return &refEngine{Decoder: d, mode: mode, bs: h.BlockSize, layers: cfg.NumHiddenLayers, tables: map[int][]int32{}, length: map[int]int{}}, c, nil
@@ -223,15 +223,21 @@ func TestEngineChoicesCampaign(t *testing.T) {
 	}
 }
 
-// TestEngineV1Only: an engine written for version 1 that refuses a newer
-// hello is asked again in version 1, and from then on.
+// TestEngineV1Only: an engine written for version 1 (or 2) that refuses a
+// newer hello is asked again one version older until it accepts, and in
+// that version from then on.
 func TestEngineV1Only(t *testing.T) {
-	f := engineFactory(t, "ref-v1-only", 0)
-	fail, _, err := RunScript(mustScript(t, clearScript), f.Factory)
-	if err != nil || fail != nil {
-		t.Fatalf("%v %v", err, fail)
-	}
-	if !f.v1 {
-		t.Fatal("the factory did not remember the version 1 engine")
+	for _, tc := range []struct {
+		mode    string
+		version int
+	}{{"ref-v1-only", 1}, {"ref-v2-only", 2}} {
+		f := engineFactory(t, tc.mode, 0)
+		fail, _, err := RunScript(mustScript(t, clearScript), f.Factory)
+		if err != nil || fail != nil {
+			t.Fatalf("%s: %v %v", tc.mode, err, fail)
+		}
+		if f.version != tc.version {
+			t.Fatalf("%s: the factory remembered version %d, want %d", tc.mode, f.version, tc.version)
+		}
 	}
 }

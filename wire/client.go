@@ -465,7 +465,10 @@ func (c *Client) fault(kind, op, detail string) error {
 func (c *Client) replyLimit(req any) int64 {
 	n := 0
 	if r, ok := req.(Request); ok {
-		n = len(r.Prompt) + len(r.Batch)
+		n = len(r.Prompt) + len(r.Tokens)
+		for _, s := range r.Batch {
+			n += max(1, len(s.Tokens))
+		}
 	}
 	return replyBase + int64(n)*(replyPerOutput+3*int64(c.cfg.VocabSize))
 }

@@ -18,7 +18,7 @@ import (
 // answers with the version it speaks, at most the hello's (an engine
 // written for version 1 answers 1 and is checked as a version 1 engine).
 const (
-	Version    = 2
+	Version    = 3
 	MinVersion = 1
 )
 
@@ -30,7 +30,33 @@ const (
 	OpFinish = "finish"
 	OpReset  = "reset"
 	OpBye    = "bye"
+
+	// Version 3: the serving calls, sent only to an engine whose hello
+	// reply lists them (Caps.Serves). Their names are qwen3's.
+
+	// OpPrefillFrom: a prompt chunk from a start position over KV already
+	// in the cache (qwen3.PrefixPrefiller).
+	OpPrefillFrom = qwen3.ServePrefillFrom
+	// OpVerify: speculative decoding's verify step, k tokens per sequence
+	// (qwen3.Verifier).
+	OpVerify = qwen3.ServeVerify
+	// OpCopyBlocks: block copies, the copy-on-write of a shared block
+	// (qwen3.BlockCopier).
+	OpCopyBlocks = qwen3.ServeCopyBlocks
 )
+
+// servingCalls are the serving calls of version 3, in the order a hello
+// reply lists them.
+var servingCalls = []string{OpPrefillFrom, OpVerify, OpCopyBlocks}
+
+// ServingCalls lists the serving calls protocol version v defines (none
+// before version 3).
+func ServingCalls(v int) []string {
+	if v < 3 {
+		return nil
+	}
+	return slices.Clone(servingCalls)
+}
 
 // Logits modes an engine can offer (Caps.Logits).
 const (
@@ -74,6 +100,7 @@ const (
 var observations = map[int][]string{
 	1: {ObsCurPos, ObsPageTable, ObsKVWrites, ObsFindings},
 	2: {ObsCurPos, ObsPageTable, ObsKVWrites, ObsFindings, ObsRegime, ObsHostWrites, ObsMemory, ObsClose},
+	3: {ObsCurPos, ObsPageTable, ObsKVWrites, ObsFindings, ObsRegime, ObsHostWrites, ObsMemory, ObsClose},
 }
 
 // Observes lists the observation names protocol version v defines.
@@ -126,35 +153,66 @@ type Hello struct {
 	Hints     *Hints `json:"hints,omitempty"`
 }
 
-// Step is one sequence's entry in a decode batch.
+// Step is one sequence's entry in a decode batch (Token) or, in version
+// 3, a verify batch (Tokens: k >= 1 tokens at positions Pos..Pos+k-1).
 type Step struct {
+	Seq    int     `json:"seq"`
+	Token  int32   `json:"token"`
+	Tokens []int32 `json:"tokens,omitempty"`
+	Pos    int     `json:"pos"`
+	Blocks []int32 `json:"blocks"`
+}
+
+// BlockCopy is one copy of a copy_blocks request: every layer's keys and
+// values of block Src, all block_size rows, written over block Dst.
+type BlockCopy struct {
+	Src int32 `json:"src"`
+	Dst int32 `json:"dst"`
+}
+
+// Request is any request, as an engine parses it: Op says which fields
+// mean something (hello: Version..Hints; admit: Seq, Prompt, Blocks;
+// decode: Batch (Token); finish: Seq; reset, bye: nothing; version 3:
+// prefill_from: Seq, Start, Tokens, Blocks; verify: Batch (Tokens);
+// copy_blocks: Copies).
+type Request struct {
+	Op        string      `json:"op"`
+	Version   int         `json:"version,omitempty"`
+	Model     *Model      `json:"model,omitempty"`
+	BlockSize int         `json:"block_size,omitempty"`
+	NumBlocks int         `json:"num_blocks,omitempty"`
+	Capacity  int         `json:"capacity,omitempty"`
+	Hints     *Hints      `json:"hints,omitempty"`
+	Seq       int         `json:"seq"`
+	Prompt    []int32     `json:"prompt,omitempty"`
+	Start     int         `json:"start,omitempty"`
+	Tokens    []int32     `json:"tokens,omitempty"`
+	Blocks    []int32     `json:"blocks,omitempty"`
+	Batch     []Step      `json:"batch,omitempty"`
+	Copies    []BlockCopy `json:"copies,omitempty"`
+}
+
+// decodeEntry and verifyEntry are a Step as decode and verify send it.
+type decodeEntry struct {
 	Seq    int     `json:"seq"`
 	Token  int32   `json:"token"`
 	Pos    int     `json:"pos"`
 	Blocks []int32 `json:"blocks"`
 }
 
-// Request is any request, as an engine parses it: Op says which fields
-// mean something (hello: Version..Hints; admit: Seq, Prompt, Blocks;
-// decode: Batch; finish: Seq; reset, bye: nothing).
-type Request struct {
-	Op        string  `json:"op"`
-	Version   int     `json:"version,omitempty"`
-	Model     *Model  `json:"model,omitempty"`
-	BlockSize int     `json:"block_size,omitempty"`
-	NumBlocks int     `json:"num_blocks,omitempty"`
-	Capacity  int     `json:"capacity,omitempty"`
-	Hints     *Hints  `json:"hints,omitempty"`
-	Seq       int     `json:"seq"`
-	Prompt    []int32 `json:"prompt,omitempty"`
-	Blocks    []int32 `json:"blocks,omitempty"`
-	Batch     []Step  `json:"batch,omitempty"`
+type verifyEntry struct {
+	Seq    int     `json:"seq"`
+	Tokens []int32 `json:"tokens"`
+	Pos    int     `json:"pos"`
+	Blocks []int32 `json:"blocks"`
 }
 
 // MarshalJSON writes the fields op uses, and only those (admit: seq,
-// prompt, blocks; decode: batch; finish: seq; reset, bye: none; hello:
-// version to hints), so that a request carries no key its op does not
-// define (protocol.schema.json).
+// prompt, blocks; decode: batch of seq, token, pos, blocks; finish: seq;
+// reset, bye: none; hello: version to hints; prefill_from: seq, start,
+// tokens, blocks; verify: batch of seq, tokens, pos, blocks; copy_blocks:
+// copies), so that a request carries no key its op does not define
+// (protocol.schema.json).
 func (r Request) MarshalJSON() ([]byte, error) {
 	switch r.Op {
 	case OpHello:
@@ -171,10 +229,36 @@ func (r Request) MarshalJSON() ([]byte, error) {
 			Blocks []int32 `json:"blocks"`
 		}{r.Op, r.Seq, r.Prompt, r.Blocks})
 	case OpDecode:
+		b := make([]decodeEntry, len(r.Batch))
+		for i, s := range r.Batch {
+			b[i] = decodeEntry{s.Seq, s.Token, s.Pos, s.Blocks}
+		}
 		return json.Marshal(struct {
-			Op    string `json:"op"`
-			Batch []Step `json:"batch"`
-		}{r.Op, r.Batch})
+			Op    string        `json:"op"`
+			Batch []decodeEntry `json:"batch"`
+		}{r.Op, b})
+	case OpPrefillFrom:
+		return json.Marshal(struct {
+			Op     string  `json:"op"`
+			Seq    int     `json:"seq"`
+			Start  int     `json:"start"`
+			Tokens []int32 `json:"tokens"`
+			Blocks []int32 `json:"blocks"`
+		}{r.Op, r.Seq, r.Start, r.Tokens, r.Blocks})
+	case OpVerify:
+		b := make([]verifyEntry, len(r.Batch))
+		for i, s := range r.Batch {
+			b[i] = verifyEntry{s.Seq, s.Tokens, s.Pos, s.Blocks}
+		}
+		return json.Marshal(struct {
+			Op    string        `json:"op"`
+			Batch []verifyEntry `json:"batch"`
+		}{r.Op, b})
+	case OpCopyBlocks:
+		return json.Marshal(struct {
+			Op     string      `json:"op"`
+			Copies []BlockCopy `json:"copies"`
+		}{r.Op, r.Copies})
 	case OpFinish:
 		return json.Marshal(struct {
 			Op  string `json:"op"`
@@ -208,17 +292,18 @@ type Caps struct {
 	// checked too: page-table rows exactly the width policy's width (with
 	// page_table) and the regime cadence (with regime).
 	FollowsHints bool `json:"follows_hints,omitempty"`
+	// Serves (version 3) lists the serving calls the engine answers
+	// (prefill_from, verify, copy_blocks); offcard sends no other. Absent:
+	// none.
+	Serves []string `json:"serves,omitempty"`
 }
 
 // Offers reports whether the engine offers observation o.
-func (c Caps) Offers(o string) bool {
-	for _, x := range c.Observes {
-		if x == o {
-			return true
-		}
-	}
-	return false
-}
+func (c Caps) Offers(o string) bool { return slices.Contains(c.Observes, o) }
+
+// ServesCall reports whether the engine serves the serving call
+// (OpPrefillFrom, OpVerify, OpCopyBlocks).
+func (c Caps) ServesCall(call string) bool { return slices.Contains(c.Serves, call) }
 
 // Output is one processed position's result on the wire.
 type Output struct {
@@ -254,6 +339,13 @@ type SeqObs struct {
 // A clear may land on any row that holds no position a live sequence has
 // written (free blocks, rows past a sequence's length, rows it skipped);
 // its Seq and Pos are then informational (-1 when none).
+//
+// A copy_blocks reply (version 3) reports each copy as writes of its
+// destination block: every row 0..block_size-1 of Dst once per layer, K
+// and V, with Seq -1 and Pos -1 (a copy stores rows for no sequence of
+// the call and at no position: whatever Src's rows held), Clear false,
+// and nothing else; the order is free. A copy that writes fewer rows of
+// Dst, or any row of another block, is a wrong write.
 type KVWrite struct {
 	Layer int    `json:"layer"`
 	KV    string `json:"kv"`
@@ -275,7 +367,8 @@ type Observations struct {
 	Findings []string  `json:"findings,omitempty"`
 	// Regime (version 2, with regime) is what the device ran during the
 	// call: none, eager, capture or replay (Regime*). Required on every
-	// admit, decode, finish and reset reply.
+	// admit, decode, finish and reset reply, and on every prefill_from,
+	// verify and copy_blocks reply (version 3).
 	Regime string `json:"regime,omitempty"`
 	// HostWrites (version 2, with host_writes) counts the host-to-device
 	// writes of the call (inputs, page table, anything). Required where
@@ -283,8 +376,9 @@ type Observations struct {
 	HostWrites *int `json:"host_writes,omitempty"`
 	// Mem (version 2) is the device's memory after the call: with memory,
 	// on the hello reply (after the model is built: the baseline) and on
-	// every admit, decode, finish and reset reply; with close, on the bye
-	// reply (after the engine freed everything).
+	// every reply to a call (admit, decode, finish, reset; prefill_from,
+	// verify, copy_blocks); with close, on the bye reply (after the engine
+	// freed everything).
 	Mem *Memory `json:"mem,omitempty"`
 }
 
@@ -408,6 +502,17 @@ func checkCaps(c *Caps, hv int) error {
 	if c.FollowsHints && c.Version < 2 {
 		return fmt.Errorf("follows_hints is protocol version 2, the engine speaks %d", c.Version)
 	}
+	if len(c.Serves) > 0 && c.Version < 3 {
+		return fmt.Errorf("serves is protocol version 3, the engine speaks %d", c.Version)
+	}
+	for i, s := range c.Serves {
+		if !slices.Contains(servingCalls, s) {
+			return fmt.Errorf("serves %q: protocol version %d has %s", s, c.Version, strings.Join(servingCalls, ", "))
+		}
+		if slices.Contains(c.Serves[:i], s) {
+			return fmt.Errorf("serves %q twice", s)
+		}
+	}
 	return nil
 }
 
@@ -421,7 +526,7 @@ func (c Caps) CheckObs(op string, o *Observations) error {
 	if o != nil {
 		x = *o
 	}
-	call := op == OpAdmit || op == OpDecode || op == OpFinish || op == OpReset
+	call := op == OpAdmit || op == OpDecode || op == OpFinish || op == OpReset || slices.Contains(servingCalls, op)
 	need := func(obs string, has bool, field string, required bool) error {
 		switch {
 		case has && !c.Offers(obs):

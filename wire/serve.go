@@ -25,8 +25,9 @@ type Resetter interface {
 }
 
 // Observer is an engine that reports what its device did during the last
-// call; seqs are the call's sequences (admit: the one; decode: the
-// batch's; finish: the finished one; reset: none). It reports only what
+// call; seqs are the call's sequences (admit, prefill_from: the one;
+// decode, verify: the batch's; finish: the finished one; reset,
+// copy_blocks: none). It reports only what
 // its Caps.Observes lists. Serve also asks it after the hello (op hello:
 // the memory baseline, with memory) and after bye has closed the engine
 // (op bye: what the device still holds, with close).
@@ -37,12 +38,18 @@ type Observer interface {
 // Open builds the engine a hello asks for and says what it can give.
 // Serve fills in Caps.Version: the hello's version or Version, the older,
 // and older still when Open names one (an engine pinned to version 1).
+// In version 3 Serve fills in Caps.Serves too: the serving calls the
+// engine implements (qwen3.PrefixPrefiller, Verifier, BlockCopier, as
+// qwen3.Serves sees them), narrowed to those Open listed when its
+// Caps.Serves is not nil.
 type Open func(h Hello) (Engine, Caps, error)
 
 // Serve speaks the protocol on r and w for one session: hello (answered
 // by open), then calls until bye or the end of r. It speaks the hello's
 // version when that is older than Version (the caps and observations of
-// later versions are then left out). An engine's error on a call is an
+// later versions are then left out). It answers the serving calls its
+// hello reply lists (Caps.Serves, filled in from the engine's interfaces)
+// and refuses any other. An engine's error on a call is an
 // error reply and the session goes on; a request that cannot be parsed
 // ends the session with an error reply and an error. At bye the engine is
 // closed before the reply, which carries Close's error (an error reply)
@@ -131,6 +138,7 @@ func Serve(r io.Reader, w io.Writer, open Open) error {
 				caps.Observes = slices.DeleteFunc(slices.Clone(caps.Observes), func(o string) bool { return !slices.Contains(observations[1], o) })
 				caps.FollowsHints = false
 			}
+			caps.Serves = serves(eng, caps.Serves, caps.Version)
 			rep.Caps = &caps
 			if caps.Offers(ObsMemory) {
 				observe(&rep, OpHello, nil)
@@ -170,6 +178,8 @@ func Serve(r io.Reader, w io.Writer, open Open) error {
 					rep = Reply{Error: err.Error()}
 				}
 			}
+		case OpPrefillFrom, OpVerify, OpCopyBlocks:
+			rep, seqs = serveCall(eng, caps, req)
 		case OpBye:
 			if eng != nil {
 				if err := eng.Close(); err != nil {

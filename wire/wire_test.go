@@ -109,6 +109,10 @@ func openFake(spec string) wire.Open {
 			}
 		case "regime-missing":
 			c.Observes = []string{wire.ObsRegime} // offered, never sent (no Observer)
+		case "v2":
+			c.Version = 2
+		case "serves-verify":
+			c.Serves = []string{wire.OpVerify} // Serve narrows what ref.Decoder implements to this
 		}
 		return &fake{Decoder: d, mode: mode, at: at}, c, nil
 	}

@@ -7,7 +7,7 @@
 //	offcard check --engine offcard-engine
 //
 // It reads requests on stdin and answers on stdout, one JSON object per
-// line, in protocol version 2 (version 1 when the hello asks for it). The
+// line, in protocol version 3 (1 or 2 when the hello asks for it). The
 // hello's model preset and seed give the weights (qwen3.Synth, as
 // offcard's oracle makes them); its hints give the engine's options
 // (page-table width policy, eager or captured, prefill mode, recapture
@@ -17,7 +17,9 @@
 // simulated device (without a host transfer the engine would count), the
 // KV write log, the sanitizer's findings, and from the device's own
 // events each call's regime and host writes and the live allocations and
-// traces (after the hello, every call, and bye).
+// traces (after the hello, every call, and bye). In version 3 its hello
+// lists exactly the serving calls (prefill_from, verify, copy_blocks) its
+// decoder implements (wire.Serve asks qwen3.Serves), and it answers those.
 //
 // OFFCARD_ENGINE_OFFER restricts what it offers, to see what each
 // observation buys: a comma-separated list of observations (cur_pos,
@@ -43,7 +45,7 @@ func main() {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-			fmt.Fprintln(stdout, "usage: offcard-engine   (speaks offcard's engine line protocol, version 2, on stdin/stdout; see offcard check --engine)")
+			fmt.Fprintln(stdout, "usage: offcard-engine   (speaks offcard's engine line protocol, version 3, on stdin/stdout; see offcard check --engine)")
 			fmt.Fprintln(stdout, "  "+offerEnv+"=LIST  offer only LIST (comma-separated: "+strings.Join(offerable(), ", ")+"; or none)")
 			return 0
 		}

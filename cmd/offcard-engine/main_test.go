@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/offcard/offcard/proptest"
 	"github.com/offcard/offcard/qwen3"
+	"github.com/offcard/offcard/wire"
 	"github.com/offcard/offcard/wire/wiretest"
 )
 
@@ -108,6 +111,56 @@ func TestReadmeTranscript(t *testing.T) {
 					t.Errorf("reply to %s lacks %q (the README shows it):\n%s", req.Op, part, g)
 				}
 			}
+		}
+	}
+}
+
+// TestServesWhatItImplements: in version 3 the hello reply lists exactly
+// the serving calls the engine OpenSimEngine builds implements (none
+// listed before version 3), whatever OFFCARD_ENGINE_OFFER restricts.
+func TestServesWhatItImplements(t *testing.T) {
+	h := wire.Hello{Op: wire.OpHello, Model: wire.Model{Preset: "tiny", Seed: 1}, BlockSize: 32, NumBlocks: 8, Capacity: 2}
+	e, _, err := proptest.OpenSimEngine(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var implements []string
+	for _, call := range wire.ServingCalls(3) {
+		if qwen3.Serves(e, call) {
+			implements = append(implements, call)
+		}
+	}
+	e.Close()
+	for _, tc := range []struct {
+		version int
+		offer   string
+		want    []string
+	}{
+		{3, "", implements},
+		{3, "none", implements},
+		{2, "", nil},
+		{1, "", nil},
+	} {
+		t.Setenv(offerEnv, tc.offer)
+		h.Version = tc.version
+		b, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, errs bytes.Buffer
+		if code := run(nil, strings.NewReader(string(b)+"\n"+`{"op":"bye"}`+"\n"), &out, &errs); code != 0 {
+			t.Fatalf("exit %d: %s", code, errs.String())
+		}
+		line := strings.SplitN(out.String(), "\n", 2)[0]
+		if err := wiretest.ValidateReply(wire.OpHello, []byte(line)); err != nil {
+			t.Error(err)
+		}
+		var caps wire.Caps
+		if err := json.Unmarshal([]byte(line), &caps); err != nil {
+			t.Fatal(err)
+		}
+		if caps.Version != tc.version || !slices.Equal(caps.Serves, tc.want) {
+			t.Errorf("hello version %d, offer %q: version %d serves %v, want %v", tc.version, tc.offer, caps.Version, caps.Serves, tc.want)
 		}
 	}
 }

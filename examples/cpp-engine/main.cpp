@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
         caps.engine = "C++ reference (Qwen3 on the CPU)";
         caps.logits = "full";
         caps.exact = exact;
+        caps.serves = {"prefill_from", "verify", "copy_blocks"};
         return std::unique_ptr<offcard::Engine>(new offcard::Model(h));
     });
 }

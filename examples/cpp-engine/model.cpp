@@ -281,23 +281,96 @@ Output Model::output(const Slot& s, int seq) const {
     return o;
 }
 
-std::vector<Output> Model::admit(const Admit& a) {
-    const int T = static_cast<int>(a.prompt.size());
-    if (T == 0) throw std::runtime_error("empty prompt");
-    for (int32_t t : a.prompt) check_token(t);
-    check_table(a.blocks, T - 1);
+std::vector<Output> Model::prefill(int seq, int start, const std::vector<int32_t>& tokens, const std::vector<int32_t>& blocks) {
+    const int T = static_cast<int>(tokens.size());
+    if (T == 0) throw std::runtime_error("no tokens");
+    if (start < 0) throw std::runtime_error("negative start " + std::to_string(start));
+    for (int32_t t : tokens) check_token(t);
+    check_table(blocks, start + T - 1);
     // Full rows of every position unless the reply would be too long.
     const bool last_only = long(T) * c_.vocab * 8 / 3 > kMaxReply;
     std::vector<Output> outs;
     std::vector<Slot> one(1);
-    for (int p = 0; p < T; p++) {  // position by position, each reading rows 0..p
-        one[0].token = a.prompt[p];
-        one[0].pos = p;
-        one[0].blocks = &a.blocks;
-        const bool want = !last_only || p == T - 1;
+    for (int i = 0; i < T; i++) {  // position by position, each reading rows 0..p
+        one[0].token = tokens[i];
+        one[0].pos = start + i;
+        one[0].blocks = &blocks;
+        const bool want = !last_only || i == T - 1;
         forward(one, want);
-        if (want) outs.push_back(output(one[0], a.seq));
+        if (want) outs.push_back(output(one[0], seq));
     }
+    return outs;
+}
+
+// prefill_from writes exactly its positions: no tile padding (offcard's
+// oracle pads only an admit's last tile, model.hpp).
+std::vector<Output> Model::prefill_from(const PrefillFrom& p) { return prefill(p.seq, p.start, p.tokens, p.blocks); }
+
+std::vector<std::vector<Output>> Model::verify(const std::vector<VerifyStep>& batch) {
+    size_t rounds = 0;
+    for (size_t i = 0; i < batch.size(); i++) {  // everything checked before anything is written
+        for (size_t j = 0; j < i; j++)
+            if (batch[j].seq == batch[i].seq) throw std::runtime_error("sequence " + std::to_string(batch[i].seq) + " twice in one verify batch");
+        if (batch[i].tokens.empty()) throw std::runtime_error("verify of sequence " + std::to_string(batch[i].seq) + " with no tokens");
+        for (int32_t t : batch[i].tokens) check_token(t);
+        check_table(batch[i].blocks, batch[i].pos + static_cast<int>(batch[i].tokens.size()) - 1);
+        rounds = std::max(rounds, batch[i].tokens.size());
+    }
+    std::vector<std::vector<Output>> outs(batch.size());
+    std::vector<Slot> slots;
+    std::vector<size_t> entry;  // the batch entry of each slot of the round
+    for (size_t j = 0; j < rounds; j++) {  // round j: position pos+j of every entry with more than j tokens
+        slots.clear();
+        entry.clear();
+        for (size_t i = 0; i < batch.size(); i++) {
+            if (j >= batch[i].tokens.size()) continue;
+            Slot s;
+            s.token = batch[i].tokens[j];
+            s.pos = batch[i].pos + static_cast<int>(j);
+            s.blocks = &batch[i].blocks;
+            slots.push_back(std::move(s));
+            entry.push_back(i);
+        }
+        forward(slots);
+        for (size_t n = 0; n < slots.size(); n++) outs[entry[n]].push_back(output(slots[n], batch[entry[n]].seq));
+    }
+    return outs;
+}
+
+void Model::copy_blocks(const std::vector<BlockCopy>& copies) {
+    std::vector<bool> src(num_blocks_), dst(num_blocks_);
+    for (const BlockCopy& c : copies) {  // everything checked before anything is written
+        for (int32_t b : {c.src, c.dst})
+            if (b < 0 || b >= num_blocks_)
+                throw std::runtime_error("block copy " + std::to_string(c.src) + "->" + std::to_string(c.dst) + ": block " + std::to_string(b) + " outside the cache of " + std::to_string(num_blocks_) + " blocks");
+        if (dst[c.dst]) throw std::runtime_error("block " + std::to_string(c.dst) + " is the destination of two copies");
+        src[c.src] = dst[c.dst] = true;
+    }
+    for (const BlockCopy& c : copies)
+        if (dst[c.src]) throw std::runtime_error("block " + std::to_string(c.src) + " is both a source and a destination");
+    const size_t w = size_t(c_.kv_heads) * c_.head_dim;
+    for (const BlockCopy& c : copies) {
+        const long s0 = long(c.src) * bs_, d0 = long(c.dst) * bs_;
+        if (s0 >= held_ && d0 >= held_) continue;  // both read as zero
+        hold(d0 + bs_);
+        for (int l = 0; l < c_.layers; l++) {
+            for (auto* mem : {&K_[l], &V_[l]}) {
+                for (long r = 0; r < bs_; r++) {  // a source row past the held memory reads as zero
+                    auto to = mem->begin() + (d0 + r) * long(w);
+                    if (s0 + r < held_)
+                        std::copy(mem->begin() + (s0 + r) * long(w), mem->begin() + (s0 + r + 1) * long(w), to);
+                    else
+                        std::fill(to, to + long(w), 0);
+                }
+            }
+        }
+    }
+}
+
+std::vector<Output> Model::admit(const Admit& a) {
+    const int T = static_cast<int>(a.prompt.size());
+    if (T == 0) throw std::runtime_error("empty prompt");
+    std::vector<Output> outs = prefill(a.seq, 0, a.prompt, a.blocks);
     if (pad_prompt_) {  // zero the rest of the prompt's last 32-row tile (model.hpp)
         const size_t w = size_t(c_.kv_heads) * c_.head_dim;
         for (int p = T; p < (T + kTile - 1) / kTile * kTile && size_t(p / bs_) < a.blocks.size(); p++) {

@@ -5,6 +5,16 @@
 // the prompt into the paged KV cache at the block table's rows, decode as
 // one step of the batch, and keep offcard_protocol.hpp and main.cpp.
 //
+// The serving calls (protocol version 3), as offcard's oracle runs them:
+// prefill_from computes its positions one by one as admit does, reading
+// the rows below start through the table as the cache holds them (a
+// prefix hit's shared blocks, the earlier chunks); verify runs round j of
+// the batch (position pos+j of each entry with more than j tokens) as one
+// decode batch, so its outputs are those of k decode steps; copy_blocks
+// copies every layer's K and V rows of each src block over its dst.
+// Rollback and preemption need no call: every call names its positions,
+// and a position is written before any step reads it.
+//
 // This one computes in float with bf16 rounding at the op boundaries, in
 // the op order and accumulation order of offcard's oracle (ref): each dot
 // product sums in 16 float32 lanes (lane j%16) folded as a tree; it is
@@ -45,6 +55,9 @@ public:
     explicit Model(const Hello& h);
     std::vector<Output> admit(const Admit& a) override;
     std::vector<Output> decode(const std::vector<Step>& batch) override;
+    std::vector<Output> prefill_from(const PrefillFrom& p) override;
+    std::vector<std::vector<Output>> verify(const std::vector<VerifyStep>& batch) override;
+    void copy_blocks(const std::vector<BlockCopy>& copies) override;
 
 private:
     using bf16 = uint16_t;
@@ -67,6 +80,8 @@ private:
     void hold(long rows);                                         // grows the cache to cover rows
     void forward(std::vector<Slot>& slots, bool logits = true);  // logits: compute the rows too
     Output output(const Slot& s, int seq) const;
+    // prefill runs tokens at positions start.. one by one (admit, prefill_from).
+    std::vector<Output> prefill(int seq, int start, const std::vector<int32_t>& tokens, const std::vector<int32_t>& blocks);
 
     Config c_;
     int bs_ = 0, num_blocks_ = 0;

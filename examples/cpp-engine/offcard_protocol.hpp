@@ -1,4 +1,4 @@
-// offcard_protocol.hpp: offcard's line protocol (version 1) for a C++ engine.
+// offcard_protocol.hpp: offcard's line protocol (version 3) for a C++ engine.
 //
 // Header only; C++17, the standard library and nlohmann/json (Debian:
 // nlohmann-json3-dev). An engine derives from offcard::Engine, and its main
@@ -21,9 +21,14 @@
 // sequence's block table (blocks[i] holds positions i*block_size ...), as
 // vLLM's scheduler does. The README's "Put your engine under test" states
 // the protocol; this header implements the tokens-and-full-logits subset
-// (no device observations).
+// (no device observations) and the serving calls of version 3
+// (prefill_from, verify, copy_blocks): an engine lists those it implements
+// in Caps::serves, and offcard sends no other. Rollback and preemption need
+// no call (the README says why). To a hello of version 1 or 2 it answers
+// that version and serves nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -37,8 +42,9 @@
 
 namespace offcard {
 
-// kProtocolVersion is the version this header speaks (answered to hello).
-constexpr int kProtocolVersion = 1;
+// kProtocolVersion is the newest version this header speaks: a hello of
+// version v is answered with min(v, kProtocolVersion).
+constexpr int kProtocolVersion = 3;
 
 // ModelSpec names the weights: a synthetic preset and its seed, the Hugging
 // Face config.json object, and a directory holding config.json +
@@ -84,6 +90,32 @@ struct Step {
     std::vector<int32_t> blocks;
 };
 
+// PrefillFrom (version 3): compute positions start..start+tokens.size()-1
+// of sequence seq over KV already in the cache: positions 0..start-1 are
+// read through blocks (a prefix-cache hit's shared blocks, or this
+// sequence's earlier chunks of a chunked prefill). start 0 is an admit.
+struct PrefillFrom {
+    int seq = 0;
+    int start = 0;
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> blocks;
+};
+
+// VerifyStep (version 3) is one sequence's entry of a verify batch: k >= 1
+// tokens at positions pos..pos+k-1, answered as k decode steps would be.
+struct VerifyStep {
+    int seq = 0;
+    std::vector<int32_t> tokens;
+    int pos = 0;
+    std::vector<int32_t> blocks;
+};
+
+// BlockCopy (version 3): every layer's K and V of block src, all rows,
+// written over block dst.
+struct BlockCopy {
+    int32_t src = 0, dst = 0;
+};
+
 // Output is one processed position: the greedy token and, when the engine
 // offers full logits, the row as bf16 bit patterns (vocab_size values).
 struct Output {
@@ -98,6 +130,9 @@ struct Caps {
     std::string engine;          // a name for reports
     std::string logits = "full"; // "full" (every Output carries its row) or "none" (tokens only)
     bool exact = false;          // claims bit-exactness with offcard's oracle
+    // serves (version 3): the serving calls the engine implements, of
+    // "prefill_from", "verify", "copy_blocks"; offcard sends no other.
+    std::vector<std::string> serves;
 };
 
 // Engine is what serve drives. admit answers every prompt position in order,
@@ -111,6 +146,24 @@ public:
     virtual void finish(int seq) { (void)seq; }
     // reset: a re-capture request (drop a captured trace); the next step starts cold.
     virtual void reset() {}
+    // The serving calls (version 3), sent only when Caps::serves lists them.
+    // prefill_from answers every position in order, or the last one only.
+    virtual std::vector<Output> prefill_from(const PrefillFrom& p) {
+        (void)p;
+        throw std::runtime_error("prefill_from is not implemented");
+    }
+    // verify answers, per batch entry, its k Outputs in position order.
+    virtual std::vector<std::vector<Output>> verify(const std::vector<VerifyStep>& batch) {
+        (void)batch;
+        throw std::runtime_error("verify is not implemented");
+    }
+    // copy_blocks performs every copy; the copies are independent (no block
+    // is the dst of two, or both a src and a dst): refuse a list that is
+    // not, changing nothing.
+    virtual void copy_blocks(const std::vector<BlockCopy>& copies) {
+        (void)copies;
+        throw std::runtime_error("copy_blocks is not implemented");
+    }
 };
 
 // OpenFn builds the engine a hello asks for and fills in its caps.
@@ -210,6 +263,7 @@ inline nlohmann::json outputs_json(const std::vector<Output>& outs, const Caps& 
 inline int serve(std::istream& in, std::ostream& out, const OpenFn& open) {
     std::unique_ptr<Engine> eng;
     Caps caps;
+    int version = 0;  // the session's, agreed at hello
     std::string line;
     while (std::getline(in, line)) {
         nlohmann::json rep = {{"ok", true}};
@@ -222,14 +276,18 @@ inline int serve(std::istream& in, std::ostream& out, const OpenFn& open) {
             } else if (op == "hello") {
                 if (eng) throw std::runtime_error("hello twice");
                 Hello h = detail::parse_hello(req);
-                if (h.version < 1) throw std::runtime_error("protocol version " + std::to_string(h.version) + ": this engine speaks 1");
+                if (h.version < 1)
+                    throw std::runtime_error("protocol version " + std::to_string(h.version) + ": this engine speaks 1 to " + std::to_string(kProtocolVersion));
                 Caps c;
                 eng = open(h, c);
                 caps = c;
-                rep["version"] = kProtocolVersion;
+                version = std::min(h.version, kProtocolVersion);
+                if (version < 3) caps.serves.clear();  // the serving calls are version 3's
+                rep["version"] = version;
                 if (!caps.engine.empty()) rep["engine"] = caps.engine;
                 rep["logits"] = caps.logits;
                 if (caps.exact) rep["exact"] = true;
+                if (!caps.serves.empty()) rep["serves"] = caps.serves;
             } else if (!eng) {
                 throw std::runtime_error(op + " before hello");
             } else if (op == "admit") {
@@ -244,6 +302,27 @@ inline int serve(std::istream& in, std::ostream& out, const OpenFn& open) {
                 eng->finish(req.at("seq").get<int>());
             } else if (op == "reset") {
                 eng->reset();
+            } else if (op == "prefill_from" || op == "verify" || op == "copy_blocks") {
+                if (std::find(caps.serves.begin(), caps.serves.end(), op) == caps.serves.end())
+                    throw std::runtime_error(op + " is not served (protocol version " + std::to_string(version) + ")");
+                if (op == "prefill_from") {
+                    PrefillFrom p{req.at("seq").get<int>(), req.at("start").get<int>(), detail::ids(req, "tokens"), detail::ids(req, "blocks")};
+                    rep["outputs"] = detail::outputs_json(eng->prefill_from(p), caps);
+                } else if (op == "verify") {
+                    std::vector<VerifyStep> batch;
+                    for (const auto& s : req.value("batch", nlohmann::json::array()))
+                        batch.push_back(VerifyStep{s.at("seq").get<int>(), detail::ids(s, "tokens"), s.at("pos").get<int>(), detail::ids(s, "blocks")});
+                    auto outs = eng->verify(batch);
+                    if (outs.size() != batch.size()) throw std::runtime_error("verify: the engine answered " + std::to_string(outs.size()) + " entries of " + std::to_string(batch.size()));
+                    std::vector<Output> flat;  // entry after entry, each in position order
+                    for (auto& o : outs) flat.insert(flat.end(), o.begin(), o.end());
+                    rep["outputs"] = detail::outputs_json(flat, caps);
+                } else {
+                    std::vector<BlockCopy> copies;
+                    for (const auto& c : req.value("copies", nlohmann::json::array()))
+                        copies.push_back(BlockCopy{c.at("src").get<int32_t>(), c.at("dst").get<int32_t>()});
+                    eng->copy_blocks(copies);
+                }
             } else {
                 throw std::runtime_error("unknown op \"" + op + "\"");
             }

@@ -30,7 +30,8 @@ var (
 // request op, and the reply to each op.
 var Defs = []string{"request", "reply", "error_reply",
 	"hello", "admit", "decode", "finish", "reset", "bye",
-	"hello_reply", "admit_reply", "decode_reply", "finish_reply", "reset_reply", "bye_reply"}
+	"hello_reply", "admit_reply", "decode_reply", "finish_reply", "reset_reply", "bye_reply",
+	"prefill_from", "verify", "copy_blocks", "prefill_from_reply", "verify_reply", "copy_blocks_reply"}
 
 func load() {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(wire.Schema()))
