@@ -77,6 +77,17 @@ func Campaign(o Options) []CaseResult {
 	res := make([]CaseResult, len(idx))
 	ran := make([]bool, len(idx))
 	co := CaseOptions{Base: o.Base, Factory: o.Factory, MaxShrinks: o.MaxShrinks, ShrinkRuns: o.ShrinkRuns}
+	if o.Base.Serve == nil {
+		// What the SUT serves, asked once for all cases, by the first
+		// case that runs (so an Abort before any case asks nothing).
+		var once sync.Once
+		var sv Serving
+		var err error
+		co.probe = func() (Serving, error) {
+			once.Do(func() { sv, err = probeServing(o.Factory, o.Base) })
+			return sv, err
+		}
+	}
 	jobs := make(chan int)
 	done := make(chan int)
 	// first is the position of the first failing case known so far

@@ -184,6 +184,10 @@ func (r *runner) checkTolerant(k call, tol Tolerance) *Failure {
 	}
 	if k.err == nil {
 		r.checkTolerantOutputs(&ps, k, tol, unjudged)
+		if tol.Exact {
+			r.checkColdRun(&ps, k)
+			r.checkRecompute(&ps, k)
+		}
 	}
 	return r.failure(k, ps, finding, StepInfo{})
 }

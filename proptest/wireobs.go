@@ -212,7 +212,7 @@ func clearProblem(w wire.KVWrite, live map[[2]int64][2]int, layers int) string {
 // clear the blocks it freed), its regime and its memory.
 func (r *runner) checkWireQuiet(ps *[]problem, c Cmd, e *EngineSUT) {
 	j := r.wire()
-	if c.Kind == Finish {
+	if c.Kind == Finish || c.Kind == Preempt {
 		delete(j.seqs, c.Seq)
 	}
 	if c.Kind == Recapture {
@@ -243,7 +243,7 @@ func (r *runner) checkWireQuiet(ps *[]problem, c Cmd, e *EngineSUT) {
 }
 
 func quietName(c Cmd) string {
-	if c.Kind == Finish {
+	if c.Kind == Finish || c.Kind == Preempt {
 		return "finish"
 	}
 	return "reset"
