@@ -130,5 +130,230 @@ func TestServingCampaignOnRef(t *testing.T) {
 	}
 }
 
-var _ = math.Float32bits
-var _ = strings.Contains
+// plantBase delegates every call to ref (with the prompt padding).
+type plantBase struct{ *paddedRef }
+
+// shiftStart: a prefix hit at a block boundary starts one position early
+// (start = cached - 1), writing its chunk one row back, into the last
+// shared block.
+type shiftStart struct{ plantBase }
+
+func (d shiftStart) PrefillFrom(p qwen3.PrefillFrom) ([]qwen3.Output, error) {
+	if p.Start > 0 && p.Start%d.BlockSize() == 0 {
+		p.Start--
+	}
+	return d.paddedRef.PrefillFrom(p)
+}
+
+// staleHit: a prefix hit's first output is the previous call's last
+// (a logits buffer not refreshed for the hit's first position).
+type staleHit struct {
+	plantBase
+	last *qwen3.Output
+	live map[qwen3.SeqID]bool
+}
+
+func (d *staleHit) Finish(seq qwen3.SeqID) error {
+	delete(d.live, seq)
+	return d.paddedRef.Finish(seq)
+}
+
+func (d *staleHit) keep(outs []qwen3.Output, err error) ([]qwen3.Output, error) {
+	if len(outs) > 0 {
+		o := outs[len(outs)-1]
+		o.Logits = slices.Clone(o.Logits)
+		d.last = &o
+	}
+	return outs, err
+}
+
+func (d *staleHit) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	d.live[p.Seq] = true
+	return d.keep(d.paddedRef.Prefill(p))
+}
+
+func (d *staleHit) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
+	for _, st := range b {
+		d.live[st.Seq] = true
+	}
+	return d.keep(d.paddedRef.Decode(b))
+}
+
+func (d *staleHit) PrefillFrom(p qwen3.PrefillFrom) ([]qwen3.Output, error) {
+	hit := p.Start > 0 && !d.live[p.Seq] // a new sequence over cached blocks
+	d.live[p.Seq] = true
+	outs, err := d.paddedRef.PrefillFrom(p)
+	if err == nil && hit && d.last != nil {
+		outs[0].Token, outs[0].Logits = d.last.Token, slices.Clone(d.last.Logits)
+	}
+	return d.keep(outs, err)
+}
+
+// draftPos: the sequence's position stays at a verify's end after a
+// rollback (cur_pos advanced past the accepted length on its own).
+type draftPos struct {
+	plantBase
+	end map[qwen3.SeqID]int
+}
+
+func (d *draftPos) at(seq qwen3.SeqID, pos int, blocks []int32) int {
+	if e, ok := d.end[seq]; ok && pos < e && e < len(blocks)*d.BlockSize() {
+		return e
+	}
+	return pos
+}
+
+func (d *draftPos) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
+	b = slices.Clone(b)
+	for i := range b {
+		b[i].Pos = d.at(b[i].Seq, b[i].Pos, b[i].Blocks)
+		delete(d.end, b[i].Seq)
+	}
+	return d.paddedRef.Decode(b)
+}
+
+func (d *draftPos) Verify(b []qwen3.VerifyStep) ([][]qwen3.Output, error) {
+	b = slices.Clone(b)
+	for i := range b {
+		b[i].Pos = d.at(b[i].Seq, b[i].Pos, b[i].Blocks)
+	}
+	outs, err := d.paddedRef.Verify(b)
+	for _, st := range b {
+		d.end[st.Seq] = st.Pos + len(st.Tokens)
+	}
+	return outs, err
+}
+
+// recomputeDrift: a re-prefill of a finished sequence's own tokens (a
+// preempted sequence's recompute) returns its last logit one float32 step
+// off (a cached per-sequence state that is not reset).
+type recomputeDrift struct {
+	plantBase
+	fed, gone map[qwen3.SeqID][]int32
+}
+
+func (d *recomputeDrift) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
+	outs, err := d.paddedRef.Prefill(p)
+	if g := d.gone[p.Seq]; err == nil && len(p.Tokens) > 1 && slices.Equal(g[:min(len(g), len(p.Tokens))], p.Tokens) {
+		o := &outs[len(outs)-1]
+		o.Logits = slices.Clone(o.Logits)
+		o.Logits[0] = math.Nextafter32(o.Logits[0], float32(math.Inf(1)))
+	}
+	d.fed[p.Seq] = slices.Clone(p.Tokens)
+	return outs, err
+}
+
+func (d *recomputeDrift) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
+	for _, st := range b {
+		d.fed[st.Seq] = append(d.fed[st.Seq][:min(st.Pos, len(d.fed[st.Seq]))], st.Token)
+	}
+	return d.paddedRef.Decode(b)
+}
+
+func (d *recomputeDrift) Finish(seq qwen3.SeqID) error {
+	d.gone[seq] = d.fed[seq]
+	delete(d.fed, seq)
+	return d.paddedRef.Finish(seq)
+}
+
+// copySkip: CopyBlocks does nothing (copy-on-write skipped).
+type copySkip struct{ plantBase }
+
+func (copySkip) CopyBlocks([]qwen3.BlockCopy) error { return nil }
+
+// copyHalf: a copy writes only the first half of the destination block's
+// rows (the rows a colleague thought used).
+type copyHalf struct{ plantBase }
+
+func (d copyHalf) CopyBlocks(cs []qwen3.BlockCopy) error {
+	cfg, bs := d.Config(), d.BlockSize()
+	kvh, hd := cfg.NumKeyValueHeads, cfg.HeadDim
+	for _, c := range cs {
+		for l := range cfg.NumHiddenLayers {
+			lk, lv := d.KV().Layer(l)
+			for row := range bs / 2 {
+				k, v := make([]bf16.BF16, kvh*hd), make([]bf16.BF16, kvh*hd)
+				for h := range kvh {
+					off := ((int(c.Src)*kvh+h)*bs + row) * hd
+					if off+hd <= len(lk) {
+						copy(k[h*hd:], lk[off:off+hd])
+						copy(v[h*hd:], lv[off:off+hd])
+					}
+				}
+				if err := d.KV().Write(l, []int32{c.Dst}, row, k, v); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+var servingPlants = []struct {
+	name  string
+	plant func(*paddedRef) qwen3.Decoder
+	want  string
+	body  string
+}{
+	{"shift-start", func(d *paddedRef) qwen3.Decoder { return shiftStart{plantBase{d}} }, PropSharedWrite,
+		"admit seq=0 prompt=40\nshare seq=1 from=0 len=32 prompt=40\n"},
+	{"stale-hit", func(d *paddedRef) qwen3.Decoder {
+		return &staleHit{plantBase: plantBase{d}, live: map[qwen3.SeqID]bool{}}
+	}, PropPrefixHit,
+		"admit seq=0 prompt=40\nshare seq=1 from=0 len=33 prompt=40\n"},
+	{"draft-pos", func(d *paddedRef) qwen3.Decoder {
+		return &draftPos{plantBase: plantBase{d}, end: map[qwen3.SeqID]int{}}
+	}, PropRollback,
+		"admit seq=0 prompt=10\nverify seqs=0 k=4 accept=2 draft=3\ndecode steps=2\n"},
+	{"recompute-drift", func(d *paddedRef) qwen3.Decoder {
+		return &recomputeDrift{plantBase: plantBase{d}, fed: map[qwen3.SeqID][]int32{}, gone: map[qwen3.SeqID][]int32{}}
+	}, PropRecompute,
+		"admit seq=0 prompt=5\ndecode steps=3\npreempt seq=0\nreadmit seq=0\n"},
+	{"copy-skip", func(d *paddedRef) qwen3.Decoder { return copySkip{plantBase{d}} }, PropKVWrite,
+		"admit seq=0 prompt=40\nfork seq=1 from=0\n"},
+	{"copy-half", func(d *paddedRef) qwen3.Decoder { return copyHalf{plantBase{d}} }, PropKVWrite,
+		"admit seq=0 prompt=60\nverify seqs=0 k=2 accept=1\nfork seq=1 from=0\n"},
+}
+
+// Each planted serving bug is red on its property, at a script written
+// for it; ref itself passes every one of the scripts.
+func TestServingPlantsRed(t *testing.T) {
+	const head = "model tiny seed=1\ndevice sim arch=wormhole\nengine block=32 blocks=8 capacity=3 mode=eager\n"
+	for _, p := range servingPlants {
+		t.Run(p.name, func(t *testing.T) {
+			s, err := ParseScript(strings.NewReader(head + p.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f, _, err := RunScript(s, refFactory(nil)); err != nil || f != nil {
+				t.Fatalf("ref: %v %v", f, err)
+			}
+			f, _, err := RunScript(s, refFactory(p.plant))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f == nil || f.Property != p.want {
+				t.Fatalf("want %s, got %v", p.want, f)
+			}
+			t.Logf("%s", f)
+		})
+	}
+}
+
+// The generator finds each planted serving bug within a few cases, and the
+// shrunk failure names the plant's property.
+func TestServingPlantsFound(t *testing.T) {
+	for _, p := range servingPlants {
+		t.Run(p.name, func(t *testing.T) {
+			rs := Campaign(Options{Seed: DefaultSeed, Cases: 60, Factory: refFactory(p.plant), Base: servingBase(), FailFast: true, Workers: 1, ShrinkRuns: 150})
+			last := rs[len(rs)-1]
+			if last.Passed || last.Failure == nil {
+				t.Fatalf("60 cases passed")
+			}
+			t.Logf("case %d: %s\n%s", last.Index, last.Failure, last.ScriptText)
+			if last.Failure.Property != p.want {
+				t.Errorf("shrunk failure is %s, want %s", last.Failure.Property, p.want)
+			}
+		})
+	}
+}
