@@ -294,25 +294,27 @@ var servingPlants = []struct {
 	plant func(*paddedRef) qwen3.Decoder
 	want  string
 	body  string
+	// detail: what the failure's detail must say (the call it names).
+	detail string
 }{
 	{"shift-start", func(d *paddedRef) qwen3.Decoder { return shiftStart{plantBase{d}} }, PropSharedWrite,
-		"admit seq=0 prompt=40\nshare seq=1 from=0 len=32 prompt=40\n"},
+		"admit seq=0 prompt=40\nshare seq=1 from=0 len=32 prompt=40\n", "share the block"},
 	{"stale-hit", func(d *paddedRef) qwen3.Decoder {
 		return &staleHit{plantBase: plantBase{d}, live: map[qwen3.SeqID]bool{}}
 	}, PropPrefixHit,
-		"admit seq=0 prompt=40\nshare seq=1 from=0 len=33 prompt=40\n"},
+		"admit seq=0 prompt=40\nshare seq=1 from=0 len=33 prompt=40\n", "cold run"},
 	{"draft-pos", func(d *paddedRef) qwen3.Decoder {
 		return &draftPos{plantBase: plantBase{d}, end: map[qwen3.SeqID]int{}}
 	}, PropRollback,
-		"admit seq=0 prompt=10\nverify seqs=0 k=4 accept=2 draft=3\ndecode steps=2\n"},
+		"admit seq=0 prompt=10\nverify seqs=0 k=4 accept=2 draft=3\ndecode steps=2\n", "rolled back to 12 positions"},
 	{"recompute-drift", func(d *paddedRef) qwen3.Decoder {
 		return &recomputeDrift{plantBase: plantBase{d}, fed: map[qwen3.SeqID][]int32{}, gone: map[qwen3.SeqID][]int32{}}
 	}, PropRecompute,
-		"admit seq=0 prompt=5\ndecode steps=3\npreempt seq=0\nreadmit seq=0\n"},
+		"admit seq=0 prompt=5\ndecode steps=3\npreempt seq=0\nreadmit seq=0\n", "first run"},
 	{"copy-skip", func(d *paddedRef) qwen3.Decoder { return copySkip{plantBase{d}} }, PropKVWrite,
-		"admit seq=0 prompt=40\nfork seq=1 from=0\n"},
+		"admit seq=0 prompt=40\nfork seq=1 from=0\n", "block copy 1->2: destination row 0 "},
 	{"copy-half", func(d *paddedRef) qwen3.Decoder { return copyHalf{plantBase{d}} }, PropKVWrite,
-		"admit seq=0 prompt=60\nverify seqs=0 k=2 accept=1\nfork seq=1 from=0\n"},
+		"admit seq=0 prompt=60\nverify seqs=0 k=2 accept=1\nfork seq=1 from=0\n", "block copy 1->2: destination row 16 "},
 }
 
 // Each planted serving bug is red on its property, at a script written
@@ -332,8 +334,8 @@ func TestServingPlantsRed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f == nil || f.Property != p.want {
-				t.Fatalf("want %s, got %v", p.want, f)
+			if f == nil || f.Property != p.want || !strings.Contains(f.Detail, p.detail) {
+				t.Fatalf("want %s (%q), got %v", p.want, p.detail, f)
 			}
 			t.Logf("%s", f)
 		})
@@ -355,5 +357,37 @@ func TestServingPlantsFound(t *testing.T) {
 				t.Errorf("shrunk failure is %s, want %s", last.Failure.Property, p.want)
 			}
 		})
+	}
+}
+
+// The KV log side of shared-write: a logged write into a block two host
+// tables hold fails, one into a block a single table holds does not.
+func TestSharedWriteFromLog(t *testing.T) {
+	s, err := ParseScript(strings.NewReader("model tiny seed=1\ndevice sim arch=wormhole\nengine block=32 blocks=8 capacity=2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newRunner(s.Scenario, refFactory(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	parent := r.pool.NewTable()
+	if err := parent.Grow(40); err != nil {
+		t.Fatal(err)
+	}
+	r.tabs[0], r.tabs[1] = parent, parent.Fork()
+	if _, err := r.tabs[1].PrepareWrite(40, 41); err != nil { // the child copies block 1
+		t.Fatal(err)
+	}
+	b0, b1 := parent.Blocks()[0], parent.Blocks()[1]
+	var ps []problem
+	r.checkSharedLog(&ps, []KVWrite{{Layer: 0, Slot: 0, Pos: 33, Block: int64(b1), Row: 1}}, map[int]int{0: 0})
+	if len(ps) != 0 {
+		t.Fatalf("a write into the parent's own block: %v", ps)
+	}
+	r.checkSharedLog(&ps, []KVWrite{{Layer: 1, Value: true, Slot: 1, Pos: 3, Block: int64(b0), Row: 3}}, map[int]int{1: 1})
+	if len(ps) != 1 || ps[0].prop != PropSharedWrite || ps[0].seq != 1 || !strings.Contains(ps[0].detail, "seqs [0 1] share") {
+		t.Fatalf("a write into shared block %d: %v", b0, ps)
 	}
 }

@@ -168,6 +168,7 @@ func (r *runner) checkTolerant(k call, tol Tolerance) *Failure {
 		if err != nil {
 			ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "KV writes: " + err.Error()})
 		} else {
+			r.checkSharedLog(&ps, ws, seqSet)
 			r.checkWrites(&ps, kk, r.dropPromptPadding(ws, kk), seqSet)
 		}
 	}
