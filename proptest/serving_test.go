@@ -391,3 +391,29 @@ func TestSharedWriteFromLog(t *testing.T) {
 		t.Fatalf("a write into shared block %d: %v", b0, ps)
 	}
 }
+
+// BenchmarkServingCampaignRef: the default campaign's 200 cases on the ref
+// SUT, with the serving actions (serving) and without (plain): what the
+// serving schedules cost the runner and the oracle (the cold runs of the
+// prefix hits included).
+func BenchmarkServingCampaignRef(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		base Base
+	}{{"plain", Base{Serve: &Serving{}}}, {"serving", servingBase()}} {
+		b.Run(v.name, func(b *testing.B) {
+			cpu0 := cpuTime(0)
+			for i := 0; i < b.N; i++ {
+				for _, r := range Campaign(Options{Seed: DefaultSeed, Cases: 200, Factory: refFactory(nil), Base: v.base}) {
+					if !r.Passed {
+						b.Fatal(r.Report())
+					}
+				}
+			}
+			b.ReportMetric(float64(200*b.N)/b.Elapsed().Seconds(), "schedules/s")
+			if d := cpuTime(0) - cpu0; d > 0 {
+				b.ReportMetric(d.Seconds()/float64(b.N), "cpu-s/op")
+			}
+		})
+	}
+}
