@@ -166,14 +166,6 @@ func (m *model) blocksInUse() int {
 	return n
 }
 
-// copyNeeded reports whether a write at position pos of q's table needs a
-// copy first (the block is shared).
-func (m *model) copyNeeded(q, pos int) bool {
-	var none [MaxSeqs]bool
-	c, _ := m.writeNeed(q, pos, pos+1, &none)
-	return c > 0
-}
-
 func (m *model) freeSlots() int {
 	n := 0
 	for s := 0; s < m.sc.Capacity; s++ {
