@@ -16,8 +16,8 @@
 //     (a prefill between two replays of one active set). Mixed in, the
 //     serving schedules, each drawn only when qwen3.Serves says the SUT's
 //     decoder supports the calls it makes (Base.Serve, which Campaign
-//     and RunCase ask the factory for: ProbeServing; check prints the
-//     calls not served): prefix hits at, before and after block
+//     and RunCase ask the factory for with the SUT of a case's first
+//     run, serve.go; check prints the calls not served): prefix hits at, before and after block
 //     boundaries, across sequences, from donors that may finish while the
 //     sharer holds their blocks (PrefillFrom; CopyBlocks for a partial
 //     block); chunked prefill with chunk sizes around the block size and
@@ -195,8 +195,9 @@
 // by device step, then by the device op at which they arose (strict
 // findings, cur_pos at an op, the KV log's writes), then the ones seen
 // after the call (page table, cache bytes, logits), ties by the order
-// setup, panic, strict, cur-pos, kv-write, page-table, sut-error, replay,
-// host-writes, device-memory, logits, kv-cache, close; the others are
+// setup, engine, panic, strict, rollback, cur-pos, shared-write, kv-write,
+// page-table, sut-error, replay, host-writes, device-memory, prefix-hit,
+// recompute, logits, kv-cache, close; the others are
 // listed as "also". A panic of the SUT is the property panic; a panic or
 // error of the runner itself (the oracle, the host pool) is no finding:
 // the case reports it as an error, check counts it apart and exits 2 when

@@ -56,7 +56,7 @@ const (
 	PropClose = "close"
 )
 
-var propRank = []string{PropSetup, PropEngine, PropPanic, PropStrict, PropSharedWrite, PropRollback, PropCurPos, PropKVWrite, PropPageTable, PropSUTError, PropReplay, PropHostWrites, PropMemory, PropPrefixHit, PropRecompute, PropLogits, PropKVCache, PropClose}
+var propRank = []string{PropSetup, PropEngine, PropPanic, PropStrict, PropRollback, PropCurPos, PropSharedWrite, PropKVWrite, PropPageTable, PropSUTError, PropReplay, PropHostWrites, PropMemory, PropPrefixHit, PropRecompute, PropLogits, PropKVCache, PropClose}
 
 // Failure is the first failing step of a schedule run.
 type Failure struct {

@@ -25,35 +25,11 @@ type Base struct {
 	Model    string
 	ModelDir string
 	// Serve is what serving calls the SUT supports, which the schedules'
-	// serving actions need; nil: RunCase asks the factory (ProbeServing),
+	// serving actions need; nil: RunCase asks the factory (serve.go),
 	// Campaign once for all its cases.
 	Serve *Serving
 }
 
-// ProbeServing builds one SUT of f, for a scenario b draws, and returns
-// what its decoder serves (qwen3.Serves); nothing when it cannot be built.
-func ProbeServing(f Factory, b Base) Serving {
-	s, _ := probeServing(f, b)
-	return s
-}
-
-// probeServing is ProbeServing with the factory's error.
-func probeServing(f Factory, b Base) (Serving, error) {
-	if f == nil {
-		return Serving{}, nil
-	}
-	sc := drawScenario(rand.New(rand.NewSource(1)), b)
-	sut, err := f(sc)
-	if err != nil || sut == nil {
-		return Serving{}, err
-	}
-	s := ServingOf(sut.Decoder())
-	_ = sut.Close()
-	if rc, ok := sut.(Recycler); ok {
-		rc.Recycle()
-	}
-	return s, nil
-}
 
 // scale is how a campaign fits its schedules to the model: the device
 // steps a case may ask for (work budget), the most sequences at once and

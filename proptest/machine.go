@@ -251,7 +251,7 @@ type CaseOptions struct {
 	Stop    func() bool
 	// probe, when set, answers what the SUT serves (Campaign's, shared by
 	// its cases) when Base.Serve is nil.
-	probe func() (Serving, error)
+	probe *prober
 }
 
 // DefaultSeed is the campaign seed when none is given: fixed, so a
@@ -283,16 +283,20 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 	}
 	res = CaseResult{Seed: s}
 	if o.Base.Serve == nil {
-		probe := o.probe
-		if probe == nil {
-			probe = func() (Serving, error) { return probeServing(o.Factory, o.Base) }
+		p := o.probe
+		if p == nil {
+			p = newProber(o.Factory, o.Base)
+			defer p.close()
 		}
-		sv, err := probe()
+		sv, err := p.probe(s)
 		if Aborting(err) {
 			res.Error = err.Error() // no case: the campaign ends
 			return res
 		}
 		o.Base.Serve = &sv
+		if o.Factory != nil {
+			o.Factory = p.factory
+		}
 	}
 	rng := rand.New(rand.NewSource(int64(s)))
 	n := caseLen(rng)

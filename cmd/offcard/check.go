@@ -207,8 +207,8 @@ func runCheck(e *env, args []string) error {
 	if err := cm.prepare(e); err != nil {
 		return err
 	}
-	serve := proptest.ProbeServing(factory, opt.Base)
-	opt.Base.Serve = &serve
+	var serve proptest.Serving
+	opt.Served = func(s proptest.Serving) { serve = s }
 	prog := startCampaignProgress(e.stderr, e.stderrTTY, len(shard.Cases(*cases)))
 	opt.CaseDone = prog.caseDone
 	t0 := time.Now()
