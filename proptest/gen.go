@@ -30,7 +30,6 @@ type Base struct {
 	Serve *Serving
 }
 
-
 // scale is how a campaign fits its schedules to the model: the device
 // steps a case may ask for (work budget), the most sequences at once and
 // the most KV blocks of the cache. tiny's is the default campaign's; a
