@@ -25,6 +25,9 @@ func (r *runner) fork(c Cmd) *Failure {
 	r.outh[q] = slices.Clone(r.outh[p][:pos])
 	r.rolled[q] = [2]int{}
 	r.ref.seat(qwen3.SeqID(q), r.hist[q])
+	if _, ok := r.sut.(*EngineSUT); ok {
+		r.wire().inherit(q, p, pos)
+	}
 	r.reach.add(ReachFork)
 	copies, err := tab.PrepareWrite(pos, pos+1)
 	if err != nil {

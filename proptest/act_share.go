@@ -32,6 +32,9 @@ func (r *runner) share(c Cmd) *Failure {
 	r.outh[q] = slices.Clone(r.outh[d][:c.Len])
 	r.rolled[q] = [2]int{}
 	r.ref.seat(qwen3.SeqID(q), toks[:c.Len])
+	if _, ok := r.sut.(*EngineSUT); ok {
+		r.wire().inherit(q, d, c.Len)
+	}
 	cold, err := r.coldRun(qwen3.SeqID(q), toks)
 	if err != nil {
 		panic(fmt.Sprintf("ref cold run: %v", err))
