@@ -417,3 +417,33 @@ func BenchmarkServingCampaignRef(b *testing.B) {
 		})
 	}
 }
+
+// noVerify is ref that answers every serving call but offers verify to
+// no one (as an engine whose hello does not list it).
+type noVerify struct{ plantBase }
+
+func (noVerify) OffersServing(call string) bool { return call != qwen3.ServeVerify }
+
+// A campaign asks the SUT what it serves (qwen3.Serves, through a
+// ServingOffer too) and draws only those actions: no verify here, prefix
+// hits and copies all the same; Served tells what it found.
+func TestServingDrawnThroughServes(t *testing.T) {
+	var served *Serving
+	rs := Campaign(Options{Seed: DefaultSeed, Cases: 16, Factory: refFactory(func(d *paddedRef) qwen3.Decoder { return noVerify{plantBase{d}} }),
+		Served: func(s Serving) { served = &s }})
+	if served == nil || *served != (Serving{PrefillFrom: true, CopyBlocks: true}) {
+		t.Fatalf("served %+v", served)
+	}
+	reach := map[string]int{}
+	for _, r := range rs {
+		if !r.Passed {
+			t.Fatal(r.Report())
+		}
+		for k, n := range r.Reach {
+			reach[k] += n
+		}
+	}
+	if reach[ReachVerify] != 0 || reach[ReachShare] == 0 || reach[ReachBlockCopy] == 0 {
+		t.Fatalf("reach %v: want no verify, prefix hits and block copies", reach)
+	}
+}
