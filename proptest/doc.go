@@ -206,7 +206,9 @@
 // # Shrinking and reach
 //
 // gopter shrinks the schedule (shorter prompts and decodes, fewer batch
-// members and starts, no teacher stream, smaller jumps, fewer commands);
+// members and starts, no teacher stream, smaller jumps, shorter shared
+// prefixes and tails, no chunking, fewer verify entries and drafts,
+// salts 0, fewer commands);
 // then shrinkScript drops single commands gopter could not (a failure at
 // Close is invisible to it) and simplifies the scenario (capacity, blocks,
 // verify, recapture_every, arch, model seed), keeping each change after
@@ -214,7 +216,9 @@
 // original schedule visited (CaseResult.Reach: decode starts, several at
 // once, teacher forcing, position jumps, a full pool, a page table as wide
 // as the cache, eager/capture/replay/steady replays, prefills between
-// replays, faithful and strict cases, ...); ReachTotals sums a campaign,
+// replays, faithful and strict cases, prefix hits at and inside blocks,
+// chunks, verify steps across blocks, rollbacks, forks, block copies,
+// preemptions, re-admits, ...); ReachTotals sums a campaign,
 // and offcard check --json prints it as "reach".
 //
 // # Script format
