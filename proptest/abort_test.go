@@ -28,8 +28,11 @@ func TestAbortingSetup(t *testing.T) {
 	calls.Store(0)
 	rs := Campaign(Options{Seed: 1, Cases: 50, Workers: 2, Base: Base{Device: "sim"}, Factory: factory,
 		Abort: func() bool { return calls.Load() > 0 }})
-	if len(rs) == 0 || len(rs) > 2 || calls.Load() != int64(len(rs)) {
-		t.Fatalf("%d results, %d factory calls for 50 cases aborted at the first: want at most the 2 running", len(rs), calls.Load())
+	// Each case asks the factory at most once (the first asks what the
+	// SUT serves, serve.go, and stops at its aborting error; a case
+	// started beside it gets the same answer without asking).
+	if len(rs) == 0 || len(rs) > 2 || calls.Load() < 1 || calls.Load() > int64(len(rs)) {
+		t.Fatalf("%d results, %d factory calls for 50 cases aborted at the first: want at most the 2 running, at most one call each", len(rs), calls.Load())
 	}
 	for _, r := range rs {
 		if r.Error == "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 
+	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 )
 
@@ -39,52 +40,149 @@ func drawAdmit(rng *rand.Rand, m model) (Cmd, bool) {
 	if n > limit {
 		n = limit - rng.Intn(min(limit, 2))
 	}
-	seq := -1
-	if q := m.admits % MaxSeqs; rng.Intn(2) == 0 && !m.live[q] {
-		seq = q
-	} else {
-		for q, l := range m.live {
-			if !l {
-				seq = q
-				break
-			}
-		}
+	c := Cmd{Kind: Admit, Seq: newSeq(rng, m), Prompt: n, Salt: m.admits}
+	if m.serve.PrefillFrom && rng.Intn(4) == 0 {
+		c.Chunk = drawChunk(rng, bs)
 	}
-	c := Cmd{Kind: Admit, Seq: seq, Prompt: n, Salt: m.admits}
 	return c, m.check(c) == nil
 }
 
+// newSeq picks the id of a new sequence: the admission count's (mod
+// MaxSeqs) half the time when it is free, else the lowest id neither live
+// nor preempted (or, failing that, the lowest not live).
+func newSeq(rng *rand.Rand, m model) int {
+	if q := m.admits % MaxSeqs; rng.Intn(2) == 0 && !m.live[q] && m.preempted[q] == 0 {
+		return q
+	}
+	for _, skipPreempted := range []bool{true, false} {
+		for q, l := range m.live {
+			if !l && (!skipPreempted || m.preempted[q] == 0) {
+				return q
+			}
+		}
+	}
+	return -1
+}
+
+// drawChunk draws a chunk size for a prefill through PrefillFrom: around
+// the block size and its double (bs-1, bs, bs+1, 2bs), or a few positions.
+func drawChunk(rng *rand.Rand, bs int) int {
+	switch pick(rng, 2, 3, 2, 1, 2) {
+	case 0:
+		return bs - 1
+	case 1:
+		return bs
+	case 2:
+		return bs + 1
+	case 3:
+		return 2 * bs
+	}
+	return 1 + rng.Intn(8)
+}
+
 func (r *runner) admit(c Cmd) *Failure {
-	tab := r.pool.NewTable()
-	if err := tab.Grow(c.Prompt); err != nil {
-		panic(fmt.Sprintf("host pool: %v", err))
-	}
-	r.tabs[c.Seq] = tab
-	p := qwen3.Prefill{Seq: qwen3.SeqID(c.Seq), Tokens: promptTokens(c.Seq, c.Salt, c.Prompt, r.cfg.VocabSize), Blocks: tab.Blocks()}
-	want, err := r.ref.Prefill(p)
-	if err != nil {
-		panic(fmt.Sprintf("ref prefill: %v", err))
-	}
-	got, gerr := sutDo(func() ([]qwen3.Output, error) { return r.dec.Prefill(p) })
-	a := active{seq: c.Seq, slot: r.m.freeSlot(), blocks: p.Blocks}
-	for i := 0; i < c.Prompt; i++ {
-		a.pos = append(a.pos, i)
-	}
-	f := r.check(call{c: c, act: []active{a}, got: got, want: want, err: gerr})
-	r.steps += c.Prompt
-	r.next[c.Seq] = want[len(want)-1].Token
-	if _, ok := r.tolerant(); ok && len(got) > 0 && f == nil {
-		r.next[c.Seq] = got[len(got)-1].Token // teacher forcing
-	}
-	r.prev = map[int]stepState{a.slot: {seq: c.Seq, pos: c.Prompt - 1, token: want[len(want)-1].Token}}
+	r.hist[c.Seq], r.outh[c.Seq] = nil, nil
+	toks := promptTokens(c.Seq, c.Salt, c.Prompt, r.cfg.VocabSize)
+	f := r.prefill(c, c.Seq, r.pool.NewTable(), toks, 0, c.Chunk, nil, nil)
 	r.reach.add(ReachAdmit)
+	return f
+}
+
+// prefill prefills sequence q (not live) with the tokens toks[start:]
+// through tab (empty, or holding the positions below start: a prefix
+// hit): with Prefill when start and chunk are 0, else with PrefillFrom
+// calls of chunk positions each (all at once when chunk is 0), each after
+// its kvpage PrepareWrite and the copies that asks for. cold and first,
+// when set, are the cold run's outputs and the first run's output hashes
+// by position (the prefix-hit and recompute properties' expectations).
+func (r *runner) prefill(c Cmd, q int, tab *kvpage.Table, toks []int32, start, chunk int, cold []qwen3.Output, first []uint64) *Failure {
+	r.tabs[q] = tab
+	slot := r.m.freeSlot()
+	seq := qwen3.SeqID(q)
+	N := len(toks)
+	var last qwen3.Output // ref's output at the last position
+	var next int32        // the token to feed next: ref's, or the SUT's when tolerant
+	var f *Failure
+	if start == 0 && chunk == 0 {
+		if err := tab.Grow(N); err != nil {
+			panic(fmt.Sprintf("host pool: %v", err))
+		}
+		p := qwen3.Prefill{Seq: seq, Tokens: toks, Blocks: tab.Blocks()}
+		want, err := r.ref.Prefill(p)
+		if err != nil {
+			panic(fmt.Sprintf("ref prefill: %v", err))
+		}
+		got, gerr := sutDo(func() ([]qwen3.Output, error) { return r.dec.Prefill(p) })
+		a := active{seq: q, slot: slot, blocks: p.Blocks, pos: positions(0, N)}
+		f = r.check(call{c: c, act: []active{a}, got: got, want: want, err: gerr, cold: cold, first: first})
+		r.steps += N
+		r.recordAll(q, toks, 0, got, want, f)
+		last, next = want[len(want)-1], r.fedLast(got, want, f)
+	} else {
+		pf, ok := r.dec.(qwen3.PrefixPrefiller)
+		if !ok {
+			panic("runner: a PrefillFrom action drawn for a SUT without PrefixPrefiller")
+		}
+		if chunk == 0 {
+			chunk = N - start
+		}
+		sub := 0
+		for s := start; s < N && f == nil; s += chunk {
+			e := min(N, s+chunk)
+			sub++
+			copies, err := tab.PrepareWrite(s, e)
+			if err != nil {
+				panic(fmt.Sprintf("host pool: %v", err))
+			}
+			if len(copies) > 0 {
+				if f = r.copyBlocks(c, sub, copies); f != nil {
+					break
+				}
+			}
+			p := qwen3.PrefillFrom{Seq: seq, Start: s, Tokens: toks[s:e], Blocks: tab.Blocks()}
+			want, err := r.ref.PrefillFrom(p)
+			if err != nil {
+				panic(fmt.Sprintf("ref prefill from %d: %v", s, err))
+			}
+			got, gerr := sutDo(func() ([]qwen3.Output, error) { return pf.PrefillFrom(p) })
+			a := active{seq: q, slot: slot, blocks: p.Blocks, pos: positions(s, e)}
+			k := call{c: c, subStep: sub, from: true, act: []active{a}, got: got, want: want, err: gerr}
+			if cold != nil {
+				k.cold = cold[s:e]
+			}
+			if first != nil {
+				k.first = first[s:e]
+			}
+			f = r.check(k)
+			r.steps += e - s
+			r.recordAll(q, toks[s:e], s, got, want, f)
+			last, next = want[len(want)-1], r.fedLast(got, want, f)
+			if chunk < N-start {
+				r.reach.add(ReachChunk)
+			}
+		}
+	}
+	if f != nil {
+		return f
+	}
+	r.next[q] = next
+	r.prev = map[int]stepState{slot: {seq: q, pos: N - 1, token: last.Token}}
 	if r.sc.Prefill == qwen3.PrefillDecode {
 		r.reach.add(ReachPrefillByDecode)
 	}
 	if r.reach.afterReplay {
 		r.reach.prefillAfterReplay = true
 	}
-	return f
+	return nil
+}
+
+// positions is from, from+1, ..., to-1.
+func positions(from, to int) []int {
+	p := make([]int, to-from)
+	for i := range p {
+		p[i] = from + i
+	}
+	return p
 }
 
 // promptTokens is the prompt of an admit: token i is

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"slices"
 
+	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 )
 
@@ -160,6 +161,7 @@ func (r *runner) decode(c Cmd) *Failure {
 		first[q] = r.m.firstPos(c, q)
 		if _, ok := starts[q]; ok {
 			r.tabs[q] = r.pool.NewTable()
+			r.hist[q], r.outh[q] = nil, nil
 		}
 	}
 	r.reach.decodeCmd(c)
@@ -167,12 +169,23 @@ func (r *runner) decode(c Cmd) *Failure {
 		batch := make([]qwen3.Step, len(seqs))
 		act := make([]active, len(seqs))
 		fed := map[int]int32{}
+		var copies []kvpage.BlockCopy
+		for _, q := range seqs {
+			pos := first[q] + k - 1
+			cp, err := r.tabs[q].PrepareWrite(pos, pos+1)
+			if err != nil {
+				panic(fmt.Sprintf("host pool: %v", err))
+			}
+			copies = append(copies, cp...)
+		}
+		if len(copies) > 0 {
+			if f := r.copyBlocks(c, k, copies); f != nil {
+				return f
+			}
+		}
 		for i, q := range seqs {
 			pos := first[q] + k - 1
 			tab := r.tabs[q]
-			if err := tab.Grow(pos + 1); err != nil {
-				panic(fmt.Sprintf("host pool: %v", err))
-			}
 			tok := r.next[q]
 			_, started := starts[q]
 			switch {
@@ -203,6 +216,7 @@ func (r *runner) decode(c Cmd) *Failure {
 		for i, q := range seqs {
 			r.next[q] = r.fed(got, want, i)
 			r.prev[act[i].slot] = stepState{seq: q, pos: act[i].pos[0], token: want[i].Token}
+			r.record(q, act[i].pos[0], fed[q], got, i)
 		}
 		r.reach.poolFull(r.pool.NumFree() == 0)
 	}

@@ -2,8 +2,6 @@ package proptest
 
 import (
 	"fmt"
-
-	"github.com/offcard/offcard/qwen3"
 )
 
 // The actions that run no device step, finish and recapture, and what
@@ -11,15 +9,10 @@ import (
 // op, the page table and the cache unchanged).
 
 func (r *runner) finish(c Cmd) *Failure {
-	if err := r.ref.Finish(qwen3.SeqID(c.Seq)); err != nil {
-		panic(fmt.Sprintf("ref finish: %v", err))
-	}
-	_, err := sutDo(func() (struct{}, error) { return struct{}{}, r.dec.Finish(qwen3.SeqID(c.Seq)) })
-	r.tabs[c.Seq].Release()
-	r.tabs[c.Seq] = nil
-	r.prev = nil
+	f := r.end(c)
+	r.forget(c.Seq)
 	r.reach.add(ReachFinish)
-	return r.checkQuiet(c, err)
+	return f
 }
 
 func (r *runner) recapture(c Cmd) *Failure {

@@ -51,6 +51,9 @@ type Options struct {
 	// CaseDone, when set, is called with each case's result as it
 	// completes (before Progress, from the same goroutine).
 	CaseDone func(CaseResult)
+	// Served, when set, is told what the SUT serves (the serving calls
+	// the schedules could draw) before Campaign returns, once asked.
+	Served func(Serving)
 }
 
 // A campaign reads its simulated devices, caches and memos all over the
@@ -77,6 +80,21 @@ func Campaign(o Options) []CaseResult {
 	res := make([]CaseResult, len(idx))
 	ran := make([]bool, len(idx))
 	co := CaseOptions{Base: o.Base, Factory: o.Factory, MaxShrinks: o.MaxShrinks, ShrinkRuns: o.ShrinkRuns}
+	if o.Base.Serve == nil {
+		// What the SUT serves, asked once for all cases, by the first
+		// case that runs (so an Abort before any case asks nothing), with
+		// the SUT of its first run.
+		p := newProber(o.Factory, o.Base)
+		co.probe = p
+		defer func() {
+			p.close()
+			if o.Served != nil && p.done {
+				o.Served(p.sv)
+			}
+		}()
+	} else if o.Served != nil {
+		defer o.Served(*o.Base.Serve)
+	}
 	jobs := make(chan int)
 	done := make(chan int)
 	// first is the position of the first failing case known so far

@@ -13,10 +13,24 @@
 //     fill the pool; decodes that start sequences (several at once), feed
 //     a teacher stream instead of the greedy token, or jump positions; and,
 //     right after an admit that followed a decode, the same batch again
-//     (a prefill between two replays of one active set).
+//     (a prefill between two replays of one active set). Mixed in, the
+//     serving schedules, each drawn only when qwen3.Serves says the SUT's
+//     decoder supports the calls it makes (Base.Serve, which Campaign
+//     and RunCase ask the factory for with the SUT of a case's first
+//     run, serve.go; check prints the calls not served): prefix hits at, before and after block
+//     boundaries, across sequences, from donors that may finish while the
+//     sharer holds their blocks (PrefillFrom; CopyBlocks for a partial
+//     block); chunked prefill with chunk sizes around the block size and
+//     its double (PrefillFrom); speculative verify steps of k = 1..8 with
+//     random acceptance and rollback (Verify, kvpage Truncate); forks with
+//     copy-on-write (kvpage Fork; the copies PrepareWrite asks for carried
+//     out through CopyBlocks before the write; at block boundaries no
+//     copy is needed, so any SUT draws those); preemption and re-admit by
+//     recompute (Finish, then a prefill of the sequence's tokens so far).
 //   - The state machine (github.com/leanovate/gopter/commands): the State
-//     is the host's abstract truth (live sequences, lengths, slots, hence
-//     block counts); PreCondition checks every argument of a command
+//     is the host's abstract truth (live sequences, lengths, slots, the
+//     tables as abstract block ids, so shared blocks and copies are
+//     counted, gapless history, preempted sequences); PreCondition checks every argument of a command
 //     against it, so gopter's shrinking never produces an invalid schedule.
 //     The SystemUnderTest is a run that drives ref, the host's kvpage pool
 //     and tables, and a SUT built by a Factory, together.
@@ -137,6 +151,29 @@
 //     not allocated fails too.
 //  9. close: Close returns no error.
 //
+// The serving properties (prop_sharedwrite.go, prop_prefixhit.go,
+// prop_rollback.go, prop_recompute.go; kv-write covers the new writes):
+//
+//  10. shared-write (exact): no write lands in a block that two or more
+//     host tables hold when the call is made (kvpage's reference counts,
+//     after PrepareWrite's copies): from the KV write log (any record) and
+//     the cache bytes (a changed element that differs from ref's).
+//  11. prefix-hit (exact; tolerant when the SUT claims bit-exactness): a
+//     prefix hit's outputs equal a cold run of the same tokens that ref
+//     computes from position 0 on a cache of its own.
+//  12. rollback (every mode): after a verify rolled a sequence back, until
+//     its rejected rows are rewritten, any cur-pos, kv-write or logits
+//     problem of it is reported as rollback too (ranked first): its
+//     position came from the drafts, or it read a rejected row before it
+//     was overwritten.
+//  13. recompute (exact; tolerant when exact is claimed): a re-admitted
+//     sequence's outputs are bit-identical to the SUT's own first run at
+//     each position.
+//  14. kv-write for the new calls: a verify's k writes and a chunk's
+//     writes each at the host table's block and row; a block copy writes
+//     every row of each destination block and nothing else (its log
+//     records, by block and row; its bytes equal ref's copy).
+//
 // # Tolerant mode (tolerant.go, engine.go)
 //
 // A SUT that implements Tolerant (an engine process behind the line
@@ -158,8 +195,9 @@
 // by device step, then by the device op at which they arose (strict
 // findings, cur_pos at an op, the KV log's writes), then the ones seen
 // after the call (page table, cache bytes, logits), ties by the order
-// setup, panic, strict, cur-pos, kv-write, page-table, sut-error, replay,
-// host-writes, device-memory, logits, kv-cache, close; the others are
+// setup, engine, panic, strict, rollback, cur-pos, shared-write, kv-write,
+// page-table, sut-error, replay, host-writes, device-memory, prefix-hit,
+// recompute, logits, kv-cache, close; the others are
 // listed as "also". A panic of the SUT is the property panic; a panic or
 // error of the runner itself (the oracle, the host pool) is no finding:
 // the case reports it as an error, check counts it apart and exits 2 when
@@ -168,7 +206,9 @@
 // # Shrinking and reach
 //
 // gopter shrinks the schedule (shorter prompts and decodes, fewer batch
-// members and starts, no teacher stream, smaller jumps, fewer commands);
+// members and starts, no teacher stream, smaller jumps, shorter shared
+// prefixes and tails, no chunking, fewer verify entries and drafts,
+// salts 0, fewer commands);
 // then shrinkScript drops single commands gopter could not (a failure at
 // Close is invisible to it) and simplifies the scenario (capacity, blocks,
 // verify, recapture_every, arch, model seed), keeping each change after
@@ -176,7 +216,9 @@
 // original schedule visited (CaseResult.Reach: decode starts, several at
 // once, teacher forcing, position jumps, a full pool, a page table as wide
 // as the cache, eager/capture/replay/steady replays, prefills between
-// replays, faithful and strict cases, ...); ReachTotals sums a campaign,
+// replays, faithful and strict cases, prefix hits at and inside blocks,
+// chunks, verify steps across blocks, rollbacks, forks, block copies,
+// preemptions, re-admits, ...); ReachTotals sums a campaign,
 // and offcard check --json prints it as "reach".
 //
 // # Script format
@@ -209,6 +251,11 @@
 //		decode steps=4 [seqs=0,2] [start=3,5] [force=7] [skip=2]
 //		finish seq=0
 //		recapture
+//		share seq=1 from=0 len=33 prompt=40 [salt=2] [chunk=32]
+//		verify seqs=0,1 k=4,8 accept=2,8 [draft=7]
+//		fork seq=2 from=0 [salt=1]
+//		preempt seq=0
+//		readmit seq=0 [chunk=31]
 //
 //	  - admit seq=Q prompt=N [salt=S]: prefill a new sequence Q (0..15, not
 //	    live) with N tokens; token i of the prompt is
@@ -227,6 +274,32 @@
 //	  - finish seq=Q: end sequence Q; its blocks return to the pool.
 //	  - recapture: Engine.Reset, so the next captured step is cold and
 //	    captures a new trace.
+//	  - admit ... chunk=C (and readmit, share): the prompt is prefilled
+//	    with PrefillFrom calls of C positions each (needs prefill_from).
+//	  - share seq=Q from=D len=L prompt=N [salt=S] [chunk=C]: a prefix
+//	    hit: new sequence Q's positions 0..L-1 are live sequence D's (its
+//	    tokens; its blocks through kvpage SharePrefix; L at most D's
+//	    length without a position jump), then Q's own tokens L..N-1
+//	    (stream (Q, S)) are prefilled with PrefillFrom from L. A partial
+//	    last shared block is copied first (needs copy_blocks).
+//	  - verify seqs=... k=... accept=... [draft=S]: one Verify call; each
+//	    listed sequence runs k tokens (its next token, then k-1 drafts from
+//	    stream (seq, S)) at its length onwards (k 1..8, the table grown and
+//	    copied on write first), then keeps accept (1..k) positions: the
+//	    rest is rolled back (Truncate), and the next token fed is the
+//	    output at the last kept position.
+//	  - fork seq=C from=P [salt=S]: C shares all of P's blocks (Fork) and
+//	    decodes its first position at P's length, fed its stream token
+//	    (C, S) there; the shared partial block is copied first (needs
+//	    copy_blocks unless P's length is a whole number of blocks).
+//	  - preempt seq=Q: Finish Q (its blocks to the pool), keeping its
+//	    tokens; Q must have no position jump.
+//	  - readmit seq=Q [chunk=C]: prefill a preempted Q's tokens again
+//	    through fresh blocks.
+//
+// The host tables are kvpage's: every write is preceded by PrepareWrite
+// (growth and copy-on-write), every copy it asks for by a CopyBlocks call
+// of its own, checked like any call.
 //
 // A script is checked as it runs: a command whose precondition fails (no
 // free slot, too few blocks, a sequence not live, a position past the

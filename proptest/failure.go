@@ -56,7 +56,7 @@ const (
 	PropClose = "close"
 )
 
-var propRank = []string{PropSetup, PropEngine, PropPanic, PropStrict, PropCurPos, PropKVWrite, PropPageTable, PropSUTError, PropReplay, PropHostWrites, PropMemory, PropLogits, PropKVCache, PropClose}
+var propRank = []string{PropSetup, PropEngine, PropPanic, PropStrict, PropRollback, PropCurPos, PropSharedWrite, PropKVWrite, PropPageTable, PropSUTError, PropReplay, PropHostWrites, PropMemory, PropPrefixHit, PropRecompute, PropLogits, PropKVCache, PropClose}
 
 // Failure is the first failing step of a schedule run.
 type Failure struct {
@@ -168,6 +168,7 @@ func (r *runner) failure(k call, ps []problem, finding string, si StepInfo) *Fai
 	if len(ps) == 0 {
 		return nil
 	}
+	ps = r.rollbackProblems(ps)
 	slices.SortStableFunc(ps, firstCause)
 	if k.err != nil && ps[0].missing {
 		// A write that never happened because the call stopped at its

@@ -2,6 +2,7 @@ package proptest
 
 import (
 	"math/rand"
+	"slices"
 
 	"github.com/leanovate/gopter"
 
@@ -23,6 +24,10 @@ type Base struct {
 	// are made once.
 	Model    string
 	ModelDir string
+	// Serve is what serving calls the SUT supports, which the schedules'
+	// serving actions need; nil: RunCase asks the factory (serve.go),
+	// Campaign once for all its cases.
+	Serve *Serving
 }
 
 // scale is how a campaign fits its schedules to the model: the device
@@ -222,12 +227,32 @@ func drawCommand(rng *rand.Rand, m model) Cmd {
 			return c
 		}
 	}
-	switch pick(rng, wA, wD, wF, wR) {
-	case 0:
-		return *admit
-	case 1:
-		return *dec
-	case 2:
+	// The serving actions, each only when the SUT serves its calls (the
+	// draws check m.serve): prefix hits, verify steps, forks, preemptions
+	// and re-admits.
+	var serving []Cmd
+	var weights []int
+	for _, d := range []struct {
+		draw   func(*rand.Rand, model) (Cmd, bool)
+		w      int
+		budget bool // needs work budget left
+	}{{drawShare, 3, true}, {drawVerify, 4, true}, {drawFork, 2, true}, {drawPreempt, 1, false}, {drawReadmit, 5, true}} {
+		if d.budget && over {
+			continue
+		}
+		if c, ok := d.draw(rng, m); ok {
+			serving, weights = append(serving, c), append(weights, d.w)
+		}
+	}
+	if i := pick(rng, append([]int{wA, wD, wF, wR}, weights...)...); i >= 4 {
+		return serving[i-4]
+	} else if i != 3 {
+		switch i {
+		case 0:
+			return *admit
+		case 1:
+			return *dec
+		}
 		var ls []int
 		for q, l := range m.live {
 			if l {
@@ -256,6 +281,11 @@ func shrinkCmd(v interface{}) gopter.Shrink {
 			cands = append(cands, d)
 		}
 	}
+	if c.Chunk != 0 {
+		d := c
+		d.Chunk = 0
+		add(d)
+	}
 	switch c.Kind {
 	case Admit:
 		for _, n := range []int{1, c.Prompt / 2, c.Prompt - 64, c.Prompt - 32, c.Prompt - 1} {
@@ -265,6 +295,55 @@ func shrinkCmd(v interface{}) gopter.Shrink {
 				add(d)
 			}
 		}
+		if c.Salt != 0 {
+			d := c
+			d.Salt = 0
+			add(d)
+		}
+	case Share:
+		for _, n := range []int{c.Len + 1, c.Prompt - 32, c.Prompt - 1} {
+			if n > c.Len && n < c.Prompt {
+				d := c
+				d.Prompt = n
+				add(d)
+			}
+		}
+		for _, n := range []int{1, c.Len / 2, c.Len - 32, c.Len - 1} {
+			if n >= 1 && n < c.Len {
+				d := c
+				d.Len = n
+				add(d)
+			}
+		}
+		if c.Salt != 0 {
+			d := c
+			d.Salt = 0
+			add(d)
+		}
+	case Verify:
+		if len(c.Seqs) > 1 {
+			for i := range c.Seqs {
+				d := c
+				d.Seqs = slices.Delete(slices.Clone(c.Seqs), i, i+1)
+				d.K = slices.Delete(slices.Clone(c.K), i, i+1)
+				d.Accept = slices.Delete(slices.Clone(c.Accept), i, i+1)
+				add(d)
+			}
+		}
+		for i := range c.Seqs {
+			if c.Accept[i] < c.K[i] {
+				d := c
+				d.K = slices.Clone(c.K)
+				d.K[i] = c.Accept[i] + 1 // the fewest drafts that still reject one
+				add(d)
+			}
+		}
+		if c.Draft != 0 {
+			d := c
+			d.Draft = 0
+			add(d)
+		}
+	case Fork:
 		if c.Salt != 0 {
 			d := c
 			d.Salt = 0

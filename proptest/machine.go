@@ -179,7 +179,11 @@ func (rec *recorder) machine(b Base) commands.Commands {
 				panic(err)
 			}
 			s := sc
-			return newModel(&s, sc.MaxLen(cfg))
+			m := newModel(&s, sc.MaxLen(cfg))
+			if b.Serve != nil {
+				m.serve = *b.Serve
+			}
+			return m
 		}),
 		GenCommandFunc: func(st commands.State) gopter.Gen {
 			return genCommand(st.(model))
@@ -245,6 +249,9 @@ type CaseOptions struct {
 	// discard the case: Options.FailFast).
 	Failing func()
 	Stop    func() bool
+	// probe, when set, answers what the SUT serves (Campaign's, shared by
+	// its cases) when Base.Serve is nil.
+	probe *prober
 }
 
 // DefaultSeed is the campaign seed when none is given: fixed, so a
@@ -275,6 +282,22 @@ func RunCase(s uint64, o CaseOptions) (res CaseResult) {
 		o.ShrinkRuns = 600
 	}
 	res = CaseResult{Seed: s}
+	if o.Base.Serve == nil {
+		p := o.probe
+		if p == nil {
+			p = newProber(o.Factory, o.Base)
+			defer p.close()
+		}
+		sv, err := p.probe(s)
+		if Aborting(err) {
+			res.Error = err.Error() // no case: the campaign ends
+			return res
+		}
+		o.Base.Serve = &sv
+		if o.Factory != nil {
+			o.Factory = p.factory
+		}
+	}
 	rng := rand.New(rand.NewSource(int64(s)))
 	n := caseLen(rng)
 	rec := &recorder{factory: o.Factory, budget: o.ShrinkRuns, start: time.Now(), failing: o.Failing, stop: o.Stop}

@@ -364,3 +364,103 @@ func (o *oracle) Finish(seq qwen3.SeqID) error {
 	delete(o.at, seq)
 	return nil
 }
+
+// seat puts sequence seq on the memo at the node of its history hist
+// (the tokens at positions 0..len(hist)-1), or off it when the memo does
+// not hold that trajectory: after a prefix hit (its first positions are
+// the donor's), a fork (the parent's) or a rollback (the accepted
+// positions), the sequence's next position follows that node.
+func (o *oracle) seat(seq qwen3.SeqID, hist []int32) {
+	n := &o.memo.root
+	o.memo.mu.Lock()
+	for _, t := range hist {
+		if n = n.child(t); n == nil {
+			break
+		}
+	}
+	o.memo.mu.Unlock()
+	if len(hist) == 0 {
+		n = nil
+	}
+	o.at[seq] = n
+}
+
+// PrefillFrom is ref.Decoder.PrefillFrom, position by position through
+// the memo (ref computes a prefill from Start as single-position steps
+// that read the cache below: ref/serving.go). Before a prefix hit the
+// caller seats the sequence on its prefix (seat).
+func (o *oracle) PrefillFrom(p qwen3.PrefillFrom) ([]qwen3.Output, error) {
+	for i := range p.Tokens {
+		o.note(p.Blocks, p.Start+i)
+	}
+	if !useOracleMemo {
+		return o.d.PrefillFrom(p)
+	}
+	if p.Start == 0 && o.live[p.Seq] {
+		return nil, fmt.Errorf("ref: prefill of sequence %d from 0, which is already live", p.Seq)
+	}
+	if p.Start == 0 {
+		o.at[p.Seq] = &o.memo.root
+	}
+	outs := make([]qwen3.Output, len(p.Tokens))
+	for i, t := range p.Tokens {
+		out, err := o.step(qwen3.Step{Seq: p.Seq, Token: t, Pos: p.Start + i, Blocks: p.Blocks})
+		if err != nil {
+			return nil, err
+		}
+		outs[i] = out
+	}
+	o.live[p.Seq] = true
+	return outs, nil
+}
+
+// Verify is ref.Decoder.Verify: round j is the decode batch of position
+// Pos+j of every entry with more than j tokens (as ref runs it).
+func (o *oracle) Verify(batch []qwen3.VerifyStep) ([][]qwen3.Output, error) {
+	if !useOracleMemo {
+		for _, st := range batch {
+			for j := range st.Tokens {
+				o.note(st.Blocks, st.Pos+j)
+			}
+		}
+		return o.d.Verify(batch)
+	}
+	outs := make([][]qwen3.Output, len(batch))
+	rounds := 0
+	for i, st := range batch {
+		outs[i] = make([]qwen3.Output, len(st.Tokens))
+		rounds = max(rounds, len(st.Tokens))
+	}
+	for j := range rounds {
+		var steps []qwen3.Step
+		var at []int
+		for i, st := range batch {
+			if j < len(st.Tokens) {
+				steps = append(steps, qwen3.Step{Seq: st.Seq, Token: st.Tokens[j], Pos: st.Pos + j, Blocks: st.Blocks})
+				at = append(at, i)
+			}
+		}
+		got, err := o.Decode(steps)
+		if err != nil {
+			return nil, err
+		}
+		for n, i := range at {
+			outs[i][j] = got[n]
+		}
+	}
+	return outs, nil
+}
+
+// CopyBlocks is ref.Decoder.CopyBlocks; every row of each destination
+// block may change.
+func (o *oracle) CopyBlocks(copies []qwen3.BlockCopy) error {
+	if err := o.d.CopyBlocks(copies); err != nil {
+		return err
+	}
+	for _, c := range copies {
+		for row := range o.bs {
+			o.written = append(o.written, int(c.Dst)*o.bs+row)
+		}
+	}
+	return nil
+}

@@ -123,7 +123,7 @@ func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[in
 // writes whole 32-row tiles, and the oracle expects those rows to hold
 // zeros. A prefill by decode steps writes no such row.
 func (r *runner) dropPromptPadding(ws []KVWrite, k call) []KVWrite {
-	if k.decode || r.sc.Prefill != qwen3.PrefillProgram {
+	if k.decode || k.verify || k.from || r.sc.Prefill != qwen3.PrefillProgram {
 		return ws
 	}
 	bs := r.sc.BlockSize
@@ -186,11 +186,15 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 			refRows = append(refRows, [2]int{lo, lo + hd})
 		}
 	}
+	shared, sharedSeen := r.sharedBlocks(), false
 	for l := 0; l < r.cfg.NumHiddenLayers; l++ {
 		dk, dv, changed, err := kp.PeekKV(l)
 		if err != nil {
 			*ps = append(*ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "peek KV cache: " + err.Error()})
 			return
+		}
+		if shared != nil && !sharedSeen {
+			sharedSeen = r.checkSharedBytes(ps, l, dk, dv, changed, shared)
 		}
 		value, i, ok := r.firstCacheDiff(ps, l, dk, dv, mergeSpans(append(changed, refRows...))) // changed is ours until the next PeekKV
 		if !ok {
@@ -202,13 +206,25 @@ func (r *runner) diffCache(ps *[]problem, k call) {
 		blk, row, head, dim := r.cacheCoord(i)
 		dev, oracl := r.cacheBits(l, value, i, dk, dv)
 		where := fmt.Sprintf("layer %d %s cache block %d row %d (head %d dim %d): device bits %#04x, ref %#04x", l, kvName(value), blk, row, head, dim, dev, oracl)
-		if sp, ok := rows[[2]int{blk, row}]; ok {
+		if c, ok := copyDst(k.copies, blk); ok {
+			*ps = append(*ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: fmt.Sprintf("block copy %d->%d: destination row %d does not hold the source's row (a copy writes its whole destination block): %s", c.Src, c.Dst, row, where)})
+		} else if sp, ok := rows[[2]int{blk, row}]; ok {
 			*ps = append(*ps, problem{prop: PropKVWrite, seq: sp[0], pos: sp[1], detail: fmt.Sprintf("seq %d pos %d: the cache row the host table names does not hold ref's values (the write went elsewhere, was dropped, or wrote other values): %s", sp[0], sp[1], where)})
 		} else {
 			*ps = append(*ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: "a cache row no position of the call maps to differs from ref's (a stray write): " + where})
 		}
 		return
 	}
+}
+
+// copyDst is the copy whose destination is block blk.
+func copyDst(copies []qwen3.BlockCopy, blk int) (qwen3.BlockCopy, bool) {
+	for _, c := range copies {
+		if int(c.Dst) == blk {
+			return c, true
+		}
+	}
+	return qwen3.BlockCopy{}, false
 }
 
 // firstCacheDiff is the first element, K before V, where layer l's device

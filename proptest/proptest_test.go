@@ -126,6 +126,12 @@ decode steps=2 seqs=2
 # interleaved comments are dropped
 finish seq=2
 recapture
+admit seq=0 prompt=40 chunk=31
+share seq=1 from=0 len=33 prompt=64 salt=2 chunk=32
+verify seqs=0,1 k=4,8 accept=2,8 draft=7
+fork seq=3 from=1 salt=1
+preempt seq=0
+readmit seq=0 chunk=33
 `
 	s, err := ParseScript(strings.NewReader(text))
 	if err != nil {
@@ -146,6 +152,13 @@ recapture
 		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nadmit seq=0 prompt=1\nengine block=32", // header late
 		"model tiny seed=1\ndevice sim arch=wormhole\nengine\njump\n",                                // unknown
 		"model tiny seed=1\ndevice sim arch=wormhole l1=random\nengine\n",                            // L1 mode
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nshare seq=1 from=1 len=2 prompt=3\n",   // self share
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nshare seq=1 from=0 len=3 prompt=3\n",   // no own token
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nverify seqs=0 k=9 accept=1\n",          // k > 8
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nverify seqs=0 k=2 accept=3\n",          // accept > k
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nverify seqs=0,1 k=2 accept=1\n",        // list lengths
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nfork seq=2\n",                          // no parent
+		"model tiny seed=1\ndevice sim arch=wormhole\nengine\nreadmit seq=2 chunk=-1\n",              // chunk
 	} {
 		if _, err := ParseScript(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted:\n%s", bad)
@@ -158,14 +171,21 @@ func TestRunScriptRejectsInvalid(t *testing.T) {
 	head := "model tiny seed=1\ndevice sim arch=wormhole strict\nengine block=32 blocks=4 width=dynamic capacity=1 mode=eager\n"
 	for _, body := range []string{
 		"decode steps=1\n", // nothing live
-		"admit seq=0 prompt=1\nadmit seq=1 prompt=1\n",                               // no free slot
-		"admit seq=0 prompt=129\n",                                                   // past the cache
-		"finish seq=0\n",                                                             // not live
-		"admit seq=0 prompt=100\ndecode steps=40\n",                                  // past the cache
-		"admit seq=0 prompt=1\ndecode steps=1 seqs=0,1\n",                            // seq 1 not live
-		"admit seq=0 prompt=5\nfinish seq=0\nfinish seq=0\n",                         // twice
-		"admit seq=0 prompt=5\nadmit seq=0 prompt=5\n",                               // live already
-		"admit seq=0 prompt=5\ndecode steps=1 seqs=0\nrecapture\ndecode steps=300\n", // too many steps
+		"admit seq=0 prompt=1\nadmit seq=1 prompt=1\n",                                     // no free slot
+		"admit seq=0 prompt=129\n",                                                         // past the cache
+		"finish seq=0\n",                                                                   // not live
+		"admit seq=0 prompt=100\ndecode steps=40\n",                                        // past the cache
+		"admit seq=0 prompt=1\ndecode steps=1 seqs=0,1\n",                                  // seq 1 not live
+		"admit seq=0 prompt=5\nfinish seq=0\nfinish seq=0\n",                               // twice
+		"admit seq=0 prompt=5\nadmit seq=0 prompt=5\n",                                     // live already
+		"admit seq=0 prompt=5\ndecode steps=1 seqs=0\nrecapture\ndecode steps=300\n",       // too many steps
+		"share seq=1 from=0 len=2 prompt=4\n",                                              // donor not live
+		"admit seq=0 prompt=5\nshare seq=1 from=0 len=6 prompt=8\n",                        // prefix past the donor
+		"admit seq=0 prompt=5\ndecode steps=1 skip=3\nshare seq=1 from=0 len=7 prompt=9\n", // prefix over a gap
+		"fork seq=1 from=0\n",                                                              // parent not live
+		"admit seq=0 prompt=5\nreadmit seq=0\n",                                            // not preempted
+		"admit seq=0 prompt=5\ndecode steps=1 skip=3\npreempt seq=0\n",                     // a gap: no recompute
+		"verify seqs=0 k=2 accept=1\n",                                                     // nothing live
 	} {
 		s, err := ParseScript(strings.NewReader(head + body))
 		if err != nil {

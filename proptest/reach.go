@@ -1,6 +1,10 @@
 package proptest
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/offcard/offcard/qwen3"
+)
 
 // Reach kinds: the states a schedule run visited. CaseResult.Reach counts
 // each kind's visits in the case's original schedule; ReachTotals sums a
@@ -25,6 +29,20 @@ const (
 	ReachReplay            = "replay"                  // a decode step that replayed one
 	ReachSteadyReplay      = "steady_replay"           // a replay in steady state (zero host writes expected)
 	ReachPrefillInterleave = "prefill_between_replays" // a replay after a prefill that followed a replay
+
+	// The serving actions (drawn only when the SUT serves their calls).
+	ReachShare             = "prefix_hit"             // a prefix-cache hit (share)
+	ReachShareAtBoundary   = "prefix_hit_at_boundary" // one of a whole number of blocks
+	ReachShareInBlock      = "prefix_hit_in_block"    // one ending inside a block (copied on write)
+	ReachSharedAfterEnd    = "shared_after_finish"    // a finish or preempt whose blocks another table still holds
+	ReachChunk             = "chunked_prefill"        // a prefill chunk of a prompt in several chunks
+	ReachVerify            = "verify"                 // a sequence's speculative verify
+	ReachVerifyAcrossBlock = "verify_across_block"    // one whose k positions cross a block boundary
+	ReachRollback          = "rollback"               // one that rejected drafts (rolled back)
+	ReachFork              = "fork"                   // a fork
+	ReachBlockCopy         = "block_copy"             // a CopyBlocks call (copy-on-write)
+	ReachPreempt           = "preempt"                // a preemption
+	ReachReadmit           = "readmit"                // a re-admit (recompute)
 )
 
 // Reach counts the visits of one run.
@@ -116,7 +134,18 @@ type ReachTotal struct {
 var AllReachKinds = []string{ReachStrict, ReachFaithful, ReachAdmit, ReachPrefillByDecode, ReachFinish, ReachReset,
 	ReachDecodeStart, ReachDecodeStartMany, ReachTeacherForced, ReachPositionJump, ReachSubsetDecode,
 	ReachPoolFull, ReachWidthFullCache, ReachEagerDecode, ReachCapture, ReachReplay, ReachSteadyReplay,
-	ReachPrefillInterleave}
+	ReachPrefillInterleave,
+	ReachShare, ReachShareAtBoundary, ReachShareInBlock, ReachSharedAfterEnd, ReachChunk,
+	ReachVerify, ReachVerifyAcrossBlock, ReachRollback, ReachFork, ReachBlockCopy, ReachPreempt, ReachReadmit}
+
+// ServingReach maps each serving reach kind to the serving calls it needs
+// (a report says which were not exercised because the SUT lacks them).
+var ServingReach = map[string][]string{
+	ReachShare: {qwen3.ServePrefillFrom}, ReachShareAtBoundary: {qwen3.ServePrefillFrom},
+	ReachShareInBlock: {qwen3.ServePrefillFrom, qwen3.ServeCopyBlocks},
+	ReachChunk:        {qwen3.ServePrefillFrom}, ReachVerify: {qwen3.ServeVerify}, ReachVerifyAcrossBlock: {qwen3.ServeVerify},
+	ReachRollback: {qwen3.ServeVerify}, ReachBlockCopy: {qwen3.ServeCopyBlocks},
+}
 
 // ReachTotals sums the reach of a campaign's cases (their original
 // schedules), one row per kind, every kind listed (zero rows show what a

@@ -50,6 +50,17 @@ type runner struct {
 	worder  []wkey
 	tm      TapMemory  // checkMem's, reused
 	wj      *wireJudge // an engine process's judge state (wireobs.go), nil until used
+
+	// The serving actions' state, by sequence (live and preempted): the
+	// token fed at each position (-1: a position jump's gap), the hash of
+	// the SUT's output at each position when first computed (recompute),
+	// and the rollback window [accepted, verify end) of a sequence whose
+	// rejected rows are not all rewritten yet (rollback).
+	hist   [MaxSeqs][]int32
+	outh   [MaxSeqs][]uint64
+	rolled [MaxSeqs][2]int
+	w      *qwen3.Weights
+	cold   *ref.Decoder // the prefix-hit property's cold runs, nil until used
 }
 
 func newRunner(sc Scenario, f Factory) (*runner, error) {
@@ -60,7 +71,7 @@ func newRunner(sc Scenario, f Factory) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{sc: sc, cfg: w.Config, traceWidth: -1}
+	r := &runner{sc: sc, cfg: w.Config, traceWidth: -1, w: w}
 	r.m = newModel(&r.sc, sc.MaxLen(w.Config))
 	if r.pool, err = kvpage.NewPool(sc.NumBlocks, sc.BlockSize); err != nil {
 		return nil, err
@@ -74,6 +85,7 @@ func newRunner(sc Scenario, f Factory) (*runner, error) {
 		return nil, err
 	}
 	r.dec = r.sut.Decoder()
+	r.m.serve = ServingOf(r.dec)
 	if s, ok := r.sut.(*SimSUT); ok && shareRows {
 		r.ref.share = (&rowShare{dev: s.Dev}).products // ref's rows, to the device (rowshare.go)
 	}
@@ -102,6 +114,9 @@ func (r *runner) close() *Failure {
 	defer r.recycle()
 	if r.ref != nil {
 		r.ref.Close()
+	}
+	if r.cold != nil {
+		r.cold.Close()
 	}
 	if r.sut == nil {
 		return nil
@@ -188,6 +203,16 @@ func (r *runner) exec(c Cmd) (fail *Failure) {
 		fail = r.finish(c)
 	case Recapture:
 		fail = r.recapture(c)
+	case Share:
+		fail = r.share(c)
+	case Verify:
+		fail = r.verify(c)
+	case Fork:
+		fail = r.fork(c)
+	case Preempt:
+		fail = r.preempt(c)
+	case Readmit:
+		fail = r.readmit(c)
 	}
 	if fail == nil {
 		r.m = r.m.apply(c)
@@ -212,6 +237,17 @@ type call struct {
 	want    []qwen3.Output
 	err     error
 	steady  bool // a steady-state decode step (see steady)
+	// from: a PrefillFrom call (no tile padding past the chunk); verify:
+	// a verify step (each act entry's k positions); copies: a CopyBlocks
+	// call (no act).
+	from   bool
+	verify bool
+	copies []qwen3.BlockCopy
+	// cold: the cold run's outputs for want's positions (prefix-hit);
+	// first: the hashes of the SUT's first-run outputs at want's positions
+	// (recompute). nil: not checked.
+	cold  []qwen3.Output
+	first []uint64
 }
 
 // sutPanic carries a panic of the SUT (as opposed to one of the runner).
@@ -258,6 +294,7 @@ func (r *runner) check(k call) *Failure {
 		} else {
 			n := len(ps)
 			logged, haveLog = r.dropPromptPadding(ws, k), true
+			r.checkSharedLog(&ps, ws, slotSeq)
 			r.checkWrites(&ps, k, logged, slotSeq)
 			// Place the log's problems at the step's first cache update.
 			if per := len(uc) / max(1, len(k.act[0].pos)); len(uc) > 0 {
@@ -274,7 +311,9 @@ func (r *runner) check(k call) *Failure {
 		if err != nil {
 			ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "observe cur_pos: " + err.Error()})
 		} else {
-			r.checkOpPos(&ps, k, obs, slotSeq)
+			if !k.verify { // a verify's ops: no contract yet for cur_pos op by op
+				r.checkOpPos(&ps, k, obs, slotSeq)
+			}
 		}
 	}
 	// Property 3 after the step: active slots hold their position + 1,
@@ -309,6 +348,8 @@ func (r *runner) check(k call) *Failure {
 	// Properties 1, 4, 6: outputs equal ref's bit for bit.
 	if k.err == nil {
 		r.checkOutputs(&ps, k, bs)
+		r.checkColdRun(&ps, k)
+		r.checkRecompute(&ps, k)
 	}
 	f := r.failure(k, ps, finding, si)
 	if f != nil {

@@ -182,6 +182,8 @@ const (
 	MaxDecodeSteps = 256
 	// MaxSkip bounds a decode's position jump.
 	MaxSkip = 64
+	// MaxVerifyK bounds a verify step's tokens per sequence.
+	MaxVerifyK = 8
 	// MaxCases bounds a campaign's cases (check --cases): each case's
 	// result is kept until the report.
 	MaxCases = 1_000_000
@@ -205,6 +207,27 @@ const (
 	// Recapture forces a cold restart of the engine's regime (Engine.Reset):
 	// the next captured step records a new trace.
 	Recapture
+	// Share admits a new sequence Seq whose first Len positions are a
+	// prefix-cache hit on live sequence From (kvpage SharePrefix: From's
+	// tokens and KV blocks), then prefills its own tokens Len..Prompt-1
+	// (stream (Seq, Salt)) with PrefillFrom, in chunks of Chunk when set.
+	Share
+	// Verify runs a speculative verify step of the sequences Seqs: K[i]
+	// tokens each (its next token, then drafts from stream (seq, Draft)),
+	// then keeps the first Accept[i] positions and rolls the rest back
+	// (kvpage Truncate).
+	Verify
+	// Fork makes Seq a child of live sequence From (kvpage Fork: every
+	// block shared, copy-on-write) and decodes its first position, fed its
+	// stream token (Seq, Salt) at that position.
+	Fork
+	// Preempt ends live sequence Seq (Finish, its blocks to the pool) and
+	// keeps its tokens for Readmit.
+	Preempt
+	// Readmit re-admits a preempted sequence Seq: a prefill of its prompt
+	// and generated tokens so far through fresh blocks (in chunks of Chunk
+	// with PrefillFrom, when set).
+	Readmit
 
 	// closeKind names the end of a run (Close) in a failure; it is no
 	// script command.
@@ -226,6 +249,17 @@ type Cmd struct {
 	Start []int
 	Force int
 	Skip  int
+	// Serving actions: From is the donor (Share) or parent (Fork); Len the
+	// shared prefix (Share); Chunk the chunk size of a prefill through
+	// PrefillFrom (Admit, Share, Readmit; 0: one call); K and Accept the
+	// verify's tokens and accepted positions per sequence of Seqs, Draft
+	// the drafts' stream salt (Verify).
+	From   int
+	Len    int
+	Chunk  int
+	K      []int
+	Accept []int
+	Draft  int
 }
 
 // String is the command's script line.
@@ -236,7 +270,29 @@ func (c Cmd) String() string {
 		if c.Salt != 0 {
 			s += fmt.Sprintf(" salt=%d", c.Salt)
 		}
+		return s + c.chunkArg()
+	case Share:
+		s := fmt.Sprintf("share seq=%d from=%d len=%d prompt=%d", c.Seq, c.From, c.Len, c.Prompt)
+		if c.Salt != 0 {
+			s += fmt.Sprintf(" salt=%d", c.Salt)
+		}
+		return s + c.chunkArg()
+	case Verify:
+		s := fmt.Sprintf("verify seqs=%s k=%s accept=%s", joinInts(c.Seqs), joinInts(c.K), joinInts(c.Accept))
+		if c.Draft != 0 {
+			s += fmt.Sprintf(" draft=%d", c.Draft)
+		}
 		return s
+	case Fork:
+		s := fmt.Sprintf("fork seq=%d from=%d", c.Seq, c.From)
+		if c.Salt != 0 {
+			s += fmt.Sprintf(" salt=%d", c.Salt)
+		}
+		return s
+	case Preempt:
+		return fmt.Sprintf("preempt seq=%d", c.Seq)
+	case Readmit:
+		return fmt.Sprintf("readmit seq=%d", c.Seq) + c.chunkArg()
 	case Decode:
 		s := fmt.Sprintf("decode steps=%d", c.Steps)
 		if c.Seqs != nil {
@@ -264,6 +320,13 @@ func (c Cmd) String() string {
 		return "(close)"
 	}
 	return fmt.Sprintf("Cmd(%d)", c.Kind)
+}
+
+func (c Cmd) chunkArg() string {
+	if c.Chunk == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" chunk=%d", c.Chunk)
 }
 
 func joinInts(v []int) string {
@@ -416,14 +479,86 @@ func ParseScript(r io.Reader) (Script, error) {
 			c := Cmd{Kind: Admit}
 			if c.Seq, err = args.need("seq"); err == nil {
 				if c.Prompt, err = args.need("prompt"); err == nil {
+					if c.Salt, err = args.int("salt", 0); err == nil {
+						c.Chunk, err = args.int("chunk", 0)
+					}
+				}
+			}
+			if err != nil {
+				return fail(err)
+			}
+			if c.Seq < 0 || c.Seq >= MaxSeqs || c.Prompt < 1 || c.Salt < 0 || c.Chunk < 0 {
+				return fail(fmt.Errorf("want 0 <= seq < %d, prompt >= 1, salt >= 0, chunk >= 0", MaxSeqs))
+			}
+			s.Commands = append(s.Commands, c)
+		case "share":
+			c := Cmd{Kind: Share}
+			for _, a := range []struct {
+				name string
+				dst  *int
+				need bool
+			}{{"seq", &c.Seq, true}, {"from", &c.From, true}, {"len", &c.Len, true}, {"prompt", &c.Prompt, true}, {"salt", &c.Salt, false}, {"chunk", &c.Chunk, false}} {
+				if a.need {
+					*a.dst, err = args.need(a.name)
+				} else {
+					*a.dst, err = args.int(a.name, 0)
+				}
+				if err != nil {
+					return fail(err)
+				}
+			}
+			if !validSeq(c.Seq) || !validSeq(c.From) || c.Seq == c.From || c.Len < 1 || c.Prompt <= c.Len || c.Salt < 0 || c.Chunk < 0 {
+				return fail(fmt.Errorf("want distinct seq and from in 0..%d, 1 <= len < prompt, salt >= 0, chunk >= 0", MaxSeqs-1))
+			}
+			s.Commands = append(s.Commands, c)
+		case "verify":
+			c := Cmd{Kind: Verify}
+			for _, k := range []struct {
+				name string
+				dst  *[]int
+			}{{"seqs", &c.Seqs}, {"k", &c.K}, {"accept", &c.Accept}} {
+				v, ok := args.take(k.name)
+				if !ok {
+					return fail(fmt.Errorf("missing %s=", k.name))
+				}
+				if *k.dst, err = parseInts(v); err != nil {
+					return fail(fmt.Errorf("%s %q: want integers separated by commas", k.name, v))
+				}
+			}
+			if c.Draft, err = args.int("draft", 0); err != nil {
+				return fail(err)
+			}
+			if err := checkVerifyArgs(c); err != nil {
+				return fail(err)
+			}
+			s.Commands = append(s.Commands, c)
+		case "fork":
+			c := Cmd{Kind: Fork}
+			if c.Seq, err = args.need("seq"); err == nil {
+				if c.From, err = args.need("from"); err == nil {
 					c.Salt, err = args.int("salt", 0)
 				}
 			}
 			if err != nil {
 				return fail(err)
 			}
-			if c.Seq < 0 || c.Seq >= MaxSeqs || c.Prompt < 1 || c.Salt < 0 {
-				return fail(fmt.Errorf("want 0 <= seq < %d, prompt >= 1, salt >= 0", MaxSeqs))
+			if !validSeq(c.Seq) || !validSeq(c.From) || c.Seq == c.From || c.Salt < 0 {
+				return fail(fmt.Errorf("want distinct seq and from in 0..%d, salt >= 0", MaxSeqs-1))
+			}
+			s.Commands = append(s.Commands, c)
+		case "preempt", "readmit":
+			c := Cmd{Kind: Preempt}
+			if verb == "readmit" {
+				c.Kind = Readmit
+				if c.Chunk, err = args.int("chunk", 0); err != nil {
+					return fail(err)
+				}
+			}
+			if c.Seq, err = args.need("seq"); err != nil {
+				return fail(err)
+			}
+			if !validSeq(c.Seq) || c.Chunk < 0 {
+				return fail(fmt.Errorf("want seq in 0..%d, chunk >= 0", MaxSeqs-1))
 			}
 			s.Commands = append(s.Commands, c)
 		case "decode":
@@ -498,6 +633,45 @@ func ParseScript(r io.Reader) (Script, error) {
 		return s, fmt.Errorf("scenario: %w", err)
 	}
 	return s, nil
+}
+
+func validSeq(q int) bool { return q >= 0 && q < MaxSeqs }
+
+// parseInts parses integers separated by commas.
+func parseInts(v string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// checkVerifyArgs checks a verify command's form: increasing, distinct
+// sequence ids, and for each 1 <= k <= MaxVerifyK and 1 <= accept <= k.
+func checkVerifyArgs(c Cmd) error {
+	switch {
+	case len(c.Seqs) == 0 || len(c.K) != len(c.Seqs) || len(c.Accept) != len(c.Seqs):
+		return fmt.Errorf("want seqs, k and accept lists of one length (%d, %d, %d)", len(c.Seqs), len(c.K), len(c.Accept))
+	case c.Draft < 0:
+		return fmt.Errorf("draft %d: want >= 0", c.Draft)
+	}
+	for i, q := range c.Seqs {
+		switch {
+		case !validSeq(q):
+			return fmt.Errorf("seq %d: want 0..%d", q, MaxSeqs-1)
+		case i > 0 && q <= c.Seqs[i-1]:
+			return errors.New("seqs: want increasing, distinct ids")
+		case c.K[i] < 1 || c.K[i] > MaxVerifyK:
+			return fmt.Errorf("k %d: want 1..%d", c.K[i], MaxVerifyK)
+		case c.Accept[i] < 1 || c.Accept[i] > c.K[i]:
+			return fmt.Errorf("accept %d: want 1..k (%d)", c.Accept[i], c.K[i])
+		}
+	}
+	return nil
 }
 
 // scriptArgs are one line's arguments: positional words, key=value pairs

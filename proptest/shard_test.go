@@ -91,7 +91,7 @@ func TestCampaignFailFast(t *testing.T) {
 		require.NoError(t, err)
 		return string(b)
 	}
-	const cases, seed = 8, 4
+	const cases, seed = 8, 6
 	o := Options{Seed: seed, Cases: cases, Factory: corruptFactory, Workers: 1, ShrinkRuns: 4}
 	whole := Campaign(o)
 	first := slices.IndexFunc(whole, func(r CaseResult) bool { return !r.Passed })

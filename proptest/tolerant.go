@@ -168,6 +168,7 @@ func (r *runner) checkTolerant(k call, tol Tolerance) *Failure {
 		if err != nil {
 			ps = append(ps, problem{prop: PropSUTError, seq: -1, pos: -1, detail: "KV writes: " + err.Error()})
 		} else {
+			r.checkSharedLog(&ps, ws, seqSet)
 			r.checkWrites(&ps, kk, r.dropPromptPadding(ws, kk), seqSet)
 		}
 	}
@@ -184,6 +185,10 @@ func (r *runner) checkTolerant(k call, tol Tolerance) *Failure {
 	}
 	if k.err == nil {
 		r.checkTolerantOutputs(&ps, k, tol, unjudged)
+		if tol.Exact {
+			r.checkColdRun(&ps, k)
+			r.checkRecompute(&ps, k)
+		}
 	}
 	return r.failure(k, ps, finding, StepInfo{})
 }

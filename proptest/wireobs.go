@@ -67,7 +67,7 @@ func (j *wireJudge) unjudged(k call) map[int]bool {
 		s := j.seqs[a.seq]
 		skip := false
 		switch {
-		case !k.decode:
+		case fresh(k, a):
 			// An admit starts the sequence afresh.
 		case s == nil:
 			skip = a.pos[0] > 0
@@ -88,7 +88,7 @@ func (j *wireJudge) unjudged(k call) map[int]bool {
 func (j *wireJudge) step(k call) {
 	for _, a := range k.act {
 		s := j.seqs[a.seq]
-		if !k.decode || s == nil {
+		if fresh(k, a) || s == nil {
 			s = &wireSeq{written: map[int]bool{}}
 			j.seqs[a.seq] = s
 		}
@@ -101,6 +101,29 @@ func (j *wireJudge) step(k call) {
 		}
 		s.blocks = a.blocks
 	}
+}
+
+// fresh reports whether call k starts a's sequence afresh: a prefill from
+// position 0 (a verify, a later chunk and a prefix hit continue what the
+// sequence holds).
+func fresh(k call, a active) bool {
+	return !k.decode && !k.verify && (!k.from || a.pos[0] == 0)
+}
+
+// inherit starts sequence q with the first n positions from's table holds
+// (a prefix hit, a fork): written by from, or inherited by it.
+func (j *wireJudge) inherit(q, from, n int) {
+	src := j.seqs[from]
+	s := &wireSeq{written: map[int]bool{}, next: n}
+	if src != nil {
+		for p := range src.written {
+			if p < n {
+				s.written[p] = true
+			}
+		}
+		s.blocks, s.holes = src.blocks, len(s.written) < n // a row below n it never wrote
+	}
+	j.seqs[q] = s
 }
 
 // liveRows maps every cache row (block, row) a live sequence has written
@@ -212,7 +235,7 @@ func clearProblem(w wire.KVWrite, live map[[2]int64][2]int, layers int) string {
 // clear the blocks it freed), its regime and its memory.
 func (r *runner) checkWireQuiet(ps *[]problem, c Cmd, e *EngineSUT) {
 	j := r.wire()
-	if c.Kind == Finish {
+	if c.Kind == Finish || c.Kind == Preempt {
 		delete(j.seqs, c.Seq)
 	}
 	if c.Kind == Recapture {
@@ -243,7 +266,7 @@ func (r *runner) checkWireQuiet(ps *[]problem, c Cmd, e *EngineSUT) {
 }
 
 func quietName(c Cmd) string {
-	if c.Kind == Finish {
+	if c.Kind == Finish || c.Kind == Preempt {
 		return "finish"
 	}
 	return "reset"

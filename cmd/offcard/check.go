@@ -43,6 +43,9 @@ type checkSummary struct {
 	SaveErrors []string              `json:"save_errors,omitempty"`
 	Errors     int                   `json:"errors,omitempty"`
 	Reach      []proptest.ReachTotal `json:"reach"`
+	// NotServed lists the serving calls the SUT does not serve: the
+	// actions that need them were not drawn.
+	NotServed []string `json:"not_served,omitempty"`
 }
 
 // caseJSON is one case of the --json document.
@@ -204,6 +207,8 @@ func runCheck(e *env, args []string) error {
 	if err := cm.prepare(e); err != nil {
 		return err
 	}
+	var serve proptest.Serving
+	opt.Served = func(s proptest.Serving) { serve = s }
 	prog := startCampaignProgress(e.stderr, e.stderrTTY, len(shard.Cases(*cases)))
 	opt.CaseDone = prog.caseDone
 	t0 := time.Now()
@@ -262,7 +267,7 @@ func runCheck(e *env, args []string) error {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		sum := checkSummary{Device: *device, Seed: *seed, Cases: *cases, Shard: shardName, Passed: passed, Failed: failed,
-			Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach}
+			Saved: saved, SaveErrors: saveErrs, Errors: errored, Reach: reach, NotServed: serve.Missing()}
 		var doc any = checkReport{checkSummary: sum, Result: casesJSON(rs)}
 		if *times {
 			tr := timedReport{checkSummary: sum, Elapsed: elapsed.Nanoseconds(), Result: make([]timedCase, len(rs))}
@@ -304,6 +309,9 @@ func runCheck(e *env, args []string) error {
 		}
 		writeTally(out, rs)
 		writeReach(out, reach)
+		if m := serve.Missing(); len(m) > 0 {
+			fmt.Fprintf(out, "not exercised: the SUT does not serve %s (the serving actions that need them were not drawn)\n", strings.Join(m, ", "))
+		}
 		fmt.Fprintln(out, summary)
 	}
 	if err := out.Flush(); err != nil {

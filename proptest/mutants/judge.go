@@ -17,6 +17,13 @@ const (
 	judgeClient   = "wire/client.go"
 )
 
+// The serving properties' judge files; their mutants' killers are the
+// planted serving bugs of proptest's TestServingPlantsRed (Killer
+// "TestServingPlantsRed/NAME").
+const (
+	servingKill = "TestServingPlantsRed/"
+)
+
 // JudgeCatalog is the judge-side mutant catalog.
 var JudgeCatalog = []Mutant{
 	{
@@ -175,5 +182,61 @@ var JudgeCatalog = []Mutant{
 		Edits: []Edit{{File: judgeClient,
 			Old: "if o.Seq != want[i].Seq || o.Pos != want[i].Pos {",
 			New: "if o.Seq != want[i].Seq {"}},
+	},
+	{
+		Name:   "judge-shared-bytes-unchecked",
+		Idea:   "the cache bytes of shared blocks are never looked at for writes (only the KV log would show them)",
+		Killer: servingKill + "shift-start",
+		Edits: []Edit{{File: "proptest/prop_kv.go",
+			Old: "if shared != nil && !sharedSeen {",
+			New: "if false && shared != nil && !sharedSeen {"}},
+	},
+	{
+		Name:   "judge-shared-refcount-off",
+		Idea:   "a block counts as shared only when three tables hold it (> 2 for > 1)",
+		Killer: servingKill + "shift-start",
+		Edits: []Edit{{File: "proptest/prop_sharedwrite.go",
+			Old: "if r.pool.RefCount(int32(b)) > 1 {",
+			New: "if r.pool.RefCount(int32(b)) > 2 {"}},
+	},
+	{
+		Name:   "judge-cold-run-unchecked",
+		Idea:   "a prefix hit's outputs are not compared with the cold run",
+		Killer: servingKill + "stale-hit",
+		Edits: []Edit{{File: "proptest/prop_prefixhit.go",
+			Old: "if k.cold == nil || len(k.got) != len(k.cold) {",
+			New: "if true || k.cold == nil || len(k.got) != len(k.cold) {"}},
+	},
+	{
+		Name:   "judge-rollback-window-unset",
+		Idea:   "a verify that rejected drafts opens no rollback window",
+		Killer: servingKill + "draft-pos",
+		Edits: []Edit{{File: "proptest/act_verify.go",
+			Old: "r.rolled[q] = [2]int{pos + a, end}",
+			New: "_ = end"}},
+	},
+	{
+		Name:   "judge-recompute-token-only",
+		Idea:   "a recompute is compared with the first run by its token, not its logits' bits",
+		Killer: servingKill + "recompute-drift",
+		Edits: []Edit{{File: "proptest/prop_recompute.go",
+			Old: "if h == 0 || hashOutput(g) == h {",
+			New: "if h == 0 || hashOutput(g) == h || true {"}},
+	},
+	{
+		Name:   "judge-copy-rows-half",
+		Idea:   "the oracle notes only the first half of a copy's destination rows as written, so the cache diff looks nowhere else",
+		Killer: servingKill + "copy-half",
+		Edits: []Edit{{File: "proptest/oracle.go",
+			Old: "for row := range o.bs {",
+			New: "for row := range o.bs / 2 {"}},
+	},
+	{
+		Name:   "judge-ref-copy-skipped",
+		Idea:   "the oracle does not carry out the block copies it hands the SUT",
+		Killer: servingKill + "copy-skip",
+		Edits: []Edit{{File: "proptest/oracle.go",
+			Old: "if err := o.d.CopyBlocks(copies); err != nil {",
+			New: "if err := o.d.CopyBlocks(nil); err != nil {"}},
 	},
 }

@@ -112,8 +112,12 @@ func runPanel(t *testing.T, root, m, run string) (bool, []string, string) {
 		t.Fatalf("run the panel with %q: %v", m, err)
 	}
 	var failed []string
-	for _, g := range regexp.MustCompile(`--- FAIL: TestPanel/(\S+)`).FindAllStringSubmatch(string(out), -1) {
-		failed = append(failed, g[1])
+	for _, g := range regexp.MustCompile(`--- FAIL: (TestPanel|TestServingPlantsRed)/(\S+)`).FindAllStringSubmatch(string(out), -1) {
+		if g[1] == "TestPanel" {
+			failed = append(failed, g[2])
+		} else {
+			failed = append(failed, g[1]+"/"+g[2])
+		}
 	}
 	return err == nil, failed, string(out)
 }
@@ -134,11 +138,15 @@ func TestJudgeCatalogKilled(t *testing.T) {
 			os.RemoveAll(panelBin.dir)
 		}
 	})
-	if ok, failed, out := runPanel(t, root, "", "^TestPanel$"); !ok {
+	if ok, failed, out := runPanel(t, root, "", "^(TestPanel|TestServingPlantsRed)$"); !ok {
 		t.Fatalf("the unmutated panel fails (%s):\n%s", strings.Join(failed, ", "), tail(out, 40))
 	}
 	for _, m := range mutants.JudgeCatalog {
-		ok, failed, out := runPanel(t, root, m.Name, "^TestPanel$/^"+regexp.QuoteMeta(m.Killer)+"$")
+		test, plant := "TestPanel", m.Killer
+		if i := strings.Index(m.Killer, "/"); i >= 0 {
+			test, plant = m.Killer[:i], m.Killer[i+1:]
+		}
+		ok, failed, out := runPanel(t, root, m.Name, "^"+test+"$/^"+regexp.QuoteMeta(plant)+"$")
 		if ok || len(failed) == 0 {
 			t.Errorf("judge mutant %s survives its killer %s:\n%s", m.Name, m.Killer, tail(out, 12))
 			continue
