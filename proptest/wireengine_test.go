@@ -134,13 +134,78 @@ func (e *refEngine) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
 	return out, nil
 }
 
+func (e *refEngine) PrefillFrom(p qwen3.PrefillFrom) ([]qwen3.Output, error) {
+	e.writes = nil
+	out, err := e.Decoder.PrefillFrom(p)
+	if err != nil {
+		return nil, err
+	}
+	for i := range p.Tokens {
+		e.wrote(int(p.Seq), p.Start+i, p.Blocks)
+	}
+	e.tables[int(p.Seq)], e.length[int(p.Seq)] = slices.Clone(p.Blocks), p.Start+len(p.Tokens)
+	return out, nil
+}
+
+func (e *refEngine) Verify(b []qwen3.VerifyStep) ([][]qwen3.Output, error) {
+	e.writes = nil
+	out, err := e.Decoder.Verify(b)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range b {
+		for j := range s.Tokens {
+			e.wrote(int(s.Seq), s.Pos+j, s.Blocks)
+		}
+		e.tables[int(s.Seq)], e.length[int(s.Seq)] = slices.Clone(s.Blocks), s.Pos+len(s.Tokens)
+	}
+	return out, nil
+}
+
+// CopyBlocks reports a copy's writes as the protocol says: every row of
+// each destination block, once per layer, K and V, seq and pos -1.
+func (e *refEngine) CopyBlocks(copies []qwen3.BlockCopy) error {
+	e.writes = nil
+	if err := e.Decoder.CopyBlocks(copies); err != nil {
+		return err
+	}
+	for _, c := range copies {
+		for l := 0; l < e.layers; l++ {
+			for _, x := range []string{"k", "v"} {
+				for row := 0; row < e.bs; row++ {
+					e.writes = append(e.writes, wire.KVWrite{Layer: l, KV: x, Seq: -1, Pos: -1, Block: int64(c.Dst), Row: int64(row)})
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// held is the subset of blocks that no live sequence but seq holds (a
+// clearing engine must spare a block a prefix hit or a fork still shares).
+func (e *refEngine) held(seq int, blocks []int32) []int32 {
+	var out []int32
+	for _, b := range blocks {
+		shared := false
+		for o, t := range e.tables {
+			if o != seq && slices.Contains(t, b) {
+				shared = true
+			}
+		}
+		if !shared {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 func (e *refEngine) Finish(seq qwen3.SeqID) error {
 	e.writes = nil
 	if err := e.Decoder.Finish(seq); err != nil {
 		return err
 	}
 	q := int(seq)
-	e.zero(q, e.tables[q], e.mode != "ref-clear-v1")
+	e.zero(q, e.held(q, e.tables[q]), e.mode != "ref-clear-v1")
 	delete(e.tables, q)
 	delete(e.length, q)
 	if e.mode == "ref-clear-live" {
@@ -158,7 +223,7 @@ func (e *refEngine) Finish(seq qwen3.SeqID) error {
 func (e *refEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 	o := wire.Observations{KVWrites: e.writes}
 	e.writes = nil
-	if op == wire.OpAdmit || op == wire.OpDecode {
+	if op == wire.OpAdmit || op == wire.OpDecode || op == wire.OpPrefillFrom || op == wire.OpVerify {
 		for _, q := range seqs {
 			n := e.length[q]
 			o.Seqs = append(o.Seqs, wire.SeqObs{Seq: q, CurPos: &n})

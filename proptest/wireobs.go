@@ -195,14 +195,17 @@ func (r *runner) checkWireKV(ps *[]problem, k call, e *EngineSUT, seqSet map[int
 	r.checkWrites(ps, k, tok, seqSet)
 }
 
-// promptPadding: w is a write of an admit's sequence at a position past
-// the prompt inside the prompt's last 32-row tile, at that position's row
-// (a prompt program writes whole tiles; those rows are never read before
-// the sequence writes them, unless it skips them).
+// promptPadding: w is a write of a prefill's (or a chunk's) sequence at
+// a position past the call's last inside that position's 32-row tile, at
+// that position's row (a prompt program writes whole tiles; those rows
+// are never read before the sequence writes them, unless it skips them).
 func (r *runner) promptPadding(w wire.KVWrite, k call) bool {
 	bs := r.sc.BlockSize
 	for _, a := range k.act {
-		T := len(a.pos)
+		if len(a.pos) == 0 {
+			continue
+		}
+		T := a.pos[len(a.pos)-1] + 1
 		if w.Seq != a.seq || w.Pos < int64(T) || w.Pos >= int64(promptTileEnd(T)) {
 			continue
 		}
