@@ -21,6 +21,12 @@ import (
 // form, kernels/dataflow/reader_interleaved.cpp:259-260).
 const ChunkStartTruncated FindingClass = "chunk-start-truncated"
 
+// ChunkKeysCut is the strict finding of a chunk whose queries lie past the
+// key rows the program streams (valid_Skt_bound, reader_interleaved.cpp:
+// 274-282, from the width compiled into a tensor-form program): the card's
+// causal mask then ends at the last streamed row.
+const ChunkKeysCut FindingClass = "chunk-keys-cut"
+
 // ---- chunked_scaled_dot_product_attention ----
 
 // chunkedProgram is the compiled chunked SDPA program: what the factory
@@ -185,11 +191,14 @@ func validateChunked(name string, o tt.ChunkedSDPA, q, k, v, pt, cs *buffer) err
 		return opErr(name, "Q num_heads must be >= K num_heads and divisible by K num_heads. Got Q: %d, K: %d", nqh, nkv)
 	}
 	if o.QChunkSize != 0 || o.KChunkSize != 0 { // a program config
-		if o.QChunkSize <= 0 || o.QChunkSize%tt.TileSize != 0 {
+		if o.QChunkSize%tt.TileSize != 0 {
 			return opErr(name, "q_chunk_size must be divisible by TILE_SIZE. Got q_chunk_size: %d, TILE_SIZE: %d", o.QChunkSize, tt.TileSize)
 		}
-		if o.KChunkSize <= 0 || o.KChunkSize%tt.TileSize != 0 {
+		if o.KChunkSize%tt.TileSize != 0 {
 			return opErr(name, "k_chunk_size must be divisible by TILE_SIZE. Got k_chunk_size: %d, TILE_SIZE: %d", o.KChunkSize, tt.TileSize)
+		}
+		if o.QChunkSize <= 0 || o.KChunkSize <= 0 {
+			return notImplemented(name, "a program config with chunk sizes %d and %d (the factory divides by them)", o.QChunkSize, o.KChunkSize)
 		}
 		if cs == nil {
 			if o.ChunkStart%int64(o.QChunkSize) != 0 {
@@ -279,8 +288,9 @@ func (l *chunkedLaunch) exec(d *Device) error {
 	lastQ := offset + ceil(sq, qc) - 1
 	qHigh := min(lastQ*sqChunkT+sqChunkT, skt)
 	tiles := min(ceil(qHigh, skChunkT)*skChunkT, bound)
-	if base+sq > tiles*tt.TileSize {
-		return fmt.Errorf("sim: %s: query position %d lies past the %d key rows the kernels stream", l.name, base+sq-1, tiles*tt.TileSize)
+	if d.opt.Strict && base+sq > tiles*tt.TileSize {
+		d.find(Finding{Class: ChunkKeysCut, Op: l.name, Core: -1, User: 0, Index: int64(base + sq - 1), Tensor: l.pt.id,
+			Detail: fmt.Sprintf("the chunk's last query sits at position %d but the program streams key rows 0..%d only (Sk from a %d-block table compiled into the program): the later queries attend a cut prefix", base+sq-1, tiles*tt.TileSize-1, l.p.w)})
 	}
 	// The page-table stick into its CB on core 0 (reader_interleaved.cpp:
 	// 305-312, read_page_table_for_batch).
@@ -317,14 +327,14 @@ func (l *chunkedLaunch) exec(d *Device) error {
 			continue
 		}
 		ea := l.ptCB + 4*uint64(vb)
-		switch {
-		case vb >= l.ptWidth:
+		switch pastCB := uint64(vb)*4+4 > uint64(len(row)); {
+		case pastCB || vb >= l.ptWidth:
 			class, where := PTReadPastRow, "the page's DRAM padding"
-			if uint64(vb)*4+4 > uint64(len(row)) {
+			if pastCB {
 				class, where = PTReadPastCB, fmt.Sprintf("L1 %#x, past the %d B page-table CB at %#x (stale L1)", ea, len(row), l.ptCB)
 			}
 			d.find(Finding{Class: class, Op: l.name, Core: 0, User: 0, Index: int64(vb), Tensor: l.pt.id, Addr: ea,
-				Detail: fmt.Sprintf("page_table[0][%d] read for key rows up to %d but the row has %d entries; the value %#x came from %s", vb, base+sq-1, l.ptWidth, e, where)})
+				Detail: fmt.Sprintf("page_table[0][%d] read for key rows up to %d; the row has %d entries and the program's stick %d; the value %#x came from %s", vb, base+sq-1, l.ptWidth, len(row)/4, e, where)})
 		case e == 0xFFFFFFFF:
 			d.find(Finding{Class: MinusOneNotSkipped, Op: l.name, Core: 0, User: 0, Index: int64(vb), Tensor: l.pt.id, Addr: ea,
 				Detail: fmt.Sprintf("page_table[0][%d] = -1 is used as block id 0xffffffff (chunked SDPA does not skip -1 entries)", vb)})
@@ -375,7 +385,7 @@ func (l *chunkedLaunch) exec(d *Device) error {
 			for i := 0; i < l.sq; i++ {
 				qr := l.qG.prow(qh*l.sq+i) * l.qG.wp
 				or := l.outG.prow(qh*l.sq+i) * l.outG.wp
-				ref.Attend(dst[or:or+dh], qv[qr:qr+dh], kb, vbuf, int(base)+i+1, l.scale, probs)
+				ref.Attend(dst[or:or+dh], qv[qr:qr+dh], kb, vbuf, min(int(base)+i+1, n), l.scale, probs)
 			}
 		}
 	}
