@@ -2,6 +2,7 @@ package qwen3_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/offcard/offcard/kvpage"
@@ -274,7 +275,7 @@ func TestEngineServingVerify(t *testing.T) {
 					w.from(3, 0, prompt(3, 5, v))
 					w.decodeN(1, 1, 2, 3)
 					for k := 1; k <= 8; k++ {
-						w.verify([]qwen3.SeqID{1, 2, 3}, []int{k, 9 - k, 1 + k%3}, []int{1 + k%k, (9-k+1)/2, 1})
+						w.verify([]qwen3.SeqID{1, 2, 3}, []int{k, 9 - k, 1 + k%3}, []int{1 + k%k, (9 - k + 1) / 2, 1})
 					}
 					w.decodeN(3, 1, 2, 3)
 					w.verify([]qwen3.SeqID{2}, []int{8}, []int{8})
@@ -331,6 +332,63 @@ func TestEngineServingForkCopies(t *testing.T) {
 			w.decodeN(4, 1, 2, 3)
 			w.verify([]qwen3.SeqID{2, 3}, []int{4, 2}, []int{2, 2})
 			w.decodeN(20, 1, 2, 3) // across the block boundary at 64
+		})
+	}
+}
+
+// The ops each serving call issues (the engine docs' sequences): a chunk
+// from a block boundary runs per layer paged_fill_cache of K and V and one
+// chunked SDPA, with the integer start when eager and the device-tensor
+// start when captured; an unaligned head runs decode steps (paged SDPA
+// decode); verify of k runs k decode steps; a block copy runs per layer
+// and cache a slice and a fill_cache.
+func TestEngineServingOpSequences(t *testing.T) {
+	for _, mode := range servingModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			wts := tiny(t)
+			layers := wts.Config.NumHiddenLayers
+			var ops []sim.OpEvent
+			w := newTwin(t, wts, sim.Options{OnOp: func(e sim.OpEvent) { ops = append(ops, e) }},
+				qwen3.EngineOptions{Capacity: 2, BlockSize: 32, NumBlocks: 16, Mode: mode})
+			count := func(name, arg string) int {
+				n := 0
+				for _, e := range ops {
+					if e.Op == name && strings.Contains(e.Args, arg) {
+						n++
+					}
+				}
+				return n
+			}
+			v := wts.Config.VocabSize
+			w.from(1, 0, prompt(1, 32, v))
+			ops = nil
+			w.from(1, 32, prompt(1, 40, v)[:40]) // one chunk from 32
+			arg := "chunk_start_idx=32"
+			if mode == qwen3.ModeCaptured {
+				arg = "chunk_start_idx_tensor="
+			}
+			if got := count("chunked_scaled_dot_product_attention", arg); got != layers {
+				t.Errorf("chunk from 32: %d chunked SDPA calls with %s, want %d", got, arg, layers)
+			}
+			if got := count("paged_fill_cache", "batch_idx=0"); got != 2*layers {
+				t.Errorf("chunk from 32: %d paged_fill_cache calls through the slice (batch_idx 0), want %d", got, 2*layers)
+			}
+			if got := count("paged_scaled_dot_product_attention_decode", ""); got != 0 {
+				t.Errorf("chunk from 32: %d decode SDPA calls, want 0", got)
+			}
+			ops = nil
+			w.from(1, 72, prompt(1, 3, v)) // unaligned: three decode steps
+			if got := count("paged_scaled_dot_product_attention_decode", ""); got != 3*layers {
+				t.Errorf("head from 72: %d decode SDPA calls, want %d", got, 3*layers)
+			}
+			if got := count("chunked_scaled_dot_product_attention", ""); got != 0 {
+				t.Errorf("head from 72: %d chunked SDPA calls, want 0", got)
+			}
+			ops = nil
+			w.copy([]kvpage.BlockCopy{{Src: w.tabs[1].Blocks()[0], Dst: 9}})
+			if s, f := count("slice", ""), count("fill_cache", "batch_idx=9 update_idx=0"); s != 2*layers || f != 2*layers {
+				t.Errorf("copy: %d slices, %d fill_cache into block 9, want %d each", s, f, 2*layers)
+			}
 		})
 	}
 }
