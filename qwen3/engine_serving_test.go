@@ -153,6 +153,15 @@ func (w *twin) decodeN(n int, seqs ...qwen3.SeqID) {
 	}
 }
 
+// replayed fails a captured run that never replayed a trace (the serving
+// calls were not exercised around live traces).
+func (w *twin) replayed(mode qwen3.EngineMode) {
+	w.t.Helper()
+	if st := w.eng.Stats(); mode == qwen3.ModeCaptured && (st.Captures == 0 || st.StepsByRegime[qwen3.RegimeReplay] == 0) {
+		w.t.Fatalf("captured run: %d captures, %d replays", st.Captures, st.StepsByRegime[qwen3.RegimeReplay])
+	}
+}
+
 func (w *twin) finish(seq qwen3.SeqID, release bool) {
 	w.t.Helper()
 	if err := w.ref.Finish(seq); err != nil {
@@ -229,6 +238,7 @@ func TestEngineServingPrefixHits(t *testing.T) {
 						w.finish(seq, true)
 						seq++
 					}
+					w.replayed(mode)
 				})
 			}
 		}
@@ -251,8 +261,9 @@ func TestEngineServingChunks(t *testing.T) {
 				for _, n := range []int{31, 33, 32, 1, 63, 40} {
 					w.from(3, start, toks[start:start+n])
 					start += n
+					w.decodeN(2, 3) // a live trace around the next chunk
 				}
-				w.decodeN(3, 3)
+				w.replayed(mode)
 			})
 		}
 	}
@@ -280,6 +291,7 @@ func TestEngineServingVerify(t *testing.T) {
 					w.decodeN(3, 1, 2, 3)
 					w.verify([]qwen3.SeqID{2}, []int{8}, []int{8})
 					w.decodeN(2, 1, 2, 3)
+					w.replayed(mode)
 				})
 			}
 		}
@@ -332,6 +344,7 @@ func TestEngineServingForkCopies(t *testing.T) {
 			w.decodeN(4, 1, 2, 3)
 			w.verify([]qwen3.SeqID{2, 3}, []int{4, 2}, []int{2, 2})
 			w.decodeN(20, 1, 2, 3) // across the block boundary at 64
+			w.replayed(mode)
 		})
 	}
 }

@@ -401,3 +401,25 @@ func TestBlockCopySliceFill(t *testing.T) {
 		}
 	}
 }
+
+// fill_cache at update_idx 32 of a 64-row block writes rows 32..63 of
+// that block only (the factory's update_idx/32 tile offset,
+// fill_cache_multi_core_program_factory.cpp:44-45).
+func TestFillCacheUpdateIdx(t *testing.T) {
+	f := newChunkFix(t, Options{Strict: true, LogKV: true}, 64)
+	r := rand.New(rand.NewPCG(8, 8))
+	in := cRand(r, chunkKVH*32*f.dh, false)
+	it := cUpload(t, f.d, cSpec(tt.BF16, tt.Tile, 1, chunkKVH, 32, f.dh), in)
+	cRun(t, f.d, tt.FillCache{Cache: f.v, Input: it, BatchIdx: 2, UpdateIdx: 32})
+	want := slices.Clone(f.vv)
+	for h := 0; h < chunkKVH; h++ {
+		for i := 0; i < 32; i++ {
+			dst := ((2*chunkKVH+h)*64 + 32 + i) * f.dh
+			copy(want[dst:dst+f.dh], in[(h*32+i)*f.dh:(h*32+i+1)*f.dh])
+		}
+	}
+	cSame(t, "cache after fill at 32", cDown(t, f.d, f.v), want)
+	if log := f.d.KVLog(); len(log) != 32 || log[0].Row != 32 || log[31].Row != 63 || log[0].Physical != 2 {
+		t.Fatalf("KV log %+v", log)
+	}
+}
