@@ -257,7 +257,17 @@ func marshalOp(op tt.Op) (opArgs, error) {
 		for _, x := range o.End {
 			ints = append(ints, int64(x))
 		}
-		return opArgs{code: opSlice, tensors: []uint64{id(o.Input)}, ints: ints}.alloc(o), nil
+		a := opArgs{code: opSlice, tensors: []uint64{id(o.Input)}, ints: ints}.alloc(o)
+		if a.outSpecs[0].Validate() != nil {
+			// an end before its begin has no box: ttnn refuses it with its
+			// own text ("End {} must be greater than or equal to start {}"),
+			// so the device is asked, with the input's spec standing in
+			a.outSpecs[0] = o.Input.Spec
+			if o.Memory != (tt.MemoryConfig{}) {
+				a.outSpecs[0].Memory = o.Memory
+			}
+		}
+		return a, nil
 	}
 	return opArgs{}, fmt.Errorf("tthw: op %s has no offcard_tt op code", op.Name())
 }
