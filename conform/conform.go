@@ -40,6 +40,9 @@ var Bounds = map[string]int{
 	"paged_scaled_dot_product_attention_decode": 4,
 	// the same per query row, over up to 40 positions (causal prefill)
 	"scaled_dot_product_attention": 4,
+	// the same per query row, over up to 128 positions read through a
+	// page table (a prefill chunk after a cached prefix)
+	"chunked_scaled_dot_product_attention": 4,
 }
 
 // Case is one conformance case.

@@ -31,6 +31,9 @@ const (
 	opCreateQKVHeads        = 18
 	opSDPA                  = 19
 	opConcatHeads           = 20
+	opChunkedSDPA           = 21
+	opFillCache             = 22
+	opSlice                 = 23
 )
 
 // The ABI's enum values (OFFCARD_TT_*), mapped explicitly so a change of
@@ -185,6 +188,12 @@ func marshalOp(op tt.Op) (opArgs, error) {
 		return marshalOp(*o)
 	case *tt.PlusOne:
 		return marshalOp(*o)
+	case *tt.ChunkedSDPA:
+		return marshalOp(*o)
+	case *tt.FillCache:
+		return marshalOp(*o)
+	case *tt.Slice:
+		return marshalOp(*o)
 
 	case tt.Embedding:
 		return opArgs{code: opEmbedding, tensors: []uint64{id(o.Input), id(o.Weight), id(o.Output)}}, nil
@@ -233,6 +242,32 @@ func marshalOp(op tt.Op) (opArgs, error) {
 		return opArgs{code: opArgmax, tensors: []uint64{id(o.Input), id(o.Output)}}, nil
 	case tt.PlusOne:
 		return opArgs{code: opPlusOne, tensors: []uint64{id(o.Input)}, ints: []int64{b2i(o.SkipNegativeEntries)}}, nil
+	case tt.ChunkedSDPA:
+		return opArgs{code: opChunkedSDPA, tensors: []uint64{id(o.Q), id(o.K), id(o.V), id(o.PageTable), idOpt(o.ChunkStartTensor)},
+			ints:   []int64{o.ChunkStart, int64(o.QChunkSize), int64(o.KChunkSize), b2i(o.FP32DestAcc), b2i(o.ExactExp)},
+			floats: []float32{o.Scale}}.alloc(o), nil
+	case tt.FillCache:
+		return opArgs{code: opFillCache, tensors: []uint64{id(o.Cache), id(o.Input)}, ints: []int64{int64(o.BatchIdx), int64(o.UpdateIdx)}}, nil
+	case tt.Slice:
+		ints := []int64{int64(len(o.Begin))}
+		for _, x := range o.Begin {
+			ints = append(ints, int64(x))
+		}
+		ints = append(ints, int64(len(o.End)))
+		for _, x := range o.End {
+			ints = append(ints, int64(x))
+		}
+		a := opArgs{code: opSlice, tensors: []uint64{id(o.Input)}, ints: ints}.alloc(o)
+		if a.outSpecs[0].Validate() != nil {
+			// an end before its begin has no box: ttnn refuses it with its
+			// own text ("End {} must be greater than or equal to start {}"),
+			// so the device is asked, with the input's spec standing in
+			a.outSpecs[0] = o.Input.Spec
+			if o.Memory != (tt.MemoryConfig{}) {
+				a.outSpecs[0].Memory = o.Memory
+			}
+		}
+		return a, nil
 	}
 	return opArgs{}, fmt.Errorf("tthw: op %s has no offcard_tt op code", op.Name())
 }

@@ -60,3 +60,63 @@ func TestMarshalPrefillOps(t *testing.T) {
 		}
 	}
 }
+
+// The serving ops marshal as offcard_tt.h states (ops 21-23), value and
+// pointer form alike; chunk_start_idx travels even with the tensor form
+// (the library ignores it there), and slice carries both lists' lengths.
+func TestMarshalServingOps(t *testing.T) {
+	ts := func(id tt.TensorID, dt tt.DType, l tt.Layout, sh ...int) tt.Tensor {
+		return tt.Tensor{ID: id, Spec: tt.Spec{Shape: sh, DType: dt, Layout: l, Memory: tt.DRAMInterleaved}}
+	}
+	q, k, v := ts(1, tt.BF16, tt.Tile, 1, 4, 64, 64), ts(2, tt.BF16, tt.Tile, 8, 2, 32, 64), ts(3, tt.BF16, tt.Tile, 8, 2, 32, 64)
+	pt, start := ts(4, tt.INT32, tt.RowMajor, 1, 8), ts(5, tt.INT32, tt.RowMajor, 1)
+	in := ts(6, tt.BF16, tt.Tile, 1, 2, 32, 64)
+	for _, c := range []struct {
+		op      tt.Op
+		code    int32
+		ids     []uint64
+		own     []int64
+		floats  []float32
+		outs    int
+		outDims []int
+	}{
+		{tt.ChunkedSDPA{Q: q, K: k, V: v, PageTable: pt, ChunkStart: 64, Scale: 0.125, QChunkSize: 64, KChunkSize: 32, FP32DestAcc: true},
+			21, []uint64{1, 2, 3, 4, 0}, []int64{64, 64, 32, 1, 0}, []float32{0.125}, 1, []int{1, 4, 64, 64}},
+		{tt.ChunkedSDPA{Q: q, K: k, V: v, PageTable: pt, ChunkStartTensor: &start, ExactExp: true, QChunkSize: 32, KChunkSize: 32},
+			21, []uint64{1, 2, 3, 4, 5}, []int64{0, 32, 32, 0, 1}, []float32{0}, 1, []int{1, 4, 64, 64}},
+		{tt.FillCache{Cache: k, Input: in, BatchIdx: 6, UpdateIdx: 32}, 22, []uint64{2, 6}, []int64{6, 32}, nil, 0, nil},
+		{tt.Slice{Input: k, Begin: []int{3, 0, 0, 0}, End: []int{4, 2, 32, 64}}, 23, []uint64{2}, []int64{4, 3, 0, 0, 0, 4, 4, 2, 32, 64}, nil, 1, []int{1, 2, 32, 64}},
+		// unequal lists reach the library, which refuses with ttnn's text
+		{tt.Slice{Input: k, Begin: []int{3, 0, 0, 0}, End: []int{4, 2, 32}}, 23, []uint64{2}, []int64{4, 3, 0, 0, 0, 3, 4, 2, 32}, nil, 1, []int{8, 2, 32, 64}},
+		// so does an end before its begin (the input's spec stands in)
+		{tt.Slice{Input: k, Begin: []int{3, 0, 0, 0}, End: []int{2, 2, 32, 64}}, 23, []uint64{2}, []int64{4, 3, 0, 0, 0, 4, 2, 2, 32, 64}, nil, 1, []int{8, 2, 32, 64}},
+	} {
+		var ptr tt.Op
+		switch o := c.op.(type) {
+		case tt.ChunkedSDPA:
+			ptr = &o
+		case tt.FillCache:
+			ptr = &o
+		case tt.Slice:
+			ptr = &o
+		}
+		for _, op := range []tt.Op{c.op, ptr} {
+			x, err := marshalOp(op)
+			if err != nil {
+				t.Fatalf("%s: %v", c.op.Name(), err)
+			}
+			if x.code != c.code || !slices.Equal(x.tensors, c.ids) || !slices.Equal(x.ints, c.own) || !slices.Equal(x.floats, c.floats) || len(x.outSpecs) != c.outs {
+				t.Errorf("%s (%T): marshalled %+v, want code %d tensors %v ints %v floats %v and %d outputs", c.op.Name(), op, x, c.code, c.ids, c.own, c.floats, c.outs)
+				continue
+			}
+			if c.outs == 1 {
+				if !slices.Equal(x.outSpecs[0].Shape, c.outDims) {
+					t.Errorf("%s: output spec %v, want shape %v", c.op.Name(), x.outSpecs[0], c.outDims)
+				}
+				if _, err := specWords(x.outSpecs[0]); err != nil {
+					t.Errorf("%s: output spec %v: %v", c.op.Name(), x.outSpecs[0], err)
+				}
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package tthw_test
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -20,8 +21,15 @@ func TestLoopbackTextsAreTTNNs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pats []*regexp.Regexp
+	rows := map[string]bool{}
 	for _, c := range checks {
 		pats = append(pats, c.TextPattern())
+		rows[fmt.Sprintf("%s:%d", c.File, c.Line)] = true
+	}
+	for _, c := range pendingRows {
+		if !rows[fmt.Sprintf("%s:%d", c.File, c.Line)] {
+			pats = append(pats, c.TextPattern())
+		}
 	}
 	runtime := []string{
 		"Out of Memory: Not enough space to allocate ",                                          // bank_manager.cpp
@@ -31,6 +39,7 @@ func TestLoopbackTextsAreTTNNs(t *testing.T) {
 		"page table page size in bytes must be a multiple of 32 due to address alignment",       // paged_fill_cache_program_factory.cpp
 		"bad optional access",                                                                   // std::bad_optional_access::what()
 		"Statically allocated circular buffers in program clash with L1 buffers on core range ", // program.cpp
+		"page table stick size must be a multiple of 32",                                        // sdpa_program_factory.cpp:141
 	}
 	lit := `"((?:[^"\\]|\\.)*)"`
 	forms := []*regexp.Regexp{
@@ -68,4 +77,33 @@ func TestLoopbackTextsAreTTNNs(t *testing.T) {
 	if n < 60 {
 		t.Fatalf("found only %d texts: the scan is broken", n)
 	}
+}
+
+// pendingRows are ttnn's texts of the serving ops' checks (fill_cache,
+// slice) that the checks table does not list yet: the rows are being added
+// on another branch (issue 35, with the simulator's implementations). Each
+// entry is accepted only while the table has no row at its file:line;
+// once it has one, the table's text governs. Delete this list when the
+// table carries them.
+var pendingRows = []tt.Check{
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 31, Text: "Inputs to update_cache must be tilized"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 34, Text: "Input tensor dtype must be FLOAT32, BFLOAT16, or BFLOAT8_B but got {}"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 39, Text: "Cache tensor dtype must be FLOAT32, BFLOAT16, or BFLOAT8_B but got {}"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 45, Text: "Input tensor width ({}) must equal cache tensor width ({})"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 50, Text: "Input tensor batch size must be 1 but got {}"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 54, Text: "Input tensor height ({}) must equal cache tensor height ({})"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 60, Text: "Cache tensor memory layout must be INTERLEAVED, ND_SHARDED, or HEIGHT_SHARDED (created from ND shard spec) but got {}"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 72, Text: "Input and cache tensors must have same dtype!"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 75, Text: "Input tensor memory layout must not be WIDTH_SHARDED but got {}"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 79, Text: "Input tensor shard width ({}) must equal padded width ({})"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 85, Text: "Seq len must be divisible by shard height!"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 90, Text: "Batch index ({}) must be less than cache tensor batch size ({})"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 95, Text: "Fill update_idx ({}) must be a multiple of TILE_HEIGHT ({})"},
+	{File: "ttnn/cpp/ttnn/operations/kv_cache/device/update_cache_device_operation.cpp", Line: 100, Text: "Fill update_idx ({}) + input tensor height ({}) must be <= cache tensor height ({})"},
+	{File: "ttnn/cpp/ttnn/operations/data_movement/slice/slice.cpp", Line: 102, Text: "Input rank {} and begins {} must have the same size"},
+	{File: "ttnn/cpp/ttnn/operations/data_movement/slice/slice.cpp", Line: 104, Text: "Start {} and end {} must have the same size"},
+	{File: "ttnn/cpp/ttnn/operations/data_movement/slice/slice.cpp", Line: 338, Text: "End {} must be greater than or equal to start {}"},
+	{File: "ttnn/cpp/ttnn/operations/data_movement/slice/device/slice_device_operation.cpp", Line: 113, Text: "Slice start[{}] ({}) must be less than input tensor shape[{}] ({})"},
+	{File: "ttnn/cpp/ttnn/operations/data_movement/slice/device/slice_device_operation.cpp", Line: 120, Text: "Ends {} must be less than or equal to the shape of the tensor {}"},
+	{File: "ttnn/cpp/ttnn/operations/data_movement/slice/device/slice_device_operation.cpp", Line: 126, Text: "Slice start[{}] ({}) must be <= slice end[{}] ({})"},
 }

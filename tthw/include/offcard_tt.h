@@ -63,7 +63,7 @@
 extern "C" {
 #endif
 
-#define OFFCARD_TT_ABI_VERSION 2
+#define OFFCARD_TT_ABI_VERSION 3
 
 /* Status codes. */
 #define OFFCARD_TT_OK 0
@@ -206,8 +206,32 @@ extern "C" {
 /* ttnn::experimental::nlp_concat_heads. T: input ([B,heads,S,D]). O: 1
  * ([B,1,S,heads*D]). */
 #define OFFCARD_TT_OP_NLP_CONCAT_HEADS 20
+/* ttnn::transformer::chunked_scaled_dot_product_attention (always causal):
+ * one chunk of queries, Q [B,H,Sq,D], attends positions 0..start+i of the
+ * paged caches K, V [blocks,kv_heads,block_size,D] through page_table
+ * (INT32 ROW_MAJOR [B,W]). T: q, k, v, page_table, chunk_start_idx_tensor
+ * (optional: present selects the flexible overload, an INT32 [1] device
+ * tensor read at run time; absent the legacy overload with I's
+ * chunk_start_idx). I: chunk_start_idx (unused with the tensor),
+ * q_chunk_size, k_chunk_size (both 0: no program config), fp32_dest_acc,
+ * exact_exp (as for OFFCARD_TT_OP_SDPA). F: scale (0: ttnn's default).
+ * O: 1. */
+#define OFFCARD_TT_OP_CHUNKED_SDPA 21
+/* ttnn::fill_cache, in place: input [1,heads,S,D] over rows
+ * update_idx..update_idx+S-1 of batch batch_idx of cache [B,heads,Smax,D]
+ * (on a paged cache the batch is a block). T: cache, input.
+ * I: batch_idx, update_idx (both uint32_t in ttnn: a negative value is
+ * passed as its 32-bit two's complement). */
+#define OFFCARD_TT_OP_FILL_CACHE 22
+/* ttnn::slice<int32_t> with unit steps: the box begins..ends (exclusive;
+ * negative indices wrap as ttnn's wrap_index) of input. T: input.
+ * I: nb, nb begins, ne, ne ends (ttnn refuses unequal lists). O: 1 (its spec carries the
+ * output's memory config). A slice of the whole input to the input's own
+ * config returns the input itself (slice.cpp's no-op path): the new
+ * handle shares the input's buffer, as for OFFCARD_TT_OP_TO_MEMORY_CONFIG. */
+#define OFFCARD_TT_OP_SLICE 23
 /* The largest op code. */
-#define OFFCARD_TT_OP_LAST 20
+#define OFFCARD_TT_OP_LAST 23
 
 typedef struct offcard_tt_device offcard_tt_device;
 

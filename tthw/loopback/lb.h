@@ -116,6 +116,10 @@ int lb_validate(offcard_tt_device *d, const lb_op *o);
 int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t *nout);
 int lb_exec(offcard_tt_device *d, const lb_op *o);
 const char *lb_op_name(int32_t code);
+/* slice's wrapped begins and ends, padded ends (0: lists do not fit), and
+ * whether it is ttnn's no-op slice (the whole input) */
+int lb_slice_box(const lb_op *o, uint32_t *b, uint32_t *e, uint32_t *pe);
+int lb_slice_noop(const lb_op *o);
 
 float lb_bf16_to_f32(uint16_t b);
 uint16_t lb_f32_to_bf16(float f);

@@ -716,7 +716,7 @@ static int prog_key(const lb_op *o, char *k, size_t cap) {
   size_t n = 0;
   n += snprintf(k + n, cap - n, "%d", o->code);
   for (uint32_t i = 0; i < o->nt && n < cap; i++) {
-    if (!o->present[i]) {
+    if (!o->present[i] || (o->code == OFFCARD_TT_OP_CHUNKED_SDPA && o->present[4] && i >= 3)) {
       n += snprintf(k + n, cap - n, "|-");
       continue;
     }
@@ -735,7 +735,20 @@ static int prog_key(const lb_op *o, char *k, size_t cap) {
   uint32_t ni = o->ni;
   if ((o->code == OFFCARD_TT_OP_PAGED_UPDATE_CACHE || o->code == OFFCARD_TT_OP_PAGED_FUSED_UPDATE_CACHE) && ni > 4) ni = 4;
   if (o->code == OFFCARD_TT_OP_PAGED_FILL_CACHE) ni = 0; /* batch_idx is a runtime argument */
+  /* fill_cache hashes op type, cache and input only (update_cache_device_operation.cpp:160) */
+  if (o->code == OFFCARD_TT_OP_FILL_CACHE) ni = 0;
+  /* chunked SDPA's flexible form hashes neither chunk_start_idx nor the
+   * page table (sdpa_device_operation.cpp:399-400), the legacy form both */
+  if (o->code == OFFCARD_TT_OP_CHUNKED_SDPA && o->present[4]) ni = 0;
+  if (o->code == OFFCARD_TT_OP_SLICE) { /* the prim's attributes: wrapped begins, padded ends (slice.cpp:366) */
+    uint32_t b[OFFCARD_TT_MAX_RANK], e[OFFCARD_TT_MAX_RANK], pe[OFFCARD_TT_MAX_RANK];
+    ni = 0;
+    if (lb_slice_box(o, b, e, pe))
+      for (int i = 0; i < o->t[0].s.rank && n < cap; i++) n += snprintf(k + n, cap - n, "#%u:%u", b[i], pe[i]);
+  }
   for (uint32_t i = 0; i < ni && n < cap; i++) n += snprintf(k + n, cap - n, "#%lld", (long long)o->i[i]);
+  if (o->code == OFFCARD_TT_OP_CHUNKED_SDPA && o->present[4])
+    for (uint32_t i = 1; i < o->ni && n < cap; i++) n += snprintf(k + n, cap - n, "#%lld", (long long)o->i[i]);
   for (uint32_t i = 0; i < o->nf && n < cap; i++) n += snprintf(k + n, cap - n, "~%a", (double)o->f[i]);
   return n < cap;
 }
@@ -764,7 +777,13 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
     o.t[i] = *t;
     o.present[i] = 1;
   }
-  /* own attributes, then one spec per allocated output */
+  /* own attributes, then one spec per allocated output; slice's own count
+   * is in its lists' lengths (nb, begins, ne, ends) */
+  if (own == -2) {
+    int64_t nb = ni >= 1 ? ia[0] : -1, ne = nb >= 0 && nb <= OFFCARD_TT_MAX_RANK && (uint32_t)nb + 1 < ni ? ia[1 + nb] : -1;
+    if (ne < 0 || ne > OFFCARD_TT_MAX_RANK) return lb_err(OFFCARD_TT_EARG, name, "%s wants nb, nb begins, ne, ne ends (at most %d each)", name, OFFCARD_TT_MAX_RANK);
+    own = (int)(2 + nb + ne);
+  }
   uint32_t k = own < 0 ? ni : (uint32_t)own;
   if (k > ni) return lb_err(OFFCARD_TT_EARG, name, "%s takes %d int attributes, got %u", name, own, ni);
   lb_spec specs[3];
@@ -784,10 +803,12 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
   if (d->fail_op && d->n_op == d->fail_op) return lb_err(OFFCARD_TT_EINJECTED, name, "injected failure of op %ld", d->n_op);
   int rc = lb_validate(d, &o); /* on every call, hits included (ttnn validate_on_program_cache_hit) */
   if (rc) return rc;
-  if (code == OFFCARD_TT_OP_TO_MEMORY_CONFIG && !memcmp(&specs[0], &o.t[0].s, sizeof specs[0])) {
+  if ((code == OFFCARD_TT_OP_TO_MEMORY_CONFIG || (code == OFFCARD_TT_OP_SLICE && lb_slice_noop(&o))) && !memcmp(&specs[0], &o.t[0].s, sizeof specs[0])) {
     /* ttnn::to_memory_config to the input's own config returns the input
      * tensor itself, before any program (to_memory_config_op.cpp): the new
-     * handle aliases the input's buffer; nothing runs or is recorded. */
+     * handle aliases the input's buffer; nothing runs or is recorded. So
+     * does a slice of the whole input (slice.cpp:181: its ret_adjustment's
+     * to_memory_config and to_layout return their input). */
     if (!grow((void **)&d->ts, &d->capts, d->nts + 1, sizeof *d->ts)) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
     lb_tensor a = d->ts[tensors[0]];
     a.id = d->nts;

@@ -54,6 +54,9 @@ const char *lb_op_name(int32_t c) {
     case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS: return "nlp_create_qkv_heads";
     case OFFCARD_TT_OP_SDPA: return "scaled_dot_product_attention";
     case OFFCARD_TT_OP_NLP_CONCAT_HEADS: return "nlp_concat_heads";
+    case OFFCARD_TT_OP_CHUNKED_SDPA: return "chunked_scaled_dot_product_attention";
+    case OFFCARD_TT_OP_FILL_CACHE: return "fill_cache";
+    case OFFCARD_TT_OP_SLICE: return "slice";
   }
   return "";
 }
@@ -83,6 +86,9 @@ int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t 
       {1, 1, 3, 3},                /* nlp_create_qkv_heads */
       {3, 3, 5, 1},                /* scaled_dot_product_attention */
       {1, 1, 0, 1},                /* nlp_concat_heads */
+      {5, 4, 5, 1},                /* chunked_scaled_dot_product_attention */
+      {2, 2, 2, 0},                /* fill_cache */
+      {1, 1, -2, 1},               /* slice: nb, begins, ne, ends */
   };
   if (code < 1 || code > OFFCARD_TT_OP_LAST) return 0;
   *nt = f[code].nt, *nreq = f[code].nreq, *nints = f[code].nints, *nout = f[code].nout;
@@ -188,6 +194,30 @@ static int want_bf16(const char *name, const char *what, const lb_tensor *t) {
   return 0;
 }
 
+/* dt_name and ml_name print a DataType and a TensorMemoryLayout as
+ * tt-metal's fmt formatters do (enchantum: the enumerator's name). */
+static const char *dt_name(int32_t dt) {
+  switch (dt) {
+    case OFFCARD_TT_BF16: return "BFLOAT16";
+    case OFFCARD_TT_FP32: return "FLOAT32";
+    case OFFCARD_TT_INT32: return "INT32";
+    case OFFCARD_TT_UINT32: return "UINT32";
+  }
+  return "UINT16";
+}
+
+static const char *ml_name(int32_t ml) {
+  return ml == OFFCARD_TT_INTERLEAVED ? "INTERLEAVED" : ml == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED";
+}
+
+/* logical_shape prints a spec's logical shape as Shape's operator<<. */
+static const char *logical_shape(const lb_spec *s, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "Shape([");
+  for (int i = 0; i < s->rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)s->dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "])");
+  return buf;
+}
+
 /* ---- validation (a program-cache miss) ---- */
 
 static int validate_uc(offcard_tt_device *d, const lb_op *o, int fused) {
@@ -274,12 +304,179 @@ static int validate_uc(offcard_tt_device *d, const lb_op *o, int fused) {
   return 0;
 }
 
+/* chunked_scaled_dot_product_attention: sdpa.cpp's two overloads call
+ * ttnn::prim::sdpa (is_causal, a page table, chunk_start_idx or
+ * chunk_start_idx_tensor); SDPAOperation::validate_on_program_cache_miss
+ * (ttnn/cpp/ttnn/operations/transformer/sdpa/device/
+ * sdpa_device_operation.cpp:18-375 at 622c6fb9) checks, in order: the
+ * operands (35-45), validate_chunked_mode (172-314), then the padding
+ * (47-53, 372-374); the program factory adds the page-table stick check
+ * (sdpa_program_factory.cpp:138-148). */
+static int validate_chunked(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_tensor *t = o->t;
+  int flex = o->present[4];
+  char buf[160];
+  (void)d;
+  if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want one float attribute (scale)");
+  for (int i = 0; i < 3; i++) {
+    if (t[i].s.layout != OFFCARD_TT_TILE) FAIL("Inputs to SDPA must be tilized");
+    if (t[i].s.dtype != OFFCARD_TT_BF16) FAIL("Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %s", dt_name(t[i].s.dtype));
+    if (t[i].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Operands to SDPA need to be DRAM/L1 interleaved");
+    if (t[i].s.rank != 4) FAIL("offcard: Q, K and V must be rank 4, got rank %d", t[i].s.rank);
+  }
+  if (!flex && o->i[0] < 0) FAIL("chunk_start_idx must be non-negative");
+  if (flex) {
+    const lb_spec *cs = &t[4].s;
+    if (cs->dtype != OFFCARD_TT_INT32) FAIL("chunk_start_idx tensor must be int32. Got %s", dt_name(cs->dtype));
+    if (cs->rank != 1 || cs->dims[0] != 1) FAIL("chunk_start_idx tensor must have shape [1]. Got %s", logical_shape(cs, buf, sizeof buf));
+  }
+  const lb_spec *ps = &t[3].s;
+  if (ps->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Page table must be row major");
+  if (ps->dtype != OFFCARD_TT_INT32) FAIL("Page table must be int32");
+  if (ps->rank != 2) FAIL("offcard: Page table must be rank 2 [batch, max_num_blocks_per_seq]");
+  if (ps->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded page tables are not implemented by the loopback");
+  const int64_t *qs = t[0].s.dims, *ks = t[1].s.dims, *vs = t[2].s.dims;
+  if (ks[2] != vs[2]) FAIL("K page size must match V page size. Got K: %lld, V: %lld", (long long)ks[2], (long long)vs[2]);
+  if (ps->dims[0] != qs[0]) FAIL("Page table batch size must match input batch size. Got Page table: %lld, Input: %lld", (long long)ps->dims[0], (long long)qs[0]);
+  uint32_t kv_length = (uint32_t)(ps->dims[1] * ks[2]);
+  if (vs[1] != ks[1]) FAIL("K and V num_heads must match. Got K: %lld, V: %lld", (long long)ks[1], (long long)vs[1]);
+  if (ks[3] != qs[3] || vs[3] != qs[3]) FAIL("K and V hidden dim must match. Got K: %lld, V: %lld", (long long)ks[3], (long long)vs[3]);
+  if (qs[1] < ks[1] || qs[1] % ks[1]) FAIL("Q num_heads must be >= K num_heads and divisible by K num_heads. Got Q: %lld, K: %lld", (long long)qs[1], (long long)ks[1]);
+  if (o->i[1] || o->i[2]) { /* a program config */
+    if (o->i[1] % LB_TILE) FAIL("q_chunk_size must be divisible by TILE_SIZE. Got q_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[1], LB_TILE);
+    if (o->i[2] % LB_TILE) FAIL("k_chunk_size must be divisible by TILE_SIZE. Got k_chunk_size: %lld, TILE_SIZE: %d", (long long)o->i[2], LB_TILE);
+    /* ttnn divides chunk_start_idx (and the sequence) by both: a zero
+     * chunk is a division by zero on the host, not a refusal */
+    if (o->i[1] <= 0 || o->i[2] <= 0) FAIL("offcard: q_chunk_size and k_chunk_size must both be positive multiples of 32 in a program config");
+    if (!flex && o->i[0] % o->i[1])
+      FAIL("chunk_start_idx must be a multiple of q_chunk_size. Got chunk_start_idx: %lld, q_chunk_size: %lld", (long long)o->i[0], (long long)o->i[1]);
+    if (!flex && o->i[0] % o->i[2])
+      FAIL("chunk_start_idx must be a multiple of k_chunk_size. Got chunk_start_idx: %lld, k_chunk_size: %lld", (long long)o->i[0], (long long)o->i[2]);
+  } else if (o->i[4]) {
+    FAIL("offcard: exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
+  }
+  if (!flex && (int64_t)kv_length < qs[2] + o->i[0])
+    FAIL("K's sequence length must be >= Q's sequence length + chunk_start_idx. Got K: %u, Q: %lld, chunk_start_idx: %lld", kv_length, (long long)qs[2], (long long)o->i[0]);
+  if (flex && (int64_t)kv_length < qs[2]) FAIL("K's sequence length must be >= Q's sequence length. Got K: %u, Q: %lld", kv_length, (long long)qs[2]);
+  for (int i = 0; i < 3; i++)
+    if (t[i].s.dims[3] % LB_TILE) FAIL("Padding is not supported on the head_dim dimension");
+  /* the reader's block_size_t = block_size / TILE_HEIGHT (sdpa_program_factory.cpp:137) */
+  if (ks[2] % LB_TILE) FAIL("offcard: K block size %lld must be a multiple of 32 (the kernel walks the page table in tiles)", (long long)ks[2]);
+  if (flex && (lb_padded(ps, 1) * 4) % 32) FAIL("page table stick size must be a multiple of 32");
+  if (!flex && t[3].aligned % 32) FAIL("page table page size in bytes must be a multiple of 32 due to address alignment");
+  const lb_spec *os = &o->out[0].s;
+  if (!same_shape(os, &t[0].s) || os->dtype != t[0].s.dtype || os->layout != OFFCARD_TT_TILE) FAIL("offcard: Output spec must be Q's shape and dtype, TILE");
+  if (os->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "a sharded output is not implemented by the loopback");
+  return 0;
+}
+
+/* fill_cache: ttnn::fill_cache (kv_cache.cpp) is prim::update_cache with
+ * UpdateCacheOpType::FILL; UpdateKVCacheOperation::
+ * validate_on_program_cache_miss (ttnn/cpp/ttnn/operations/kv_cache/device/
+ * update_cache_device_operation.cpp:20-106 at 622c6fb9), in order. The
+ * indices are uint32_t. */
+static int validate_fill_cache(const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_spec *cs = &o->t[0].s, *is = &o->t[1].s;
+  if (is->layout != OFFCARD_TT_TILE || cs->layout != OFFCARD_TT_TILE) FAIL("Inputs to update_cache must be tilized");
+  if (is->dtype != OFFCARD_TT_FP32 && is->dtype != OFFCARD_TT_BF16) FAIL("Input tensor dtype must be FLOAT32, BFLOAT16, or BFLOAT8_B but got %s", dt_name(is->dtype));
+  if (cs->dtype != OFFCARD_TT_FP32 && cs->dtype != OFFCARD_TT_BF16) FAIL("Cache tensor dtype must be FLOAT32, BFLOAT16, or BFLOAT8_B but got %s", dt_name(cs->dtype));
+  if (cs->rank != 4 || is->rank != 4) FAIL("offcard: cache and input must be rank 4 ([batch, heads, seq, head_dim])");
+  if (lb_padded(is, 3) != lb_padded(cs, 3)) FAIL("Input tensor width (%lld) must equal cache tensor width (%lld)", (long long)lb_padded(is, 3), (long long)lb_padded(cs, 3));
+  if (lb_padded(is, 0) != 1) FAIL("Input tensor batch size must be 1 but got %lld", (long long)lb_padded(is, 0));
+  if (lb_padded(is, 1) != lb_padded(cs, 1)) FAIL("Input tensor height (%lld) must equal cache tensor height (%lld)", (long long)lb_padded(is, 1), (long long)lb_padded(cs, 1));
+  if (cs->memory != OFFCARD_TT_INTERLEAVED)
+    FAIL("Cache tensor memory layout must be INTERLEAVED, ND_SHARDED, or HEIGHT_SHARDED (created from ND shard spec) but got %s", ml_name(cs->memory));
+  if (is->dtype != cs->dtype) FAIL("Input and cache tensors must have same dtype!");
+  if (is->memory != OFFCARD_TT_INTERLEAVED) {
+    if (is->memory == OFFCARD_TT_WIDTH_SHARDED) FAIL("Input tensor memory layout must not be WIDTH_SHARDED but got %s", ml_name(is->memory));
+    if (is->shard_w != lb_padded(is, 3)) FAIL("Input tensor shard width (%lld) must equal padded width (%lld)", (long long)is->shard_w, (long long)lb_padded(is, 3));
+    if (lb_padded(is, 2) % is->shard_h) FAIL("Seq len must be divisible by shard height!");
+  }
+  uint32_t bi = (uint32_t)o->i[0], ui = (uint32_t)o->i[1];
+  if (bi >= lb_padded(cs, 0)) FAIL("Batch index (%u) must be less than cache tensor batch size (%lld)", bi, (long long)lb_padded(cs, 0));
+  if (ui % LB_TILE) FAIL("Fill update_idx (%u) must be a multiple of TILE_HEIGHT (%d)", ui, LB_TILE);
+  if (ui > lb_padded(cs, 2) || lb_padded(is, 2) > lb_padded(cs, 2) - ui)
+    FAIL("Fill update_idx (%u) + input tensor height (%lld) must be <= cache tensor height (%lld)", ui, (long long)lb_padded(is, 2), (long long)lb_padded(cs, 2));
+  if (is->memory != OFFCARD_TT_INTERLEAVED && is->shard_h % LB_TILE) return lb_err(OFFCARD_TT_EARG, name, "a shard height off the tile grid is not implemented by the loopback");
+  return 0;
+}
+
+/* lb_slice_box: the slice's begins and ends after ttnn's wrap_index (as
+ * uint32_t, ttnn/cpp/ttnn/operations/data_movement/common/common.cpp:476)
+ * and its padded ends (slice.cpp:325-329: the last two dims rounded up to
+ * the tile for a TILE input); 0 when the attribute lists do not fit. */
+int lb_slice_box(const lb_op *o, uint32_t *b, uint32_t *e, uint32_t *pe) {
+  const lb_spec *is = &o->t[0].s;
+  int64_t nb = o->i[0];
+  if (nb != is->rank || o->i[1 + nb] != nb) return 0;
+  for (int i = 0; i < is->rank; i++) {
+    int32_t x = (int32_t)o->i[1 + i], y = (int32_t)o->i[2 + nb + i], n = (int32_t)is->dims[i];
+    b[i] = (uint32_t)(x < 0 ? n + x : x);
+    e[i] = pe[i] = (uint32_t)(y < 0 ? n + y : y);
+  }
+  if (is->layout == OFFCARD_TT_TILE && is->rank >= 2)
+    for (int i = is->rank - 2; i < is->rank; i++) {
+      uint32_t r = (pe[i] + LB_TILE - 1) / LB_TILE * LB_TILE;
+      pe[i] = r > LB_TILE ? r : LB_TILE;
+    }
+  return 1;
+}
+
+/* lb_slice_noop: begins all 0 and ends the input's shape (slice.cpp:181). */
+int lb_slice_noop(const lb_op *o) {
+  const lb_spec *is = &o->t[0].s;
+  if (o->i[0] != is->rank || o->i[1 + o->i[0]] != is->rank) return 0;
+  for (int i = 0; i < is->rank; i++)
+    if (o->i[1 + i] != 0 || o->i[2 + is->rank + i] != is->dims[i]) return 0;
+  return 1;
+}
+
+/* slice: ttnn::slice<int32_t> (ttnn/cpp/ttnn/operations/data_movement/
+ * slice/slice.cpp:83-391 at 622c6fb9), unit steps: its host checks
+ * (102-109, 338-342), then SliceDeviceOperation::
+ * validate_on_program_cache_miss (device/slice_device_operation.cpp:95-174)
+ * on the wrapped begins and padded ends. Sharded slices and the TILE
+ * row-major detour (begins off the tile grid, slice.cpp:243) are not
+ * modelled. */
+static int validate_slice(const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_spec *is = &o->t[0].s, *os = &o->out[0].s;
+  int64_t nb = o->i[0], ne = o->i[1 + nb];
+  if (is->rank != nb) FAIL("Input rank %d and begins %lld must have the same size", is->rank, (long long)nb);
+  if (nb != ne) FAIL("Start %lld and end %lld must have the same size", (long long)nb, (long long)ne);
+  if (lb_slice_noop(o)) return 0; /* the input itself, or a to_memory_config copy */
+  if (is->memory != OFFCARD_TT_INTERLEAVED || os->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded slices are not implemented by the loopback");
+  uint32_t b[OFFCARD_TT_MAX_RANK], e[OFFCARD_TT_MAX_RANK], pe[OFFCARD_TT_MAX_RANK];
+  lb_slice_box(o, b, e, pe);
+  int r = is->rank;
+  if (is->layout == OFFCARD_TT_TILE && (r == 1 || b[r - 1] % LB_TILE || b[r - 2] % LB_TILE))
+    return lb_err(OFFCARD_TT_EARG, name, "a TILE slice whose begins are off the tile grid (ttnn's row-major detour) is not implemented by the loopback");
+  int empty = 0;
+  for (int i = 0; i < r; i++) {
+    if (e[i] < b[i]) FAIL("End %u must be greater than or equal to start %u", e[i], b[i]);
+    empty |= e[i] == b[i];
+  }
+  if (empty) return lb_err(OFFCARD_TT_EARG, name, "an empty slice (ttnn::empty) is not implemented by the loopback");
+  for (int i = 0; i < r; i++) {
+    if (b[i] >= lb_padded(is, i)) FAIL("Slice start[%d] (%u) must be less than input tensor shape[%d] (%lld)", i, b[i], i, (long long)lb_padded(is, i));
+    if (pe[i] > lb_padded(is, i)) FAIL("Ends %u must be less than or equal to the shape of the tensor %lld", pe[i], (long long)lb_padded(is, i));
+    if (b[i] > pe[i]) FAIL("Slice start[%d] (%u) must be <= slice end[%d] (%u)", i, b[i], i, pe[i]);
+  }
+  int ok = os->rank == r && os->dtype == is->dtype && os->layout == is->layout;
+  for (int i = 0; ok && i < r; i++) ok = os->dims[i] == (int64_t)(e[i] - b[i]);
+  if (!ok) FAIL("offcard: output spec must be the box's shape in the input's dtype and layout");
+  return 0;
+}
+
 int lb_validate(offcard_tt_device *d, const lb_op *o) {
   const char *name = lb_op_name(o->code);
   const lb_tensor *t = o->t;
   /* outputs the device allocates: the caller's expected specs must be what
    * ttnn's compute_output_specs gives (the loopback checks the shapes) */
-  if (o->nout == 1 && o->code != OFFCARD_TT_OP_PAGED_SDPA_DECODE && o->code != OFFCARD_TT_OP_NLP_CONCAT_HEADS) {
+  if (o->nout == 1 && o->code != OFFCARD_TT_OP_PAGED_SDPA_DECODE && o->code != OFFCARD_TT_OP_NLP_CONCAT_HEADS && o->code != OFFCARD_TT_OP_CHUNKED_SDPA &&
+      o->code != OFFCARD_TT_OP_SLICE) {
     const lb_spec *os = &o->out[0].s;
     if (!same_shape(os, &t[0].s) || os->dtype != t[0].s.dtype || os->layout != t[0].s.layout) FAIL("offcard: output spec must have the input's shape, dtype and layout");
   }
@@ -567,6 +764,12 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
     case OFFCARD_TT_OP_COPY:
       if (!same_shape(&t[0].s, &t[1].s) || t[0].s.dtype != t[1].s.dtype) FAIL("offcard: copy needs the same shape and dtype");
       return 0;
+    case OFFCARD_TT_OP_CHUNKED_SDPA:
+      return validate_chunked(d, o);
+    case OFFCARD_TT_OP_FILL_CACHE:
+      return validate_fill_cache(o);
+    case OFFCARD_TT_OP_SLICE:
+      return validate_slice(o);
     case OFFCARD_TT_OP_PLUS_ONE:
       if (t[0].s.dtype != OFFCARD_TT_INT32 && t[0].s.dtype != OFFCARD_TT_UINT32) FAIL("Only INT32 and UINT32 is supported for inputs!");
       if (t[0].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Only ROW_MAJOR layout is supported for inputs!");
@@ -586,10 +789,11 @@ static uint32_t le32(const uint8_t *b) { return (uint32_t)b[0] | (uint32_t)b[1] 
 
 static uint64_t align_to(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
-/* pt_entry copies user's page-table stick into the core's CB and loads entry
+/* pt_entry copies user's page-table stick (stick bytes; 0: the row,
+ * padded_shape[-1] * 4) into the core's CB and loads entry
  * virt from L1 with 32-bit pointer arithmetic and no bound check. */
-static int pt_entry(offcard_tt_device *d, const char *op, const lb_tensor *pt, int core, uint32_t user, uint32_t virt, uint32_t *out) {
-  uint64_t stick = (uint64_t)lb_padded(&pt->s, 1) * 4;
+static int pt_entry(offcard_tt_device *d, const char *op, const lb_tensor *pt, int core, uint32_t user, uint32_t virt, uint64_t stick, uint32_t *out) {
+  if (!stick) stick = (uint64_t)lb_padded(&pt->s, 1) * 4;
   uint8_t *buf = malloc(stick);
   if (!buf) return lb_err(OFFCARD_TT_EINTERNAL, op, "out of host memory");
   uint32_t nb = (uint32_t)d->nbanks;
@@ -658,7 +862,7 @@ static int exec_uc(offcard_tt_device *d, const lb_op *o, int fused) {
         if (raw == 0xFFFFFFFFu) continue;
         if (pt) {
           uint32_t phys;
-          if ((rc = pt_entry(d, name, pt, core, user, raw / bs, &phys))) break;
+          if ((rc = pt_entry(d, name, pt, core, user, raw / bs, 0, &phys))) break;
           cache_id = phys * heads * st * wt + ((raw % bs) / LB_TILE) * wt;
         } else {
           cache_id = user * batch_tiles + (raw / LB_TILE) * wt;
@@ -776,7 +980,7 @@ static int exec_sdpa(offcard_tt_device *d, const lb_op *o) {
     for (int h = 0; h < kvh && !rc; h++) {
       for (uint32_t r = 0; r < used && !rc; r++) {
         uint32_t phys;
-        if ((rc = pt_entry(d, name, pt, core, b, r / bst, &phys))) break;
+        if ((rc = pt_entry(d, name, pt, core, b, r / bst, 0, &phys))) break;
         for (uint32_t c = 0; c < dht && !rc; c++) {
           uint32_t id = phys * (uint32_t)kvh * bst * dht + (uint32_t)h * bst * dht + (r % bst) * dht + c;
           for (int which = 0; which < 2 && !rc; which++) {
@@ -860,6 +1064,205 @@ static int exec_sdpa_prefill(offcard_tt_device *d, const lb_op *o) {
   return rc;
 }
 
+/* chunked_scaled_dot_product_attention, as its kernels walk it
+ * (ttnn/cpp/ttnn/operations/transformer/sdpa/device/kernels/dataflow/
+ * reader_interleaved.cpp:239-436 at 622c6fb9): the chunk's first query row
+ * sits at position (chunk_start / q_chunk_size) * q_chunk_size (the
+ * chunked_q_chunk_offset; the flexible overload reads chunk_start from the
+ * tensor at run time); row i attends keys 0..that+i (causal). Key tile row
+ * r comes from block page_table[b][r / block_size_t] (the row's stick
+ * copied into L1 and indexed without a bound check,
+ * dataflow_common.hpp:54-92), up to the reader's bound valid_Skt_bound;
+ * tile rows at or past it are zero-filled (read_paged_chunk_with_padding),
+ * so they score 0 and add nothing to the sum but their weight; rows at or
+ * past Skt (the padded K extent) are never visited. Float loops, rounded
+ * to bf16 once, as the other compute ops. */
+static int exec_chunked(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_tensor *q = &o->t[0], *k = &o->t[1], *v = &o->t[2], *pt = &o->t[3];
+  int flex = o->present[4], rc = 0;
+  const int64_t *qs = q->s.dims;
+  uint32_t B = (uint32_t)qs[0], H = (uint32_t)qs[1], Sq = (uint32_t)qs[2], D = (uint32_t)qs[3];
+  uint32_t KVH = (uint32_t)k->s.dims[1], bs = (uint32_t)k->s.dims[2], bst = bs / LB_TILE, Dt = D / LB_TILE, nb = (uint32_t)d->nbanks;
+  uint32_t qcs = o->i[1] ? (uint32_t)o->i[1] : 32, kcs = o->i[2] ? (uint32_t)o->i[2] : 32;
+  uint32_t start = (uint32_t)o->i[0];
+  if (flex) {
+    uint32_t *w = read_u(d, name, &o->t[4], &rc);
+    if (!w) return rc;
+    start = w[0];
+    free(w);
+  }
+  uint32_t W = (uint32_t)lb_padded(&pt->s, 1);
+  uint64_t stick = flex ? (uint64_t)W * 4 : pt->aligned;
+  uint64_t sk = flex ? (uint64_t)Sq + (uint64_t)W * bs : (uint64_t)start + Sq; /* sdpa_program_factory.cpp:216 */
+  uint64_t skt = (sk + kcs - 1) / kcs * kcs / LB_TILE, valid_skt = (sk + LB_TILE - 1) / LB_TILE;
+  uint64_t off_t = start / qcs * (qcs / LB_TILE), valid_sqt = (Sq + LB_TILE - 1) / LB_TILE;
+  uint64_t bound = flex ? (off_t + valid_sqt < valid_skt ? off_t + valid_sqt : valid_skt) : valid_skt + off_t;
+  uint64_t first = off_t * LB_TILE, npos = first + Sq; /* positions 0..npos-1 */
+  if (npos > skt * LB_TILE) npos = skt * LB_TILE;
+  if (npos > (1u << 20)) return lb_err(OFFCARD_TT_EDEVICE, name, "offcard: the chunk starts at position %u; the loopback stops at %d positions", start, 1 << 20);
+  float *qv = read_f(d, name, q, &rc);
+  float *ov = qv ? calloc((size_t)B * H * Sq * D + 1, sizeof *ov) : NULL;
+  float *kb = qv ? malloc((npos * D + 1) * sizeof *kb) : NULL, *vb = qv ? malloc((npos * D + 1) * sizeof *vb) : NULL;
+  float *pr = qv ? malloc((npos + 1) * sizeof *pr) : NULL;
+  uint8_t *tile = malloc(k->page_size);
+  if (qv && (!ov || !kb || !vb || !pr || !tile)) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+  float scale = o->f[0] != 0 ? o->f[0] : 1.0f / sqrtf((float)lb_padded(&q->s, 3));
+  for (uint32_t b = 0; b < B && !rc; b++) {
+    int core = (int)(b % (uint32_t)d->ncores);
+    for (uint32_t h = 0; h < KVH && !rc; h++) {
+      for (uint64_t r = 0; r * LB_TILE < npos && !rc; r++) {
+        if (r >= bound) { /* zero padding */
+          for (uint64_t p = r * LB_TILE; p < (r + 1) * LB_TILE && p < npos; p++)
+            for (uint32_t e = 0; e < D; e++) kb[p * D + e] = vb[p * D + e] = 0;
+          continue;
+        }
+        uint32_t phys;
+        if ((rc = pt_entry(d, name, pt, core, b, (uint32_t)(r / bst), stick, &phys))) break;
+        for (uint32_t c = 0; c < Dt && !rc; c++) {
+          uint32_t id = phys * KVH * bst * Dt + h * bst * Dt + (uint32_t)(r % bst) * Dt + c;
+          for (int which = 0; which < 2 && !rc; which++) {
+            const lb_tensor *cache = which ? v : k;
+            float *into = which ? vb : kb;
+            if ((rc = lb_io(d, name, cache->s.buffer == OFFCARD_TT_L1, (int)(id % nb), cache->addr + (uint64_t)(id / nb) * cache->aligned, tile, cache->page_size, 0))) break;
+            for (int rr = 0; rr < LB_TILE; rr++) {
+              uint64_t p = r * LB_TILE + (uint64_t)rr;
+              if (p >= npos) break;
+              for (int cc = 0; cc < LB_TILE; cc++) {
+                uint16_t x;
+                memcpy(&x, tile + 2 * lb_tile_elem(rr, cc), 2);
+                into[p * D + c * LB_TILE + (uint32_t)cc] = lb_bf16_to_f32(x);
+              }
+            }
+          }
+        }
+      }
+      if (rc) break;
+      uint32_t group = H / KVH;
+      for (uint32_t g = 0; g < group; g++) {
+        uint32_t qh = h * group + g;
+        for (uint32_t i = 0; i < Sq; i++) {
+          uint64_t n = first + i + 1 < npos ? first + i + 1 : npos; /* causal: keys 0..first+i */
+          const float *qr = qv + (((size_t)b * H + qh) * Sq + i) * D;
+          float mx = -INFINITY, sum = 0;
+          for (uint64_t p = 0; p < n; p++) {
+            float sc = 0;
+            for (uint32_t e = 0; e < D; e++) sc += qr[e] * kb[p * D + e];
+            pr[p] = sc * scale;
+            if (pr[p] > mx) mx = pr[p];
+          }
+          for (uint64_t p = 0; p < n; p++) sum += pr[p] = expf(pr[p] - mx);
+          float *orow = ov + (((size_t)b * H + qh) * Sq + i) * D;
+          for (uint32_t e = 0; e < D; e++) {
+            float acc = 0;
+            for (uint64_t p = 0; p < n; p++) acc += pr[p] * vb[p * D + e];
+            orow[e] = n ? acc / sum : 0;
+          }
+        }
+      }
+    }
+  }
+  if (!rc) rc = write_f(d, name, &o->out[0], ov);
+  free(qv), free(ov), free(kb), free(vb), free(pr), free(tile);
+  return rc;
+}
+
+/* fill_cache, as FillCacheMultiCoreProgramFactory splits it
+ * (ttnn/cpp/ttnn/operations/kv_cache/device/
+ * fill_cache_multi_core_program_factory.cpp:38-180 at 622c6fb9): the
+ * input's heads * seq/32 tile rows go to the cores as split_work_to_cores
+ * deals them (tt_metal/common/work_split.cpp:337: the first units % cores
+ * cores one more), or one shard per core for a sharded input; each core
+ * writes its rows' tiles to consecutive cache tiles from its first row's
+ * place, so rows a core takes past a head's last input row land in the
+ * same head's next cache rows, not in the next head (the factory's TODO:
+ * "assume that work doesn't spill over to next head"). */
+static int exec_fill_cache(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_tensor *cache = &o->t[0], *in = &o->t[1];
+  uint32_t bi = (uint32_t)o->i[0], ui = (uint32_t)o->i[1];
+  uint64_t wt = (uint64_t)lb_padded(&cache->s, 3) / LB_TILE, in_ht = (uint64_t)lb_padded(&in->s, 2) / LB_TILE;
+  uint64_t cache_htwt = (uint64_t)lb_padded(&cache->s, 2) * wt / LB_TILE, cache_chtwt = (uint64_t)lb_padded(&cache->s, 1) * cache_htwt;
+  uint64_t start_idx = bi * cache_chtwt + ui / LB_TILE * wt;
+  uint64_t units = (uint64_t)lb_padded(&in->s, 1) * in_ht, cores, per, more;
+  if (in->s.memory != OFFCARD_TT_INTERLEAVED) {
+    cores = (uint64_t)in->s.shard_cores, per = (uint64_t)in->s.shard_h / LB_TILE, more = 0;
+  } else {
+    uint64_t grid = (uint64_t)d->ncores;
+    cores = units < grid ? units : grid, per = units / cores, more = units % cores;
+  }
+  uint8_t *tile = malloc(in->page_size);
+  if (!tile) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+  int rc = 0;
+  for (uint64_t c = 0, done = 0; c < cores && !rc && done < units; c++) {
+    uint64_t n = per + (c < more);
+    uint64_t dst = start_idx + done / in_ht * cache_htwt + done % in_ht * wt;
+    for (uint64_t j = 0; j < n * wt && !rc; j++) {
+      if ((rc = lb_page_io(d, name, in, done * wt + j, tile, 0))) break;
+      rc = lb_page_io(d, name, cache, dst + j, tile, 1);
+    }
+    done += n;
+  }
+  free(tile);
+  return rc;
+}
+
+/* slice: a TILE input tile by tile (SliceTileProgramFactory: the box's
+ * tiles, begins on the tile grid, ends rounded up to it, so a partial
+ * tile carries the input's own padding rows), a ROW_MAJOR input element by
+ * element; a no-op slice to another memory config is a copy. */
+static int exec_slice(offcard_tt_device *d, const lb_op *o) {
+  const char *name = lb_op_name(o->code);
+  const lb_tensor *in = &o->t[0], *out = &o->out[0];
+  const lb_spec *is = &in->s;
+  int r = is->rank, rc = 0;
+  uint32_t b[OFFCARD_TT_MAX_RANK], e[OFFCARD_TT_MAX_RANK], pe[OFFCARD_TT_MAX_RANK];
+  lb_slice_box(o, b, e, pe);
+  if (lb_slice_noop(o) || is->layout != OFFCARD_TT_TILE) {
+    int es = lb_esize(is->dtype);
+    uint8_t *src = malloc(lb_volume(is) * es + 1), *dst = malloc(lb_volume(&out->s) * es + 1);
+    if (!src || !dst) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+    if (!rc) rc = lb_read_logical(d, name, in, src);
+    uint64_t n = lb_volume(&out->s);
+    for (uint64_t k = 0; k < n && !rc; k++) {
+      uint64_t rem = k, si = 0, stride = 1;
+      for (int i = r - 1; i >= 0; i--) {
+        uint64_t od = (uint64_t)out->s.dims[i], x = rem % od;
+        rem /= od;
+        si += (x + b[i]) * stride;
+        stride *= (uint64_t)is->dims[i];
+      }
+      memcpy(dst + k * es, src + si * es, es);
+    }
+    if (!rc) rc = lb_write_logical(d, name, out, dst);
+    free(src), free(dst);
+    return rc;
+  }
+  uint64_t iht = (uint64_t)lb_padded(is, r - 2) / LB_TILE, iwt = (uint64_t)lb_padded(is, r - 1) / LB_TILE;
+  uint64_t oht = (uint64_t)lb_padded(&out->s, r - 2) / LB_TILE, owt = (uint64_t)lb_padded(&out->s, r - 1) / LB_TILE;
+  uint64_t outer = 1;
+  for (int i = 0; i < r - 2; i++) outer *= (uint64_t)out->s.dims[i];
+  uint8_t *tile = malloc(in->page_size);
+  if (!tile) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+  for (uint64_t ou = 0; ou < outer && !rc; ou++) {
+    uint64_t rem = ou, iu = 0, stride = 1;
+    for (int i = r - 3; i >= 0; i--) {
+      uint64_t od = (uint64_t)out->s.dims[i];
+      iu += (rem % od + b[i]) * stride;
+      rem /= od;
+      stride *= (uint64_t)is->dims[i];
+    }
+    for (uint64_t tr = 0; tr < oht && !rc; tr++)
+      for (uint64_t tc = 0; tc < owt && !rc; tc++) {
+        uint64_t src = (iu * iht + tr + b[r - 2] / LB_TILE) * iwt + tc + b[r - 1] / LB_TILE;
+        if ((rc = lb_page_io(d, name, in, src, tile, 0))) break;
+        rc = lb_page_io(d, name, out, (ou * oht + tr) * owt + tc, tile, 1);
+      }
+  }
+  free(tile);
+  return rc;
+}
+
 static int exec_plus_one(offcard_tt_device *d, const lb_op *o) {
   const char *name = lb_op_name(o->code);
   const lb_tensor *t = &o->t[0];
@@ -900,6 +1303,12 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
       return exec_plus_one(d, o);
     case OFFCARD_TT_OP_SDPA:
       return exec_sdpa_prefill(d, o);
+    case OFFCARD_TT_OP_CHUNKED_SDPA:
+      return exec_chunked(d, o);
+    case OFFCARD_TT_OP_FILL_CACHE:
+      return exec_fill_cache(d, o);
+    case OFFCARD_TT_OP_SLICE:
+      return exec_slice(d, o);
     case OFFCARD_TT_OP_NLP_CREATE_QKV_HEADS: {
       if (!(a = read_f(d, name, &t[0], &rc))) break;
       uint64_t bsz = (uint64_t)t[0].s.dims[0], seq = (uint64_t)t[0].s.dims[2], w = (uint64_t)last(&t[0].s), col = 0;

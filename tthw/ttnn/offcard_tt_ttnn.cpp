@@ -48,6 +48,8 @@
 #include "ttnn/operations/eltwise/unary/common/unary_op_types.hpp"
 #include "ttnn/operations/reduction/argmax/argmax.hpp"
 #include "ttnn/operations/experimental/plusone/plusone.hpp"
+#include "ttnn/operations/kv_cache/kv_cache.hpp"
+#include "ttnn/operations/data_movement/slice/slice.hpp"
 #include "ttnn/operations/trace.hpp"
 #include "ttnn/tensor/tensor.hpp"
 
@@ -533,7 +535,10 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t op, const uint64_t *ts, uin
                                 "copy",
                                 "nlp_create_qkv_heads",
                                 "scaled_dot_product_attention",
-                                "nlp_concat_heads"};
+                                "nlp_concat_heads",
+                                "chunked_scaled_dot_product_attention",
+                                "fill_cache",
+                                "slice"};
   static_assert(sizeof names / sizeof names[0] == OFFCARD_TT_OP_LAST + 1, "one name per op code");
   const char *name = op >= 1 && op <= OFFCARD_TT_OP_LAST ? names[op] : "run";
   return guard(name, [&] {
@@ -626,6 +631,54 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t op, const uint64_t *ts, uin
         if (F(0) != 0) scale = F(0);
         made.push_back(ttnn::transformer::scaled_dot_product_attention(T(0), T(1), T(2), std::nullopt, I(0) != 0, scale, std::nullopt, mem(0), pc,
                                                                        cfg, std::nullopt));
+        break;
+      }
+      case OFFCARD_TT_OP_CHUNKED_SDPA: {
+        take_specs(5, 1);
+        std::optional<ttnn::operations::transformer::SDPAProgramConfig> pc;
+        if (I(1) != 0 || I(2) != 0) {
+          // ttnn checks both sizes % TILE_SIZE, then divides chunk_start_idx
+          // by them (sdpa_device_operation.cpp:266-292): a zero or negative
+          // size that passes the first check is refused here, with sim's and
+          // the loopback's text, instead of a division by zero
+          if ((I(1) <= 0 || I(2) <= 0) && I(1) % 32 == 0 && I(2) % 32 == 0)
+            fail(OFFCARD_TT_EDEVICE, "offcard: q_chunk_size and k_chunk_size must both be positive multiples of 32 in a program config");
+          ttnn::operations::transformer::SDPAProgramConfig c;
+          c.compute_with_storage_grid_size = d->grid;
+          c.q_chunk_size = (size_t)I(1);
+          c.k_chunk_size = (size_t)I(2);
+          if (I(4)) c.exp_approx_mode = false;
+          pc = c;
+        } else if (I(4)) {
+          fail(OFFCARD_TT_EDEVICE, "offcard: exp_approx_mode needs a program config: set q_chunk_size and k_chunk_size");
+        }
+        std::optional<ttnn::DeviceComputeKernelConfig> cfg;
+        if (I(3)) cfg = fp32_acc(d);
+        std::optional<float> scale;
+        if (F(0) != 0) scale = F(0);
+        // the tensor form is the flexible overload (chunk_start_idx read on
+        // the device at run time); without it the legacy int64_t overload
+        if (std::optional<Tensor> start = OT(4))
+          made.push_back(ttnn::transformer::chunked_scaled_dot_product_attention(T(0), T(1), T(2), T(3), *start, scale, mem(0), pc, cfg));
+        else
+          made.push_back(ttnn::transformer::chunked_scaled_dot_product_attention(T(0), T(1), T(2), T(3), (int64_t)I(0), scale, mem(0), pc, cfg));
+        break;
+      }
+      case OFFCARD_TT_OP_FILL_CACHE:
+        // batch_idx and update_idx are uint32_t in ttnn: a negative index
+        // reaches its checks as its two's complement, as in the loopback
+        ttnn::fill_cache(T(0), T(1), (uint32_t)I(0), (uint32_t)I(1));
+        break;
+      case OFFCARD_TT_OP_SLICE: {
+        int64_t nb = I(0);
+        if (nb < 0 || nb > OFFCARD_TT_MAX_RANK) fail(OFFCARD_TT_EARG, "slice: begins count " + std::to_string(nb));
+        int64_t ne = I(1 + (uint32_t)nb);
+        if (ne < 0 || ne > OFFCARD_TT_MAX_RANK) fail(OFFCARD_TT_EARG, "slice: ends count " + std::to_string(ne));
+        ttnn::SmallVector<int32_t> begins, ends, step((size_t)nb, 1);
+        for (int64_t i = 0; i < nb; i++) begins.push_back((int32_t)I(1 + (uint32_t)i));
+        for (int64_t i = 0; i < ne; i++) ends.push_back((int32_t)I(2 + (uint32_t)(nb + i)));
+        take_specs(2 + (uint32_t)(nb + ne), 1);
+        made.push_back(ttnn::slice<int32_t>(T(0), begins, ends, step, mem(0)));
         break;
       }
       case OFFCARD_TT_OP_NLP_CONCAT_HEADS:
