@@ -80,8 +80,10 @@ var wrongBlockRE = regexp.MustCompile(`WRONG-BLOCK arch=(\w+) op=paged_update_ca
 // page_table_ptr[1], the word past the one-column row's 4-byte CB c_3
 // (reader_update_cache_interleaved_start_id.cpp). With one user and head
 // dim 128 that CB is created at +60 KiB from the CB base
-// (paged_update_cache_program_factory.cpp: c_0, c_24/25, c_26 of 16 KiB,
-// c_16 of 8 KiB, c_2 of 4 KiB), and on core 0 the word past it is c_20 + 4
+// (ttnn/cpp/ttnn/operations/experimental/paged_cache/device/update_cache/
+// paged_update_cache_program_factory.cpp:171-173, 183-266: c_0, c_24/25,
+// c_26 of 16 KiB, c_16 of 8 KiB, the index tile c_2 of 4 KiB, then c_3),
+// and on core 0 the word past it is c_20 + 4
 // of the K head norm's rms_norm, the last program before the update whose
 // CBs reach there (rotary_embedding_hf's and to_memory_config's end below
 // 32 KiB): bf16 x*x of head 0's dims 2 and 3
