@@ -128,6 +128,9 @@ type opLaunch struct {
 	n    int
 	flag bool
 	run  execFn
+	// leave, when set, writes what the program's CBs leave in L1 under
+	// stale L1 (cbleft.go), in place of leaveInputs.
+	leave func(d *Device, l *opLaunch, s *scratch)
 }
 
 func (l *opLaunch) exec(d *Device) error {
@@ -139,7 +142,11 @@ func (l *opLaunch) exec(d *Device) error {
 		return err
 	}
 	if d.opt.L1 == L1Stale {
-		d.leaveInputs(l.bufs, s)
+		if l.leave != nil {
+			l.leave(d, l, s)
+		} else {
+			d.leaveInputs(l.bufs, s)
+		}
 	}
 	return nil
 }
@@ -428,7 +435,7 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 			return contractErr(name, "Weight tensor has %d elements, want at least %d (the last dim)", w.spec.Volume(), in.g.w)
 		}
 		return nil
-	}, opLaunch{eps: o.Epsilon, run: execRMSNorm})
+	}, opLaunch{eps: o.Epsilon, run: execRMSNorm, leave: leaveRMSNormLaunch})
 }
 
 func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {

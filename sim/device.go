@@ -41,10 +41,11 @@ const (
 	// past its row: a silent write into block 0.
 	L1Zero
 	// L1Stale: what earlier programs left. Zeros under it (a cleared
-	// device), and every compute program leaves its input pages in its
-	// circular buffers from the CB base (c_0, c_1, ... of cores 0..15, up
-	// to 8 KiB a core), as the card's kernels stream inputs through L1;
-	// paged_update_cache and SDPA leave their index and page-table sticks.
+	// device); rms_norm leaves its CBs as the pin's factory lays them out
+	// (cbleft.go); other compute programs leave their input pages from
+	// the CB base (cores 0..15, up to 32 KiB a core), as the card's
+	// kernels stream inputs through L1; paged_update_cache and SDPA leave
+	// their index and page-table sticks and SDPA its K/V rings.
 	L1Stale
 )
 

@@ -100,12 +100,15 @@
 //
 // Not modelled (yet): BFLOAT8_B/BFLOAT4_B caches; sharded (UINT16) page
 // tables; the row-major fused factory; the real per-program CB layouts of
-// the compute ops (stale L1 is approximated: inputs streamed from the CB
-// base of cores 0..15, 32 KiB a core; paged SDPA decode and the cache ops
-// leave their reader-filled CBs where the pin's factories place them, but
-// the layernorm and matmul CB regions that reach past paged_update_cache's
-// page-table CB at the qwen3-0.6b geometry are not modelled, so the word
-// past it still reads zero under stale there) and their CB/L1 clash check; SDPA's
+// most compute ops (under stale L1 they leave only their input pages, from
+// the CB base of cores 0..15, 32 KiB a core; rms_norm leaves c_0, c_20,
+// c_22 and c_16 where layernorm_op_multi_core.cpp places them, on the
+// cores split_work_to_cores gives its tile rows (cbleft.go), so with one
+// user at the qwen3-0.6b geometry the word past paged_update_cache's
+// page-table CB is the K head norm's x*x; paged SDPA decode and the cache
+// ops leave their reader-filled CBs where the pin's factories place them;
+// matmul's CBs, which the word past the row reaches with more users, are
+// not modelled) and their CB/L1 clash check; SDPA's
 // multi-core split per user (one core per user here) and NaN propagation
 // through masked tiles; the exact kernel-binary sizes and trace-buffer
 // sizes (1 KiB per launch is assumed); the trace_region_size == 0 dynamic

@@ -141,6 +141,14 @@ var Perturbations = []Mutant{
 			Old: "\tif out.spec.Layout == tt.Tile && !embedFused(in, w, out) {",
 			New: "\tif false && out.spec.Layout == tt.Tile && !embedFused(in, w, out) { // perturbation"}},
 	},
+	{
+		Name:   "sim-rmsnorm-cb-order",
+		Idea:   "under stale L1, rms_norm's x*x buffer c_20 is created before c_19 (the pin creates c_19 first: layernorm_op_multi_core.cpp:731-753), so every later CB sits 4 KiB off",
+		Expect: "TestRMSNormStaleLeavesCBs fails; the word past a one-column page-table row at the qwen3-0.6b geometry would come from the wrong bytes",
+		Edits: []Edit{{File: "sim/cbleft.go",
+			Old: "\t\t{indices: []int{19}, size: 2 * single},\n\t\t{indices: []int{20}, size: uint64(wtUp) * single},",
+			New: "\t\t{indices: []int{20}, size: uint64(wtUp) * single}, // perturbation\n\t\t{indices: []int{19}, size: 2 * single},"}},
+	},
 }
 
 // Perturbed is m with the perturbation p's edits applied after its own.
@@ -178,6 +186,7 @@ var caughtBy = map[string]string{
 	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
 	"sim-sdpa-stale-kv-not-left":             "^TestSDPAStaleLeavesKVRings$",
 	"sim-embedding-unpadded-tilized":         "^TestEmbeddingIntoTileUnpaddedWritesSticks$",
+	"sim-rmsnorm-cb-order":                   "^TestRMSNormStaleLeavesCBs$",
 }
 
 // CaughtBy is the go test -run pattern of the sim tests that catch the
