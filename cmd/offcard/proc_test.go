@@ -36,6 +36,7 @@ func init() { procTestMain() }
 //
 // It returns only when the test binary runs the tests.
 func procTestMain() {
+	wireProxyMain()
 	if os.Getenv("OFFCARD_TEST_MAIN") != "" {
 		os.Unsetenv("OFFCARD_TEST_MAIN") // the engines it starts are engines
 		handleSignals()
@@ -89,7 +90,7 @@ func procTestMain() {
 			}
 			return bigError{Engine: e, Observer: e.(wire.Observer)}, c, nil
 		}
-		if err := wire.Serve(os.Stdin, os.Stdout, open); err != nil {
+		if err := serveTestEngine(open); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
