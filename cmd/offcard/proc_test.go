@@ -288,6 +288,7 @@ func TestEngineSignal(t *testing.T) {
 		code int
 	}{{syscall.SIGTERM, 143}, {syscall.SIGINT, 130}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
+			checkWire(t, "hello")
 			dir, tmp := t.TempDir(), t.TempDir()
 			pidFile, junit := filepath.Join(dir, "pid"), filepath.Join(dir, "report.xml")
 			cmd := exec.Command(exe, "check", "--engine", exe, "--cases", "1", "--seed", "8", "--timeout", "1h", "--junit", junit)
