@@ -21,9 +21,11 @@ func TestSchemaLines(t *testing.T) {
 	}{
 		{"hello", hello, true},
 		{"hello", `{"op":"hello","version":1,"model":{"preset":"tiny","seed":"1"},"block_size":32,"num_blocks":8,"capacity":2}`, true},
-		{"hello", strings.Replace(hello, `"seed":"1"`, `"seed":1`, 1), false},                  // the seed is a string
-		{"hello", strings.Replace(hello, `"block_size":32,`, ``, 1), false},                    // required
-		{"hello", strings.Replace(hello, `"strict":true`, `"strict":true,"typo":1`, 1), false}, // unknown hint
+		{"hello", strings.Replace(hello, `"seed":"1"`, `"seed":1`, 1), false},                                                       // the seed is a string
+		{"hello", strings.Replace(hello, `"block_size":32,`, ``, 1), false},                                                         // required
+		{"hello", strings.Replace(hello, `"preset":"tiny"`, `"preset":""`, 1), true},                                                // a checkpoint (--model DIR)
+		{"hello", `{"op":"hello","version":1,"model":{"preset":"","seed":"0"},"block_size":32,"num_blocks":8,"capacity":2}`, false}, // neither a preset nor weights
+		{"hello", strings.Replace(hello, `"strict":true`, `"strict":true,"typo":1`, 1), false},                                      // unknown hint
 		{"hello", strings.Replace(hello, `"version":2`, `"version":0`, 1), false},
 		{"request", hello, true},
 		{"admit", `{"op":"admit","seq":0,"prompt":[17,4,99],"blocks":[5]}`, true},

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 			}
 			return &faulty{Engine: e, Observer: e.(wire.Observer), mode: mode}, c, nil
 		}
-		if err := wire.Serve(os.Stdin, os.Stdout, open); err != nil {
+		if err := serveTestEngine(open); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -61,6 +61,8 @@ func (f *faulty) Decode(b []qwen3.Step) ([]qwen3.Output, error) {
 
 func (f *faulty) Reset() error { return f.Engine.(wire.Resetter).Reset() }
 
+// testEngine is the test binary as an engine of mode, every protocol line
+// of its sessions checked against the schema (checkWire).
 func testEngine(t *testing.T, mode string) string {
 	t.Helper()
 	exe, err := os.Executable()
@@ -68,11 +70,14 @@ func testEngine(t *testing.T, mode string) string {
 		t.Fatal(err)
 	}
 	t.Setenv("OFFCARD_TEST_ENGINE", mode)
+	checkWire(t)
 	return exe
 }
 
 func TestCheckEngine(t *testing.T) {
-	code, out, errs := runCLI(t, "check", "--engine", testEngine(t, "ok"), "--cases", "3", "--seed", "7")
+	exe := testEngine(t, "ok")
+	checkWire(t, "hello", "admit", "decode", "finish", "bye")
+	code, out, errs := runCLI(t, "check", "--engine", exe, "--cases", "3", "--seed", "7")
 	if code != 0 || !strings.Contains(out, "(tolerant mode), seed 7, 3 cases") || !strings.HasSuffix(out, "3 passed, 0 failed\n") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}

@@ -36,6 +36,7 @@ func init() { procTestMain() }
 //
 // It returns only when the test binary runs the tests.
 func procTestMain() {
+	wireProxyMain()
 	if os.Getenv("OFFCARD_TEST_MAIN") != "" {
 		os.Unsetenv("OFFCARD_TEST_MAIN") // the engines it starts are engines
 		handleSignals()
@@ -89,7 +90,7 @@ func procTestMain() {
 			}
 			return bigError{Engine: e, Observer: e.(wire.Observer)}, c, nil
 		}
-		if err := wire.Serve(os.Stdin, os.Stdout, open); err != nil {
+		if err := serveTestEngine(open); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -287,6 +288,7 @@ func TestEngineSignal(t *testing.T) {
 		code int
 	}{{syscall.SIGTERM, 143}, {syscall.SIGINT, 130}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
+			checkWire(t, "hello")
 			dir, tmp := t.TempDir(), t.TempDir()
 			pidFile, junit := filepath.Join(dir, "pid"), filepath.Join(dir, "report.xml")
 			cmd := exec.Command(exe, "check", "--engine", exe, "--cases", "1", "--seed", "8", "--timeout", "1h", "--junit", junit)

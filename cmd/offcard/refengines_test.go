@@ -44,6 +44,8 @@ func refEngineSeed(t *testing.T) string {
 // draw.
 func campaignRefEngine(t *testing.T, cmd, cases string) {
 	t.Helper()
+	checkWire(t, "hello", "admit", "decode", "finish", "bye")
+	cmd = proxied(t, cmd)
 	scripts, err := filepath.Glob("../../examples/scripts/*.script")
 	if err != nil || len(scripts) == 0 {
 		t.Fatalf("no scripts in examples/scripts: %v", err)
