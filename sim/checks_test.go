@@ -1015,8 +1015,30 @@ var checkCases = map[string]func(f *ckFix) error{
 	},
 }
 
+// wantText is the exact text ttnn prints for a covered entry's case: the
+// table's text with fmt's "{{" and "}}" read as braces, or, when the text
+// has format arguments, checkTexts' filled text (which must itself be an
+// instance of the table's text).
+func wantText(t *testing.T, c tt.Check) string {
+	t.Helper()
+	if w, ok := checkTexts[c.ID]; ok {
+		if !c.TextPattern().MatchString(w) {
+			t.Errorf("%s: checkTexts' %q is not an instance of the table's %q", c.ID, w, c.Text)
+		}
+		return w
+	}
+	lit := strings.NewReplacer("{{", "{", "}}", "}").Replace(c.Text)
+	if strings.ContainsAny(lit, "{}") && strings.Contains(c.Text, "{") {
+		for _, p := range regexp.MustCompile(`\{[^{}]*\}`).FindAllString(strings.NewReplacer("{{", "", "}}", "").Replace(c.Text), -1) {
+			t.Errorf("%s: the text has the format argument %s but checkTexts has no filled text for it", c.ID, p)
+		}
+	}
+	return lit
+}
+
 // TestChecksTable runs one case per covered entry and requires the entry's
-// text, and that the table and the cases name the same entries.
+// text exactly (its format arguments filled as ttnn fills them,
+// checkTexts), and that the table and the cases name the same entries.
 func TestChecksTable(t *testing.T) {
 	checks, err := tt.Checks()
 	if err != nil {
@@ -1052,8 +1074,13 @@ func TestChecksTable(t *testing.T) {
 			t.Errorf("%s (%s:%d): accepted, want %q", c.ID, c.File, c.Line, c.Text)
 		case !errors.As(err, &e):
 			t.Errorf("%s (%s:%d): %v is not a device error, want %q", c.ID, c.File, c.Line, err, c.Text)
-		case !c.TextPattern().MatchString(e.Msg):
-			t.Errorf("%s (%s:%d): got %q, want %q", c.ID, c.File, c.Line, e.Msg, c.Text)
+		case e.Msg != wantText(t, c):
+			t.Errorf("%s (%s:%d): got %q, want %q", c.ID, c.File, c.Line, e.Msg, wantText(t, c))
+		}
+	}
+	for id := range checkTexts {
+		if !covered[id] {
+			t.Errorf("checkTexts names %s, not a covered entry of the table", id)
 		}
 	}
 	var extra []string

@@ -828,7 +828,7 @@ func TestPagedSDPAValidation(t *testing.T) {
 	pt := cAlloc(t, d, cSpec(tt.INT32, tt.RowMajor, 2, 2))
 	cpBad := cAlloc(t, d, cSpec(tt.UINT32, tt.RowMajor, 2))
 	err := run1(d, tt.PagedSDPADecode{Q: qt, K: kt, V: vt, PageTable: pt, CurPos: cpBad})
-	if !tt.HasMsg(err, "Expect cur_pos to be INT32, got UINT32") {
+	if !tt.HasMsg(err, "Expect cur_pos to be INT32, got DataType::UINT32") {
 		t.Fatalf("uint32 cur_pos: %v", err)
 	}
 	pt3 := cAlloc(t, d, cSpec(tt.INT32, tt.RowMajor, 3, 2))

@@ -71,7 +71,7 @@ func TestContractRefusals(t *testing.T) {
 	cpBad := cUpload(t, d, cSpec(tt.BF16, tt.RowMajor, B), []bf16.BF16{1, 2})
 	bad := sdpa(32)
 	bad.CurPos = cpBad
-	if _, err := d.Run(bad); !tt.HasMsg(err, "Expect cur_pos to be INT32, got BFLOAT16") {
+	if _, err := d.Run(bad); !tt.HasMsg(err, "Expect cur_pos to be INT32, got DataType::BFLOAT16") {
 		t.Fatalf("cur_pos dtype on a cached program: %v", err)
 	}
 	if h, _ := d.ProgramCacheStats(); h != hits {

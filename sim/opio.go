@@ -513,8 +513,40 @@ func (d *Device) runSimple(name string, attrs attrKey, bufs []*buffer, validate 
 }
 
 // opErr is a refusal with ttnn's text (the table tt/checks.tsv lists each
-// one with its tt-metal path:line).
-func opErr(op, format string, a ...any) error { return tt.Errorf(op, format, a...) }
+// one with its tt-metal path:line), its arguments printed as ttnn's fmt
+// prints them (ttnnArgs).
+func opErr(op, format string, a ...any) error { return tt.Errorf(op, format, ttnnArgs(a)...) }
+
+// ttnnArgs renders the enum arguments of a ttnn text as TT_FATAL's fmt
+// call does at the pin: DataType through its own formatter
+// ("DataType::INT32", tt_metal/impl/tensor/tensor_types.cpp:126-143), every
+// other enum (Layout, TensorMemoryLayout, BufferType) through the generic
+// enum formatter, enchantum::scoped::to_string ("Layout::TILE",
+// tt_stl/tt_stl/fmt.hpp:54-64), which prints the type's unqualified name,
+// "::" and the enumerator. Other arguments pass through.
+func ttnnArgs(a []any) []any {
+	out := a
+	for i, x := range a {
+		var s string
+		switch v := x.(type) {
+		case tt.DType:
+			s = "DataType::" + v.String()
+		case tt.Layout:
+			s = "Layout::" + v.String()
+		case tt.MemoryLayout:
+			s = "TensorMemoryLayout::" + v.String()
+		case tt.BufferType:
+			s = "BufferType::" + v.String()
+		default:
+			continue
+		}
+		if &out[0] == &a[0] {
+			out = append([]any(nil), a...)
+		}
+		out[i] = s
+	}
+	return out
+}
 
 // contractErr is a refusal of offcard's own contract where ttnn has no
 // check of its own (an input the simulator does not model, or a

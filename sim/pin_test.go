@@ -69,7 +69,7 @@ func TestSDPAOutputAndQMemoryRules(t *testing.T) {
 	f := newSDPAFix(t, Options{}, 2, 4, 2)
 	wantErr(t, f.d, "GQA, height-sharded output", f.op(hs), "Sharded output not supported for GQA")
 	wantErr(t, f.d, "GQA, width-sharded output", f.op(ws),
-		"Output memory config layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED")
+		"Output memory config layout must be HEIGHT_SHARDED when sharded but got TensorMemoryLayout::WIDTH_SHARDED")
 	dram := cOut(t, f.d, f.op(tt.DRAMInterleaved))
 	l1 := cOut(t, f.d, f.op(tt.L1Interleaved))
 	cSame(t, "L1-interleaved output", cDown(t, f.d, l1), cDown(t, f.d, dram))
@@ -81,7 +81,7 @@ func TestSDPAOutputAndQMemoryRules(t *testing.T) {
 		t.Errorf("MHA, height-sharded output: %v", err)
 	}
 	wantErr(t, m.d, "MHA, width-sharded output", m.op(tt.L1WidthSharded(1, [2]int{64, 32})),
-		"Output memory config layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED")
+		"Output memory config layout must be HEIGHT_SHARDED when sharded but got TensorMemoryLayout::WIDTH_SHARDED")
 
 	// Q: width-sharded refused, L1-interleaved refused, height-sharded runs.
 	qv := cDown(t, m.d, m.q)
@@ -89,8 +89,8 @@ func TestSDPAOutputAndQMemoryRules(t *testing.T) {
 		mem  tt.MemoryConfig
 		text string
 	}{
-		{tt.L1WidthSharded(1, [2]int{64, 32}), "Q tensor memory layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED"},
-		{tt.L1Interleaved, "Q tensor buffer type must be DRAM when not sharded but got L1"},
+		{tt.L1WidthSharded(1, [2]int{64, 32}), "Q tensor memory layout must be HEIGHT_SHARDED when sharded but got TensorMemoryLayout::WIDTH_SHARDED"},
+		{tt.L1Interleaved, "Q tensor buffer type must be DRAM when not sharded but got BufferType::L1"},
 		{tt.L1HeightSharded(2, [2]int{32, 32}), ""},
 	} {
 		s := m.q.Spec

@@ -440,13 +440,13 @@ func TestPrefillRefusals(t *testing.T) {
 	}{
 		// nlp_create_qkv_heads
 		{xt + "nlp_create_qkv_heads/nlp_create_qkv_heads.cpp", tt.NLPCreateQKVHeads{Input: qkv, NumHeads: 3, NumKVHeads: 1}, "Unsupported input shape", nil},
-		{ch, tt.NLPCreateQKVHeads{Input: qkvRM, NumHeads: H, NumKVHeads: KV}, "Input tensor layout must be TILE but got ROW_MAJOR", nil},
+		{ch, tt.NLPCreateQKVHeads{Input: qkvRM, NumHeads: H, NumKVHeads: KV}, "Input tensor layout must be TILE but got Layout::ROW_MAJOR", nil},
 		{ch, tt.NLPCreateQKVHeads{Input: qkv2, NumHeads: H, NumKVHeads: KV}, "Unsupported input sequence length 2 is not equal to 1", nil},
-		{ch, tt.NLPCreateQKVHeads{Input: qkv, NumHeads: H, NumKVHeads: KV, Memory: l1hs}, "Output memory config layout must be INTERLEAVED but got HEIGHT_SHARDED",
+		{ch, tt.NLPCreateQKVHeads{Input: qkv, NumHeads: H, NumKVHeads: KV, Memory: l1hs}, "Output memory config layout must be INTERLEAVED but got TensorMemoryLayout::HEIGHT_SHARDED",
 			tt.NLPCreateQKVHeads{Input: qkv, NumHeads: H, NumKVHeads: KV}},
 		// nlp_concat_heads
-		{cc, tt.NLPConcatHeads{Input: headsRM}, "Input tensor layout must be TILE but got ROW_MAJOR", nil},
-		{cc, tt.NLPConcatHeads{Input: heads, Memory: l1hs}, "Output memory config layout must be INTERLEAVED but got HEIGHT_SHARDED", tt.NLPConcatHeads{Input: heads}},
+		{cc, tt.NLPConcatHeads{Input: headsRM}, "Input tensor layout must be TILE but got Layout::ROW_MAJOR", nil},
+		{cc, tt.NLPConcatHeads{Input: heads, Memory: l1hs}, "Output memory config layout must be INTERLEAVED but got TensorMemoryLayout::HEIGHT_SHARDED", tt.NLPConcatHeads{Input: heads}},
 		// rotary_embedding_hf, prefill mode
 		{rh, tt.RotaryEmbeddingHF{Input: headsRM, Cos: cosT, Sin: sinT, Prefill: true}, "Input must be tilized", nil},
 		{rh, tt.RotaryEmbeddingHF{Input: heads, Cos: cosRM, Sin: sinT, Prefill: true}, "Cos must be tilized", nil},
@@ -464,8 +464,8 @@ func TestPrefillRefusals(t *testing.T) {
 			"Cos seq_len must be >= input seq_len. Input seq_len: 40, Cos seq_len: 39.", nil},
 		// scaled_dot_product_attention
 		{sdp, sdpa(heads, kvRM, kv), "Inputs to SDPA must be tilized", nil},
-		{sdp, sdpa(headsF32, kv, kv), "Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is FLOAT32", nil},
-		{sdp, sdpa(heads, kvInt, kv), "Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is INT32", nil},
+		{sdp, sdpa(headsF32, kv, kv), "Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is DataType::FLOAT32", nil},
+		{sdp, sdpa(heads, kvInt, kv), "Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is DataType::INT32", nil},
 		{sdp, sdpa(heads, kvShort, kvShort), "Causal SDPA requires Q and K to have the same sequence length. Got Q: 40, K: 39", nil},
 		{sdp, sdpa(heads, kvB2, kvB2), "K and V batch must match. Got K: 2, V: 2", nil},
 		{sdp, sdpa(heads, kv, kv3), "K and V num_heads must match. Got K: 2, V: 3", nil},

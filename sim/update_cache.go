@@ -78,6 +78,7 @@ type ucArgs struct {
 	share          bool
 	batchOffset    int
 	fp32           bool
+	gridX          int // the worker grid's width (the shard grids' CoreRangeSets)
 }
 
 func (a *ucArgs) pairs() int {
@@ -87,7 +88,7 @@ func (a *ucArgs) pairs() int {
 	return 1
 }
 
-func (a *ucArgs) err(format string, v ...any) error { return tt.Errorf(a.op, format, v...) }
+func (a *ucArgs) err(format string, v ...any) error { return opErr(a.op, format, v...) }
 
 func (d *Device) operand(op string, t tt.Tensor) (*buffer, error) {
 	b, ok := d.live(t)
@@ -115,10 +116,10 @@ func validateUpdateCache(a *ucArgs) error {
 	// the core counts ({} prints each CoreRangeSet).
 	g1, g2 := a.inputs[0].spec.Memory.Shard, a.inputs[1].spec.Memory.Shard
 	if g1.FirstCore < g2.FirstCore+g2.NumCores && g2.FirstCore < g1.FirstCore+g1.NumCores {
-		return a.err("input_tensor1 (%s) and input_tensor2 (%s) must not overlap", coreRangeSet(g1), coreRangeSet(g2))
+		return a.err("input_tensor1 (%s) and input_tensor2 (%s) must not overlap", coreRangeSet(g1, a.gridX), coreRangeSet(g2, a.gridX))
 	}
 	if g1.NumCores != g2.NumCores {
-		return a.err("input_tensor1 (%s) and input_tensor2 (%s) must have same number of cores", coreRangeSet(g1), coreRangeSet(g2))
+		return a.err("input_tensor1 (%s) and input_tensor2 (%s) must have same number of cores", coreRangeSet(g1, a.gridX), coreRangeSet(g2, a.gridX))
 	}
 	if !a.caches[0].spec.Equal(a.caches[1].spec) || a.inputs[0].spec.Memory.Shard.Shape != a.inputs[1].spec.Memory.Shard.Shape ||
 		a.inputs[0].spec.DType != a.inputs[1].spec.DType || !shapeEqual(a.inputs[0].spec.Shape, a.inputs[1].spec.Shape) {
@@ -127,10 +128,52 @@ func validateUpdateCache(a *ucArgs) error {
 	return nil
 }
 
-// coreRangeSet prints a grid of consecutive cores on row 0 as a
-// CoreRangeSet of one range.
-func coreRangeSet(g tt.ShardSpec) string {
-	return fmt.Sprintf("{[(x=%d,y=0) - (x=%d,y=0)]}", g.FirstCore, g.FirstCore+g.NumCores-1)
+// coreRangeSet prints a shard grid as the shim builds it and as its fmt
+// formatter prints it at the pin. The grid is num_cores_to_corerangeset(
+// start, n, grid, row_wise) (tt_metal/common/work_split.cpp:77-143): a
+// partial first row when the start is not at column 0 and the cores
+// overflow it, then the full rows when more than a row is left, then the
+// rest as a partial row. CoreRangeSet::str() is "{" + each
+// CoreRange::str() joined by ", " + "}", CoreRange::str() "[" + start +
+// " - " + end + "]" (tt_metal/common/core_coord.cpp:115, 354-365, 663-668),
+// and a CoreCoord is umd's xy_pair, whose str() is "x-y"
+// (device/types/xy_pair.cpp:11 of the tt-umd submodule at 44455fa1).
+func coreRangeSet(g tt.ShardSpec, gridX int) string {
+	type xy struct{ x, y int }
+	var rs [][2]xy
+	s := xy{g.FirstCore % gridX, g.FirstCore / gridX}
+	left := g.NumCores
+	if s.x != 0 && left > gridX-s.x {
+		rs = append(rs, [2]xy{s, {gridX - 1, s.y}})
+		left -= gridX - s.x
+		s = xy{0, s.y + 1}
+	}
+	if left > gridX {
+		rows := left / gridX
+		rs = append(rs, [2]xy{s, {gridX - 1, s.y + rows - 1}})
+		left -= rows * gridX
+		s = xy{0, s.y + rows}
+	}
+	if left > 0 {
+		rs = append(rs, [2]xy{s, {s.x + left - 1, s.y}})
+	}
+	b := []byte("{")
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "[%d-%d - %d-%d]", r[0].x, r[0].y, r[1].x, r[1].y)
+	}
+	return string(append(b, '}'))
+}
+
+// gridX is the width of the worker grid, compute_with_storage_grid_size().x:
+// Wormhole 8 (8x8), Blackhole 13 (13x10).
+func (d *Device) gridX() int {
+	if d.opt.Arch == Blackhole {
+		return 13
+	}
+	return 8
 }
 
 func validateUCPair(a *ucArgs, cache, in *buffer) error {
@@ -443,7 +486,7 @@ func (d *Device) resolveUC(a *ucArgs, caches, inputs []tt.Tensor, idx, pt *tt.Te
 }
 
 func (d *Device) pagedUpdateCache(o *tt.PagedUpdateCache) error {
-	a := &ucArgs{op: opUpdateCache, list: o.UpdateIdxsList, share: o.ShareCache, batchOffset: o.BatchOffset, fp32: o.FP32DestAcc}
+	a := &ucArgs{op: opUpdateCache, list: o.UpdateIdxsList, share: o.ShareCache, batchOffset: o.BatchOffset, fp32: o.FP32DestAcc, gridX: d.gridX()}
 	if err := d.resolveUC(a, []tt.Tensor{o.Cache}, []tt.Tensor{o.Input}, o.UpdateIdxs, o.PageTable); err != nil {
 		return err
 	}
@@ -455,7 +498,7 @@ func (d *Device) pagedUpdateCache(o *tt.PagedUpdateCache) error {
 // program, the same index tensor and page table, the same unchecked
 // page-table indexing as paged_update_cache.
 func (d *Device) pagedFusedUpdateCache(o *tt.PagedFusedUpdateCache) error {
-	a := &ucArgs{op: opFusedUpdateCache, fused: true, list: o.UpdateIdxsList, share: o.ShareCache, batchOffset: o.BatchOffset, fp32: o.FP32DestAcc}
+	a := &ucArgs{op: opFusedUpdateCache, fused: true, list: o.UpdateIdxsList, share: o.ShareCache, batchOffset: o.BatchOffset, fp32: o.FP32DestAcc, gridX: d.gridX()}
 	if err := d.resolveUC(a, []tt.Tensor{o.Cache1, o.Cache2}, []tt.Tensor{o.Input1, o.Input2}, o.UpdateIdxs, o.PageTable); err != nil {
 		return err
 	}

@@ -195,19 +195,25 @@ static int want_bf16(const char *name, const char *what, const lb_tensor *t) {
 }
 
 /* dt_name and ml_name print a DataType and a TensorMemoryLayout as
- * tt-metal's fmt formatters do (enchantum: the enumerator's name). */
+ * TT_FATAL's fmt call does at the pin: DataType through its own formatter
+ * (tt_metal/impl/tensor/tensor_types.cpp:126-143), TensorMemoryLayout (and
+ * Layout, BufferType, written out below) through enchantum's scoped name
+ * (tt_stl/tt_stl/fmt.hpp:54-64): "DataType::INT32",
+ * "TensorMemoryLayout::HEIGHT_SHARDED", "Layout::TILE", "BufferType::L1". */
 static const char *dt_name(int32_t dt) {
   switch (dt) {
-    case OFFCARD_TT_BF16: return "BFLOAT16";
-    case OFFCARD_TT_FP32: return "FLOAT32";
-    case OFFCARD_TT_INT32: return "INT32";
-    case OFFCARD_TT_UINT32: return "UINT32";
+    case OFFCARD_TT_BF16: return "DataType::BFLOAT16";
+    case OFFCARD_TT_FP32: return "DataType::FLOAT32";
+    case OFFCARD_TT_INT32: return "DataType::INT32";
+    case OFFCARD_TT_UINT32: return "DataType::UINT32";
   }
-  return "UINT16";
+  return "DataType::UINT16";
 }
 
 static const char *ml_name(int32_t ml) {
-  return ml == OFFCARD_TT_INTERLEAVED ? "INTERLEAVED" : ml == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED";
+  return ml == OFFCARD_TT_INTERLEAVED ? "TensorMemoryLayout::INTERLEAVED"
+         : ml == OFFCARD_TT_HEIGHT_SHARDED ? "TensorMemoryLayout::HEIGHT_SHARDED"
+                                           : "TensorMemoryLayout::WIDTH_SHARDED";
 }
 
 /* logical_shape prints a spec's logical shape as Shape's operator<<. */
@@ -215,6 +221,31 @@ static const char *logical_shape(const lb_spec *s, char *buf, size_t n) {
   size_t k = (size_t)snprintf(buf, n, "Shape([");
   for (int i = 0; i < s->rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)s->dims[i]);
   if (k < n) snprintf(buf + k, n - k, "])");
+  return buf;
+}
+
+/* core_range_set prints the shard grid of n cores from core first as the
+ * shim builds it, num_cores_to_corerangeset(start, n, grid, row_wise)
+ * (tt_metal/common/work_split.cpp:77-143), and as its fmt formatter prints
+ * it: "{" + each CoreRange::str() joined by ", " + "}", a CoreRange
+ * "[start - end]" (tt_metal/common/core_coord.cpp:115, 354-365), a core
+ * umd's xy_pair::str() "x-y" (tt-umd 44455fa1 device/types/xy_pair.cpp:11). */
+static const char *core_range_set(int64_t first, int64_t n, int64_t gx, char *buf, size_t cap) {
+  int64_t r[3][4], nr = 0, sx = first % gx, sy = first / gx, left = n;
+  if (sx != 0 && left > gx - sx) {
+    r[nr][0] = sx, r[nr][1] = sy, r[nr][2] = gx - 1, r[nr][3] = sy, nr++;
+    left -= gx - sx, sx = 0, sy++;
+  }
+  if (left > gx) {
+    int64_t rows = left / gx;
+    r[nr][0] = sx, r[nr][1] = sy, r[nr][2] = gx - 1, r[nr][3] = sy + rows - 1, nr++;
+    left -= rows * gx, sx = 0, sy += rows;
+  }
+  if (left > 0) r[nr][0] = sx, r[nr][1] = sy, r[nr][2] = sx + left - 1, r[nr][3] = sy, nr++;
+  size_t k = (size_t)snprintf(buf, cap, "{");
+  for (int64_t i = 0; i < nr && k < cap; i++)
+    k += (size_t)snprintf(buf + k, cap - k, "%s[%lld-%lld - %lld-%lld]", i ? ", " : "", (long long)r[i][0], (long long)r[i][1], (long long)r[i][2], (long long)r[i][3]);
+  if (k < cap) snprintf(buf + k, cap - k, "}");
   return buf;
 }
 
@@ -226,14 +257,13 @@ static int validate_uc(offcard_tt_device *d, const lb_op *o, int fused) {
   const lb_tensor *idx = o->present[2 * np] ? &o->t[2 * np] : NULL;
   const lb_tensor *pt = o->present[2 * np + 1] ? &o->t[2 * np + 1] : NULL;
   int64_t n = o->ni >= 4 ? o->i[3] : -1;
-  (void)d;
   if (o->ni < 4 || (n >= 0 && (uint64_t)n + 4 != o->ni)) return lb_err(OFFCARD_TT_EARG, name, "attributes: want share_cache, batch_offset, fp32_dest_acc, n, list");
   for (int p = 0; p < np; p++) {
     if (!o->present[2 * p] || !o->present[2 * p + 1]) return lb_err(OFFCARD_TT_EARG, name, "cache and input are required");
     const lb_spec *cs = &o->t[2 * p].s, *is = &o->t[2 * p + 1].s;
     if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor in non-fused update_cache must be tilized");
     if (cs->layout != OFFCARD_TT_TILE) FAIL("Cache tensor in update_cache must be tilized");
-    if (cs->dtype != OFFCARD_TT_FP32 && cs->dtype != OFFCARD_TT_BF16) FAIL("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %s", cs->dtype == OFFCARD_TT_INT32 ? "INT32" : cs->dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
+    if (cs->dtype != OFFCARD_TT_FP32 && cs->dtype != OFFCARD_TT_BF16) FAIL("Data type of cache tensor must be FLOAT32, BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %s", dt_name(cs->dtype));
     if (cs->rank != 4 || is->rank != 4) FAIL("offcard: Cache and input tensors must be rank 4");
     if (lb_padded(is, 0) != 1) FAIL("Dim 0 of input tensor must be 1");
     if (cs->memory != OFFCARD_TT_INTERLEAVED) FAIL("Only interleaved cache is supported");
@@ -291,13 +321,14 @@ static int validate_uc(offcard_tt_device *d, const lb_op *o, int fused) {
   }
   if (fused) {
     const lb_spec *a = &o->t[1].s, *b = &o->t[3].s;
-    /* {} prints each CoreRangeSet (paged_fused_update_cache_device_operation.cpp) */
+    char g1[128], g2[128];
+    /* {} prints each CoreRangeSet (paged_fused_update_cache_device_operation.cpp:227-228) */
     if (a->shard_first < b->shard_first + b->shard_cores && b->shard_first < a->shard_first + a->shard_cores)
-      FAIL("input_tensor1 ({[(x=%lld,y=0) - (x=%lld,y=0)]}) and input_tensor2 ({[(x=%lld,y=0) - (x=%lld,y=0)]}) must not overlap", (long long)a->shard_first,
-           (long long)(a->shard_first + a->shard_cores - 1), (long long)b->shard_first, (long long)(b->shard_first + b->shard_cores - 1));
+      FAIL("input_tensor1 (%s) and input_tensor2 (%s) must not overlap", core_range_set(a->shard_first, a->shard_cores, d->grid_x, g1, sizeof g1),
+           core_range_set(b->shard_first, b->shard_cores, d->grid_x, g2, sizeof g2));
     if (a->shard_cores != b->shard_cores)
-      FAIL("input_tensor1 ({[(x=%lld,y=0) - (x=%lld,y=0)]}) and input_tensor2 ({[(x=%lld,y=0) - (x=%lld,y=0)]}) must have same number of cores", (long long)a->shard_first,
-           (long long)(a->shard_first + a->shard_cores - 1), (long long)b->shard_first, (long long)(b->shard_first + b->shard_cores - 1));
+      FAIL("input_tensor1 (%s) and input_tensor2 (%s) must have same number of cores", core_range_set(a->shard_first, a->shard_cores, d->grid_x, g1, sizeof g1),
+           core_range_set(b->shard_first, b->shard_cores, d->grid_x, g2, sizeof g2));
     if (!same_shape(&o->t[0].s, &o->t[2].s) || o->t[0].s.dtype != o->t[2].s.dtype || !same_shape(a, b) || a->dtype != b->dtype)
       FAIL("offcard: cache_tensor1/input_tensor1 and cache_tensor2/input_tensor2 must have the same specs (the simulator's one program serves both)");
   }
@@ -328,7 +359,9 @@ static int validate_chunked(offcard_tt_device *d, const lb_op *o) {
   if (!flex && o->i[0] < 0) FAIL("chunk_start_idx must be non-negative");
   if (flex) {
     const lb_spec *cs = &t[4].s;
-    if (cs->dtype != OFFCARD_TT_INT32) FAIL("chunk_start_idx tensor must be int32. Got %s", dt_name(cs->dtype));
+    /* ttnn prints dtype() as "DataType::UINT32" here too; the bare name is kept
+     * until the serving work updates tthw/serving_test.go's expectation. */
+    if (cs->dtype != OFFCARD_TT_INT32) FAIL("chunk_start_idx tensor must be int32. Got %s", dt_name(cs->dtype) + sizeof "DataType::" - 1);
     if (cs->rank != 1 || cs->dims[0] != 1) FAIL("chunk_start_idx tensor must have shape [1]. Got %s", logical_shape(cs, buf, sizeof buf));
   }
   const lb_spec *ps = &t[3].s;
@@ -483,7 +516,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
   switch (o->code) {
     case OFFCARD_TT_OP_EMBEDDING:
       /* embedding_device_operation.cpp, in its order */
-      if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Weights tensor layout must be ROW_MAJOR but got TILE");
+      if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Weights tensor layout must be ROW_MAJOR but got Layout::TILE");
       if (t[0].s.dtype != OFFCARD_TT_UINT32 && t[0].s.dtype != OFFCARD_TT_BF16) FAIL("Input must be UINT32 or BFLOAT16");
       if (t[1].s.dtype != OFFCARD_TT_BF16) FAIL("Weights tensor must have BFLOAT16 dtype");
       if (t[0].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Embedding does not currently support sharded inputs");
@@ -497,7 +530,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want one float attribute (epsilon)");
       /* rmsnorm.cpp, then layernorm_device_operation.cpp */
       if (t[0].s.layout == OFFCARD_TT_ROW_MAJOR) FAIL("ttnn::rms_norm does not support ROW_MAJOR input tensors. Use TILE layout.");
-      if (t[0].s.dtype != OFFCARD_TT_FP32 && t[0].s.dtype != OFFCARD_TT_BF16) FAIL("Input tensor must be FLOAT32, BFLOAT16, or BFLOAT8_B, got: %s", t[0].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[0].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
+      if (t[0].s.dtype != OFFCARD_TT_FP32 && t[0].s.dtype != OFFCARD_TT_BF16) FAIL("Input tensor must be FLOAT32, BFLOAT16, or BFLOAT8_B, got: %s", dt_name(t[0].s.dtype));
       {
         const lb_spec *as = &t[0].s, *ws = &t[1].s;
         int64_t aw = lb_padded(as, as->rank - 1), ww = lb_padded(ws, ws->rank - 1);
@@ -514,7 +547,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
                padded_shape(ws, wsh, sizeof wsh), LB_TILE, (unsigned long long)lb_volume(ws), padded_shape(as, ash, sizeof ash));
         }
       }
-      if (t[1].s.dtype != OFFCARD_TT_FP32 && t[1].s.dtype != OFFCARD_TT_BF16) FAIL("Gamma tensor must be FLOAT32 or BFLOAT16, got: %s", t[1].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[1].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
+      if (t[1].s.dtype != OFFCARD_TT_FP32 && t[1].s.dtype != OFFCARD_TT_BF16) FAIL("Gamma tensor must be FLOAT32 or BFLOAT16, got: %s", dt_name(t[1].s.dtype));
       if (t[0].s.memory == OFFCARD_TT_HEIGHT_SHARDED) FAIL("Height sharded inputs are not supported.");
       if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Weight tensor", &t[1])) return OFFCARD_TT_EDEVICE;
       if ((int64_t)lb_volume(&t[1].s) < last(&t[0].s)) FAIL("offcard: Weight tensor has %llu elements, want at least %lld (the last dim)", (unsigned long long)lb_volume(&t[1].s), (long long)last(&t[0].s));
@@ -638,23 +671,23 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (o->i[0] < 0 || (o->i[0] > 0 && (o->i[0] & (o->i[0] - 1)))) FAIL("User provided k_chunk_size must be power of 2, got: %lld", (long long)o->i[0]);
       if (o->i[0] % LB_TILE) FAIL("User provided k_chunk_size must be multiple of 32, got: %lld", (long long)o->i[0]);
       for (int i = 0; i < 3; i++)
-        if (t[i].s.dtype != OFFCARD_TT_BF16) FAIL("Unsupported data type %s.", t[i].s.dtype == OFFCARD_TT_FP32 ? "FLOAT32" : t[i].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[i].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
+        if (t[i].s.dtype != OFFCARD_TT_BF16) FAIL("Unsupported data type %s.", dt_name(t[i].s.dtype));
       if (t[1].s.layout != OFFCARD_TT_TILE || t[2].s.layout != OFFCARD_TT_TILE) FAIL("Inputs to SDPA must be tilized except for Q");
-      if (t[0].s.memory != OFFCARD_TT_INTERLEAVED && t[0].s.memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Q tensor memory layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED");
-      if (t[0].s.memory == OFFCARD_TT_INTERLEAVED && t[0].s.buffer != OFFCARD_TT_DRAM) FAIL("Q tensor buffer type must be DRAM when not sharded but got L1");
+      if (t[0].s.memory != OFFCARD_TT_INTERLEAVED && t[0].s.memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Q tensor memory layout must be HEIGHT_SHARDED when sharded but got TensorMemoryLayout::WIDTH_SHARDED");
+      if (t[0].s.memory == OFFCARD_TT_INTERLEAVED && t[0].s.buffer != OFFCARD_TT_DRAM) FAIL("Q tensor buffer type must be DRAM when not sharded but got BufferType::L1");
       for (int i = 1; i < 3; i++)
-        if (t[i].s.buffer != OFFCARD_TT_DRAM) FAIL("Input tensor %d buffer type must be DRAM but got L1", i);
-      if (o->out[0].s.memory == OFFCARD_TT_WIDTH_SHARDED) FAIL("Output memory config layout must be HEIGHT_SHARDED when sharded but got WIDTH_SHARDED");
+        if (t[i].s.buffer != OFFCARD_TT_DRAM) FAIL("Input tensor %d buffer type must be DRAM but got BufferType::L1", i);
+      if (o->out[0].s.memory == OFFCARD_TT_WIDTH_SHARDED) FAIL("Output memory config layout must be HEIGHT_SHARDED when sharded but got TensorMemoryLayout::WIDTH_SHARDED");
       if (t[1].s.memory != OFFCARD_TT_INTERLEAVED || t[2].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("offcard: K and V caches must be DRAM interleaved");
       if (o->out[0].s.buffer == OFFCARD_TT_L1 && o->out[0].s.memory == OFFCARD_TT_INTERLEAVED) FAIL("offcard: Output must be HEIGHT_SHARDED or in DRAM");
       const lb_spec *ps = &t[3].s, *cp = &t[4].s;
       if (ps->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded page tables are not implemented by the loopback");
       const int64_t *qs = t[0].s.dims, *ks = t[1].s.dims, *vs = t[2].s.dims;
-      if (cp->dtype != OFFCARD_TT_INT32) FAIL("Expect cur_pos to be INT32, got %s", cp->dtype == OFFCARD_TT_BF16 ? "BFLOAT16" : cp->dtype == OFFCARD_TT_FP32 ? "FLOAT32" : cp->dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
-      if (cp->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Expect cur_pos to be ROW_MAJOR, got TILE");
+      if (cp->dtype != OFFCARD_TT_INT32) FAIL("Expect cur_pos to be INT32, got %s", dt_name(cp->dtype));
+      if (cp->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Expect cur_pos to be ROW_MAJOR, got Layout::TILE");
       if (lb_padded(cp, cp->rank - 1) != qs[1]) FAIL("cur_pos must have batch size equal to Q, got %lld and %lld", (long long)lb_padded(cp, cp->rank - 1), (long long)qs[1]);
       if (ps->dtype != OFFCARD_TT_INT32) FAIL("Error: SDPA currently only supports INT32 datatype");
-      if (ps->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Page table tensor layout must be ROW_MAJOR but got TILE");
+      if (ps->layout != OFFCARD_TT_ROW_MAJOR) FAIL("Page table tensor layout must be ROW_MAJOR but got Layout::TILE");
       if (ps->rank != 2) FAIL("offcard: Page table must be rank 2 [batch, max_num_blocks_per_seq]");
       if (ps->dims[0] != qs[1]) FAIL("Page_table must have batch size equal to Q");
       if (ks[2] != vs[2]) FAIL("K and V must have same block size");
@@ -677,13 +710,13 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       const int64_t *sh = t[0].s.dims;
       /* nlp_concat_heads_decode_device_operation.cpp, in its order */
       if (t[0].s.dtype != OFFCARD_TT_BF16 && t[0].s.dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
-      if (t[0].s.layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got ROW_MAJOR");
+      if (t[0].s.layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got Layout::ROW_MAJOR");
       if (sh[0] != 1) FAIL("seqlen=1 for decode");
       if (sh[1] > 32) FAIL("currently only support less than 32 users");
       if (lb_padded(&t[0].s, 2) % 32) FAIL("padded heads must be a multiple of TILE_HEIGHT (32), got %lld", (long long)lb_padded(&t[0].s, 2));
       if (lb_padded(&t[0].s, 2) < o->i[0]) FAIL("head_dim must be multiple of TILE_WIDTH");
       if (t[0].s.memory == OFFCARD_TT_INTERLEAVED) FAIL("Input tensor must be sharded");
-      if (t[0].s.memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Input tensor memory layout must be HEIGHT_SHARDED but got WIDTH_SHARDED");
+      if (t[0].s.memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Input tensor memory layout must be HEIGHT_SHARDED but got TensorMemoryLayout::WIDTH_SHARDED");
       if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Output tensor", &t[1])) return OFFCARD_TT_EDEVICE;
       if (t[1].s.memory == OFFCARD_TT_INTERLEAVED) FAIL("bad optional access"); /* the factory's output shard_spec().value() */
       if (o->i[0] <= 0) FAIL("offcard: num_heads %lld out of range", (long long)o->i[0]);
@@ -699,11 +732,11 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       return 0;
     case OFFCARD_TT_OP_ARGMAX:
       /* argmax_device_operation.cpp (a preallocated output), in its order */
-      if (t[0].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Only INTERLEAVED memory layout is supported for inputs, got %s", t[0].s.memory == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED");
+      if (t[0].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Only INTERLEAVED memory layout is supported for inputs, got %s", ml_name(t[0].s.memory));
       if (want_bf16(name, "Input tensor", &t[0])) return OFFCARD_TT_EDEVICE;
-      if (t[1].s.dtype != OFFCARD_TT_UINT32) FAIL("Only UINT32 is supported for outputs, got %s", t[1].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[1].s.dtype == OFFCARD_TT_BF16 ? "BFLOAT16" : t[1].s.dtype == OFFCARD_TT_FP32 ? "FLOAT32" : "UINT16");
-      if (t[1].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Only INTERLEAVED memory layout is supported for outputs, got %s", t[1].s.memory == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED");
-      if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Output tensor must have ROW_MAJOR layout, got TILE");
+      if (t[1].s.dtype != OFFCARD_TT_UINT32) FAIL("Only UINT32 is supported for outputs, got %s", dt_name(t[1].s.dtype));
+      if (t[1].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Only INTERLEAVED memory layout is supported for outputs, got %s", ml_name(t[1].s.memory));
+      if (t[1].s.layout != OFFCARD_TT_ROW_MAJOR) FAIL("Output tensor must have ROW_MAJOR layout, got Layout::TILE");
       if (lb_volume(&t[1].s) < rows_of(&t[0].s)) FAIL("offcard: Output tensor holds fewer than %llu indices", (unsigned long long)rows_of(&t[0].s));
       return 0;
     case OFFCARD_TT_OP_TO_MEMORY_CONFIG:
@@ -714,13 +747,13 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (nh <= 0 || nkv <= 0 || is->rank != 4) FAIL("offcard: num_heads must be positive and the input rank 4");
       if (lb_padded(is, 3) % (nh + 2 * nkv)) FAIL("Unsupported input shape");
       if (is->dtype != OFFCARD_TT_BF16 && is->dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
-      if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got ROW_MAJOR");
+      if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got Layout::ROW_MAJOR");
       if (is->dims[1] != 1) FAIL("Unsupported input sequence length %lld is not equal to 1", (long long)is->dims[1]);
       if (is->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded inputs are not implemented by the loopback");
       int64_t dh = lb_padded(is, 3) / (nh + 2 * nkv);
       for (int i = 0; i < 3; i++) {
         const lb_spec *os = &o->out[i].s;
-        if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED but got %s", os->memory == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED");
+        if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED but got %s", ml_name(os->memory));
         int64_t heads = i == 0 ? nh : nkv, rows = is->dims[2], cols = dh;
         if (i == 1 && o->i[2]) rows = dh, cols = is->dims[2]; /* K transposed: [B, KV, D, S] */
         if (os->rank != 4 || os->dims[0] != is->dims[0] || os->dims[1] != heads || os->dims[2] != rows || os->dims[3] != cols || os->dtype != is->dtype)
@@ -732,9 +765,9 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       const lb_spec *is = &t[0].s, *os = &o->out[0].s;
       if (is->rank != 4) FAIL("offcard: Input tensor must be rank 4");
       if (is->dtype != OFFCARD_TT_BF16 && is->dtype != OFFCARD_TT_FP32) FAIL("Unsupported data format");
-      if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got ROW_MAJOR");
+      if (is->layout != OFFCARD_TT_TILE) FAIL("Input tensor layout must be TILE but got Layout::ROW_MAJOR");
       if (is->memory != OFFCARD_TT_INTERLEAVED) return lb_err(OFFCARD_TT_EARG, name, "sharded inputs are not implemented by the loopback");
-      if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED but got %s", os->memory == OFFCARD_TT_HEIGHT_SHARDED ? "HEIGHT_SHARDED" : "WIDTH_SHARDED");
+      if (os->memory != OFFCARD_TT_INTERLEAVED) FAIL("Output memory config layout must be INTERLEAVED but got %s", ml_name(os->memory));
       if (os->rank != 4 || os->dims[0] != is->dims[0] || os->dims[1] != 1 || os->dims[2] != is->dims[2] || os->dims[3] != is->dims[1] * is->dims[3] || os->dtype != is->dtype)
         FAIL("offcard: output spec must be [%lld, 1, %lld, %lld]", (long long)is->dims[0], (long long)is->dims[2], (long long)(is->dims[1] * is->dims[3]));
       return 0;
@@ -743,7 +776,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (o->nf != 1) return lb_err(OFFCARD_TT_EARG, name, "want one float attribute (scale)");
       for (int i = 0; i < 3; i++) {
         if (t[i].s.layout != OFFCARD_TT_TILE) FAIL("Inputs to SDPA must be tilized");
-        if (t[i].s.dtype != OFFCARD_TT_BF16) FAIL("Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %s", t[i].s.dtype == OFFCARD_TT_FP32 ? "FLOAT32" : t[i].s.dtype == OFFCARD_TT_INT32 ? "INT32" : t[i].s.dtype == OFFCARD_TT_UINT32 ? "UINT32" : "UINT16");
+        if (t[i].s.dtype != OFFCARD_TT_BF16) FAIL("Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is %s", dt_name(t[i].s.dtype));
         if (t[i].s.memory != OFFCARD_TT_INTERLEAVED) FAIL("Operands to SDPA need to be DRAM/L1 interleaved");
         if (t[i].s.rank != 4) FAIL("offcard: Q, K and V must be rank 4, got rank %d", t[i].s.rank);
       }
