@@ -5,7 +5,7 @@ PKGS    := ./...
 
 -include testdata.mk
 
-.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score crosscheck loopback ttnn-check ttnn-table cpp-engine
+.PHONY: all build test bench fuzz lint staticcheck mutants mutation-score crosscheck loopback ttnn-check ttnn-table ttnn-cites cpp-engine
 all: build loopback
 
 # The C loopback of the device ABI (tthw/loopback, tthw/include/offcard_tt.h),
@@ -54,6 +54,14 @@ COMMIT  ?=
 ttnn-table:
 	@test -n "$(TTMETAL)" || { echo "ttnn-table: set TTMETAL to a tt-metal git directory (TTMETAL=path/to/tt-metal/.git)"; exit 2; }
 	$(GO) run ./cmd/ttnn-table -git "$(TTMETAL)" $(if $(COMMIT),-commit "$(COMMIT)")
+
+# The citations check: every tt-metal path:line that sim, tt, tthw, qwen3,
+# conform and the README cite must name one file of TTMETAL at COMMIT
+# (default: the checks table's pin) and lie inside it; prints each bad one
+# (exit 1 when any). No network.
+ttnn-cites:
+	@test -n "$(TTMETAL)" || { echo "ttnn-cites: set TTMETAL to a tt-metal git directory (TTMETAL=path/to/tt-metal/.git)"; exit 2; }
+	$(GO) run ./cmd/ttnn-table -git "$(TTMETAL)" $(if $(COMMIT),-commit "$(COMMIT)") -cites sim,tt,tthw,qwen3,conform,README.md
 
 build:
 	$(GO) build $(PKGS)

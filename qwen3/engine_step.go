@@ -792,7 +792,7 @@ func (e *Engine) forward() error {
 		// (sdpa_decode_device_operation.cpp:403-405): DRAM interleaved,
 		// then resharded one user per core for concat heads, as
 		// tt_transformers does (models/tt_transformers/tt/attention.py:
-		// 706-737, model_config.py:1806-1811).
+		// 706-737, models/tt_transformers/tt/model_config.py:1806-1811).
 		attnD := f.one(reuse(&o.PagedSDPADecode, tt.PagedSDPADecode{Q: qr, K: L.kc, V: L.vc, PageTable: pt, CurPos: a.curPos,
 			Scale: scale, KChunkSize: e.opt.BlockSize, Memory: tt.DRAMInterleaved}))
 		attn := f.one(reuse(&o.ToMemoryConfig, tt.ToMemoryConfig{Input: attnD, Memory: qr.Spec.Memory}))

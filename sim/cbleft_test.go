@@ -13,7 +13,7 @@ import (
 // Under stale L1, rms_norm leaves its circular buffers where the pin's
 // factory places them (ttnn/cpp/ttnn/operations/normalization/layernorm/
 // device/layernorm_op_multi_core.cpp:221-239, 682-798; block_size 8 and
-// Float16_b intermediates: rmsnorm.cpp:16-20): from the CB base c_0 (Wt_up
+// Float16_b intermediates: normalization/rmsnorm/rmsnorm.cpp:16-20): from the CB base c_0 (Wt_up
 // tiles), c_16 (16), c_2 (2), c_3 (2), c_19 (2), c_20 (Wt_up), c_21 (8),
 // c_22 (16), c_5 (Wt_up). With head_dim 128 (Wt 4, Wt_up 8) that puts c_20
 // at +60 KiB, where paged_update_cache's one-stick page-table CB ends at

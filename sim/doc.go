@@ -29,7 +29,7 @@
 // allocations: the outputs of ops whose ttnn entry point allocates them
 // (tt.Allocating: rms_norm, nlp_create_qkv_heads_decode, both RoPE ops,
 // to_memory_config (to another config: to the tensor's own it returns the
-// tensor, to_memory_config_op.cpp:257-261), paged SDPA decode, and the prefill ops
+// tensor, core/to_memory_config/to_memory_config_op.cpp:257-261), paged SDPA decode, and the prefill ops
 // nlp_create_qkv_heads, scaled_dot_product_attention and
 // nlp_concat_heads), at dispatch, inside a capture too;
 // and a kernel-binary buffer (KernelBinaryBytesPerBank per bank, top-down)

@@ -294,8 +294,8 @@ func TestSDPACBOrderAndSizes(t *testing.T) {
 // i-1's signal before it reads the cache and signals after its write
 // barrier (ttnn/cpp/ttnn/operations/experimental/paged_cache/device/
 // update_cache/paged_update_cache_program_factory.cpp:380-395;
-// kernels/dataflow/reader_update_cache_interleaved_start_id.cpp:125-130,
-// writer_update_cache_interleaved_start_id.cpp:146-161). Two users writing
+// paged_cache/device/kernels/dataflow/reader_update_cache_interleaved_start_id.cpp:125-130,
+// paged_cache/device/kernels/dataflow/writer_update_cache_interleaved_start_id.cpp:146-161). Two users writing
 // rows 3 and 4 of one shared tile both keep their row, whatever the
 // device seed, and strict finds no race.
 func TestShareCacheUsersSerialised(t *testing.T) {

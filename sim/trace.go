@@ -22,10 +22,11 @@ type trace struct {
 	footprints []footprint
 	// internal: tensors allocated and freed during the trace's own capture
 	// (ttnn.deallocate of an intermediate inside the capture, as
-	// tt_transformers does: models/tt_transformers/tt/decoder.py,
+	// tt_transformers does: models/tt_transformers/tt/decoder.py:306,
 	// attention.py, mlp.py). tt-metal's allocator is not trace-aware: a
 	// deallocate during capture returns the address at once
-	// (tt_metal/impl/buffers/buffer.cpp Buffer::deallocate), later ops of
+	// (tt_metal/impl/buffers/buffer.cpp:447-478, Buffer::deallocate to the
+	// allocator's deallocate_buffer), later ops of
 	// the same capture get it again, and the trace replays the launches at
 	// those addresses in capture order, so the trace alone uses them
 	// coherently. They are a hazard only when another tensor, allocated

@@ -136,8 +136,9 @@ func validateUpdateCache(a *ucArgs) error {
 // rest as a partial row. CoreRangeSet::str() is "{" + each
 // CoreRange::str() joined by ", " + "}", CoreRange::str() "[" + start +
 // " - " + end + "]" (tt_metal/common/core_coord.cpp:115, 354-365, 663-668),
-// and a CoreCoord is umd's xy_pair, whose str() is "x-y"
-// (device/types/xy_pair.cpp:11 of the tt-umd submodule at 44455fa1).
+// and a CoreCoord is umd's xy_pair, whose str() is "x-y" (tt-umd at
+// 44455fa1, the pin's tt_metal/third_party/umd: device/types/xy_pair.cpp,
+// line 11).
 func coreRangeSet(g tt.ShardSpec, gridX int) string {
 	type xy struct{ x, y int }
 	var rs [][2]xy
@@ -652,9 +653,11 @@ func (l *ucLaunch) exec(d *Device) error {
 				// share_cache chains the cores: core i waits for core
 				// i-1's signal before reading the cache, and signals after
 				// its write barrier (paged_update_cache_program_factory.cpp:
-				// 380-395; reader_update_cache_interleaved_start_id.cpp:
-				// 125-130; writer_update_cache_interleaved_start_id.cpp:
-				// 146-161): each user's tiles land before the next reads.
+				// 380-395; paged_cache/device/kernels/dataflow/
+				// reader_update_cache_interleaved_start_id.cpp:125-130 and
+				// paged_cache/device/kernels/dataflow/
+				// writer_update_cache_interleaved_start_id.cpp:146-161):
+				// each user's tiles land before the next reads.
 				for _, w := range pend {
 					if err := d.dramIO(p.op, w.core, w.bank, w.addr, pendBytes[w.off:w.off+int(tileB)], true); err != nil {
 						return err

@@ -229,7 +229,8 @@ static const char *logical_shape(const lb_spec *s, char *buf, size_t n) {
  * (tt_metal/common/work_split.cpp:77-143), and as its fmt formatter prints
  * it: "{" + each CoreRange::str() joined by ", " + "}", a CoreRange
  * "[start - end]" (tt_metal/common/core_coord.cpp:115, 354-365), a core
- * umd's xy_pair::str() "x-y" (tt-umd 44455fa1 device/types/xy_pair.cpp:11). */
+ * umd's xy_pair::str() "x-y" (tt-umd at 44455fa1, the pin's
+ * tt_metal/third_party/umd: device/types/xy_pair.cpp, line 11). */
 static const char *core_range_set(int64_t first, int64_t n, int64_t gx, char *buf, size_t cap) {
   int64_t r[3][4], nr = 0, sx = first % gx, sy = first / gx, left = n;
   if (sx != 0 && left > gx - sx) {
