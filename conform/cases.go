@@ -42,6 +42,7 @@ func Cases() []Case {
 		{"prefill-create-concat-heads", casePrefillHeads},
 		{"rotary-embedding-hf-prefill", caseRotaryPrefill},
 		{"sdpa-prefill", caseSDPAPrefill},
+		{"refusal-texts", caseRefusalTexts},
 	}
 }
 

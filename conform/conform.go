@@ -181,17 +181,9 @@ func run(d tt.Device, op tt.Op) error {
 	return err
 }
 
-// firstSentence is a message up to its first full stop: tt-metal texts
-// differ after it between the notes and the card (adjacent literals).
-func firstSentence(s string) string {
-	if i := strings.Index(s, "."); i >= 0 {
-		return s[:i+1]
-	}
-	return s
-}
-
 // sameErr compares two devices' answers to the same call: both succeed, or
-// both fail with the same tt-metal text.
+// both fail with the same tt-metal text, whole (its format arguments filled
+// as ttnn fills them).
 func sameErr(what string, es, ec error) error {
 	switch {
 	case es == nil && ec == nil:
@@ -208,7 +200,7 @@ func sameErr(what string, es, ec error) error {
 	if !errors.As(ec, &tc) {
 		return fmt.Errorf("%s: device fails with no tt-metal text (%v); sim says %q", what, ec, ts.Msg)
 	}
-	if firstSentence(ts.Msg) != firstSentence(tc.Msg) {
+	if ts.Msg != tc.Msg {
 		return fmt.Errorf("%s: sim says %q, device says %q", what, ts.Msg, tc.Msg)
 	}
 	return nil

@@ -12,7 +12,7 @@
 //     (paged_update_cache with -1 users and block-boundary rows,
 //     paged_fused_update_cache, paged_fill_cache with -1 blocks), and what a
 //     trace replay writes at its baked addresses; refusals must carry the
-//     same tt-metal text (compared up to its first full stop).
+//     same tt-metal text, whole (format arguments filled as ttnn fills them).
 //   - Math is within bounds stated before measuring (Bounds), per op, in
 //     bf16 steps of every element (taken at the larger of the two values
 //     and Floor times the output's RMS, so cancellation near zero is not

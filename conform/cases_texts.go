@@ -1,0 +1,127 @@
+package conform
+
+import (
+	"fmt"
+
+	"github.com/offcard/offcard/tt"
+)
+
+// caseRefusalTexts feeds both devices refusals whose texts carry each kind
+// of format argument ttnn fills in its own way (sim's TestChecksTable holds
+// sim to ttnn's filled text; this holds the device to sim's, whole): a
+// DataType ("DataType::UINT32", tt_metal/impl/tensor/tensor_types.cpp:126),
+// a Layout, a TensorMemoryLayout and a BufferType (enchantum's scoped
+// names, tt_stl/tt_stl/fmt.hpp:54-64), and a CoreRangeSet spanning two rows
+// of the worker grid (tt_metal/common/core_coord.cpp:354-365,
+// tt_metal/common/work_split.cpp:77-143).
+func caseRefusalTexts(p *Pair) error {
+	const b, d = 2, 32
+	type mk func() (func(i int) tt.Op, error)
+	t := func(s tt.Spec) ([2]tt.Tensor, error) { return p.alloc(s) }
+	spec := func(dt tt.DType, l tt.Layout, m tt.MemoryConfig, shape ...int) tt.Spec {
+		return tt.Spec{Shape: shape, DType: dt, Layout: l, Memory: m}
+	}
+	dramT := func(dt tt.DType, l tt.Layout, shape ...int) tt.Spec { return spec(dt, l, tt.DRAMInterleaved, shape...) }
+	// sdpa: paged SDPA decode, b users, 2 query heads over one KV head, with
+	// one operand or the output config changed by edit.
+	sdpa := func(edit func(o []*tt.PagedSDPADecode, ts map[string][2]tt.Tensor) error) mk {
+		return func() (func(i int) tt.Op, error) {
+			ts := map[string][2]tt.Tensor{}
+			for name, s := range map[string]tt.Spec{
+				"q": dramT(tt.BF16, tt.Tile, 1, b, 2, d), "k": dramT(tt.BF16, tt.Tile, 4, 1, 32, d), "v": dramT(tt.BF16, tt.Tile, 4, 1, 32, d),
+				"pt": dramT(tt.INT32, tt.RowMajor, b, 2), "pos": dramT(tt.INT32, tt.RowMajor, b),
+			} {
+				x, err := t(s)
+				if err != nil {
+					return nil, err
+				}
+				ts[name] = x
+			}
+			var ops [2]tt.PagedSDPADecode
+			for i := range ops {
+				ops[i] = tt.PagedSDPADecode{Q: ts["q"][i], K: ts["k"][i], V: ts["v"][i], PageTable: ts["pt"][i], CurPos: ts["pos"][i]}
+			}
+			if err := edit([]*tt.PagedSDPADecode{&ops[0], &ops[1]}, ts); err != nil {
+				return nil, err
+			}
+			return func(i int) tt.Op { return ops[i] }, nil
+		}
+	}
+	swap := func(field string, s tt.Spec) func(o []*tt.PagedSDPADecode, ts map[string][2]tt.Tensor) error {
+		return func(o []*tt.PagedSDPADecode, ts map[string][2]tt.Tensor) error {
+			x, err := t(s)
+			if err != nil {
+				return err
+			}
+			for i := range o {
+				switch field {
+				case "q":
+					o[i].Q = x[i]
+				case "pos":
+					o[i].CurPos = x[i]
+				}
+			}
+			return nil
+		}
+	}
+	argmax := func(out tt.Spec) mk {
+		return func() (func(i int) tt.Op, error) {
+			in, err := t(dramT(tt.BF16, tt.RowMajor, 1, 1, 1, 64))
+			if err != nil {
+				return nil, err
+			}
+			o, err := t(out)
+			if err != nil {
+				return nil, err
+			}
+			return func(i int) tt.Op { return tt.Argmax{Input: in[i], Output: o[i]} }, nil
+		}
+	}
+	// fused: two update pairs whose input grids differ in size, the second
+	// from core 4 over 8 cores (a row's end and the next row's start).
+	fused := func() (func(i int) tt.Op, error) {
+		var ts [6][2]tt.Tensor
+		var err error
+		for j, s := range []tt.Spec{
+			dramT(tt.BF16, tt.Tile, 8, 2, 32, 64),
+			spec(tt.BF16, tt.Tile, tt.L1HeightSharded(4, [2]int{32, 64}), 1, 4, 2, 64),
+			dramT(tt.BF16, tt.Tile, 8, 2, 32, 64),
+			spec(tt.BF16, tt.Tile, tt.L1HeightShardedAt(4, 8, [2]int{32, 64}), 1, 4, 2, 64),
+			dramT(tt.INT32, tt.RowMajor, 4),
+			dramT(tt.INT32, tt.RowMajor, 4, 2),
+		} {
+			if ts[j], err = t(s); err != nil {
+				return nil, err
+			}
+		}
+		return func(i int) tt.Op {
+			return tt.PagedFusedUpdateCache{Cache1: ts[0][i], Input1: ts[1][i], Cache2: ts[2][i], Input2: ts[3][i], UpdateIdxs: &ts[4][i], PageTable: &ts[5][i]}
+		}, nil
+	}
+	for _, c := range []struct {
+		name string
+		mk   mk
+	}{
+		{"sdpa decode, a UINT32 cur_pos (DataType)", sdpa(swap("pos", dramT(tt.UINT32, tt.RowMajor, b)))},
+		{"sdpa decode, a TILE cur_pos (Layout)", sdpa(swap("pos", dramT(tt.INT32, tt.Tile, 1, b)))},
+		{"sdpa decode, an L1-interleaved Q (BufferType)", sdpa(swap("q", spec(tt.BF16, tt.Tile, tt.L1Interleaved, 1, b, 2, d)))},
+		{"sdpa decode, a width-sharded output (TensorMemoryLayout)", sdpa(func(o []*tt.PagedSDPADecode, _ map[string][2]tt.Tensor) error {
+			for i := range o {
+				o[i].Memory = tt.L1WidthSharded(1, [2]int{64, d})
+			}
+			return nil
+		})},
+		{"argmax, an INT32 output (DataType)", argmax(dramT(tt.INT32, tt.RowMajor, 1, 1, 1, 1))},
+		{"argmax, a TILE output (Layout)", argmax(dramT(tt.UINT32, tt.Tile, 1, 1, 1, 1))},
+		{"fused update cache, grids of 4 and 8 cores (CoreRangeSet)", fused},
+	} {
+		op, err := c.mk()
+		if err != nil {
+			return fmt.Errorf("%s: %v", c.name, err)
+		}
+		if err := p.refused(c.name, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
