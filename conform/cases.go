@@ -43,6 +43,7 @@ func Cases() []Case {
 		{"rotary-embedding-hf-prefill", caseRotaryPrefill},
 		{"sdpa-prefill", caseSDPAPrefill},
 		{"refusal-texts", caseRefusalTexts},
+		{"freed-handle", caseFreedHandle},
 	}
 }
 

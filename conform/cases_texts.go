@@ -125,3 +125,37 @@ func caseRefusalTexts(p *Pair) error {
 	}
 	return nil
 }
+
+// caseFreedHandle: a freed tensor is a deallocated ttnn tensor. An op
+// through it fails at ttnn's launch ("Input Tensor is not allocated",
+// ttnn/api/ttnn/device_operation.hpp:451), a write or read of it at its
+// storage ("Tensor is not allocated", ttnn/core/tensor/storage.cpp:165),
+// on both devices with the same text.
+func caseFreedHandle(p *Pair) error {
+	s := tt.Spec{Shape: []int{4}, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved}
+	x, err := p.alloc(s)
+	if err != nil {
+		return err
+	}
+	if err := p.free(x); err != nil {
+		return err
+	}
+	if err := p.refused("plus_one of a freed tensor", func(i int) tt.Op { return tt.PlusOne{Input: x[i]} }); err != nil {
+		return err
+	}
+	h := tt.HostInt32([]int{4}, tt.RowMajor, []int32{1, 2, 3, 4})
+	es, ec := p.Sim.WriteHost(x[0], h), p.Card.WriteHost(x[1], h)
+	if err := sameErr("write of a freed tensor", es, ec); err != nil {
+		return err
+	}
+	_, es = p.Sim.ReadHost(x[0])
+	_, ec = p.Card.ReadHost(x[1])
+	if err := sameErr("read of a freed tensor", es, ec); err != nil {
+		return err
+	}
+	if es == nil {
+		return fmt.Errorf("read of a freed tensor: accepted by both")
+	}
+	p.Note("op, write and read of a freed tensor refused alike: %v", es)
+	return nil
+}

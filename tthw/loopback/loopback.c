@@ -773,6 +773,10 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
       continue;
     }
     lb_tensor *t = live_tensor(d, tensors[i]);
+    /* a freed handle is a deallocated tensor, which ttnn's launch refuses
+     * (ttnn/api/ttnn/device_operation.hpp:451), as the shim and the
+     * simulator do; a handle never given out is an argument error */
+    if (!t && tensors[i] < d->nts) return lb_err(OFFCARD_TT_EDEVICE, name, "Input Tensor is not allocated");
     if (!t) return lb_err(OFFCARD_TT_EARG, name, "tensor %llu (argument %u) is not allocated", (unsigned long long)tensors[i], i);
     o.t[i] = *t;
     o.present[i] = 1;

@@ -149,6 +149,13 @@ struct offcard_tt_device {
   // creates the trace in the sub-device manager at begin (mesh_device.cpp),
   // so an open or failed capture is one too until released.
   std::set<uint32_t> traces;
+  // freed: the handles free dropped, each holding its deallocated tensor
+  // (ttnn::Tensor keeps a tombstone of its spec): an op, write or read
+  // through one passes it to ttnn, which answers with its own text
+  // ("Input Tensor is not allocated", ttnn/api/ttnn/device_operation.hpp:451;
+  // "Tensor is not allocated", ttnn/core/tensor/storage.cpp:165), as the
+  // simulator and the loopback do.
+  std::map<uint64_t, Tensor> freed;
   bool capturing = false;
   uint32_t tracing = 0;
   int64_t trace_region = 0;
@@ -229,10 +236,19 @@ std::vector<int64_t> words_of(const offcard_tt_device *d, const Tensor &t) {
   return w;
 }
 
-Tensor &tensor(offcard_tt_device *d, uint64_t id, uint32_t arg) {
+// live is a handle's tensor; an unknown or freed handle is an argument
+// error (free, address, tensor_spec).
+Tensor &live(offcard_tt_device *d, uint64_t id, uint32_t arg) {
   auto it = d->tensors.find(id);
   if (it == d->tensors.end()) fail(OFFCARD_TT_EARG, "tensor " + std::to_string(id) + " (argument " + std::to_string(arg) + ") is not allocated");
   return it->second;
+}
+
+// tensor is live, or a freed handle's deallocated tensor (ops, writes,
+// reads: ttnn refuses it with its own text).
+Tensor &tensor(offcard_tt_device *d, uint64_t id, uint32_t arg) {
+  if (auto f = d->freed.find(id); f != d->freed.end()) return f->second;
+  return live(d, id, arg);
 }
 
 std::optional<Tensor> optional_tensor(offcard_tt_device *d, uint64_t id, uint32_t arg) {
@@ -329,7 +345,10 @@ void release(offcard_tt_device *d, uint64_t id) {
   bool shared = false;
   for (auto &[other, t] : d->tensors)
     if (other != id && same_buffer(t, it->second)) shared = true;
-  if (!shared) it->second.deallocate(true);
+  if (!shared) {
+    it->second.deallocate(true);
+    d->freed.insert_or_assign(id, it->second);  // an alias's buffer lives on: its handle is just dropped
+  }
   d->tensors.erase(it);
 }
 
@@ -406,6 +425,7 @@ int32_t offcard_tt_close(offcard_tt_device *d, uint64_t *leaked_tensors, uint64_
     }
     for (uint32_t id : d->traces) ttnn::operations::trace::release_trace(d->mesh.get(), ttnn::MeshTraceId(id));
     while (!d->tensors.empty()) release(d, d->tensors.begin()->first);
+    d->freed.clear();
     ttnn::close_device(*d->mesh);
   });
 }
@@ -457,7 +477,7 @@ int32_t offcard_tt_allocate(offcard_tt_device *d, const int64_t *spec, uint32_t 
 int32_t offcard_tt_free(offcard_tt_device *d, uint64_t id) {
   return guard("free", [&] {
     if (!d) fail(OFFCARD_TT_EARG, "device is NULL");
-    tensor(d, id, 0);  // refuses an unknown handle
+    live(d, id, 0);  // refuses an unknown or freed handle
     release(d, id);
   });
 }
@@ -465,14 +485,14 @@ int32_t offcard_tt_free(offcard_tt_device *d, uint64_t id) {
 int32_t offcard_tt_address(offcard_tt_device *d, uint64_t id, uint64_t *addr) {
   return guard("address", [&] {
     if (!d || !addr) fail(OFFCARD_TT_EARG, "NULL argument");
-    *addr = address(tensor(d, id, 0));
+    *addr = address(live(d, id, 0));
   });
 }
 
 int32_t offcard_tt_tensor_spec(offcard_tt_device *d, uint64_t id, int64_t *spec, uint32_t cap, uint32_t *len) {
   return guard("tensor_spec", [&] {
     if (!d || !len) fail(OFFCARD_TT_EARG, "NULL argument");
-    std::vector<int64_t> w = words_of(d, tensor(d, id, 0));
+    std::vector<int64_t> w = words_of(d, live(d, id, 0));
     *len = (uint32_t)w.size();
     for (uint32_t i = 0; spec && i < cap && i < w.size(); i++) spec[i] = w[i];
   });
