@@ -663,6 +663,9 @@ type opSlots struct {
 	PagedFillCache          tt.PagedFillCache
 	PagedSDPADecode         tt.PagedSDPADecode
 	SDPA                    tt.SDPA
+	ChunkedSDPA             tt.ChunkedSDPA
+	Slice                   tt.Slice
+	FillCache               tt.FillCache
 	ConcatHeads             tt.ConcatHeads
 	NLPConcatHeads          tt.NLPConcatHeads
 	Add                     tt.Add
