@@ -84,18 +84,33 @@ func (e *Engine) prefill(s int, seq SeqID, toks []int32, blocks []int32) ([]Outp
 // host's mirror, so the mirror stays exact and the next step of the slot
 // is a steady-state step for the device.
 func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
+	return e.seedSlots(st, []slotSeed{{s, T, next}})
+}
+
+// slotSeed is a slot's decode inputs after its last position T-1: cur_pos
+// and rope index T, token input next.
+type slotSeed struct {
+	slot, T int
+	next    uint32
+}
+
+// seedSlots is seedDecode for several slots at once (every other slot -1).
+func (e *Engine) seedSlots(st *StepStats, seeds []slotSeed) error {
 	C := e.opt.Capacity
 	pos := fill32(C, -1)
-	pos[s] = int32(T)
 	rope := make([]int32, C)
 	toks := make([]uint32, C)
 	if e.mirror {
 		copy(rope, e.devRope)
 		copy(toks, e.devTok)
 	}
-	rope[s], toks[s] = int32(T), next
+	seeded := make([]bool, C)
+	for _, sd := range seeds {
+		pos[sd.slot], rope[sd.slot], toks[sd.slot] = int32(sd.T), int32(sd.T), sd.next
+		seeded[sd.slot] = true
+	}
 	for i := range rope {
-		if i != s && (rope[i] < 0 || int(rope[i]) >= e.ropeLen) {
+		if !seeded[i] && (rope[i] < 0 || int(rope[i]) >= e.ropeLen) {
 			rope[i] = 0
 		}
 	}

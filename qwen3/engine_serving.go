@@ -2,6 +2,7 @@ package qwen3
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/offcard/offcard/tt"
 )
@@ -10,7 +11,9 @@ import (
 // ops ttnn has at tt-metal 622c6fb9, in the forms sim's checks table
 // (tt/checks.tsv) accepts:
 //
-//   - PrefillFrom (a prefix-cache hit or the next chunk): the positions
+//   - PrefillFrom (a prefix-cache hit or the next chunk): with
+//     Prefill: PrefillDecode, every position as an eager decode step (as
+//     Prefill does then); otherwise the positions
 //     Start..a-1 up to the first block boundary a = roundup(Start,
 //     BlockSize) run as eager decode steps (the decode graph:
 //     paged_update_cache writes one row, paged SDPA decode attends 0..pos;
@@ -41,10 +44,12 @@ import (
 //   - Verify (k tokens at Pos..Pos+k-1): k rounds of the decode graph,
 //     round j running position Pos+j of every entry with more than j
 //     tokens, each through the table grown before the step to cover
-//     Pos+k-1 (its width is the step's). Rounds are ordinary decode steps:
-//     cold, warm, capture or replay by the engine's state; a round whose
-//     positions differ from the device's cur_pos re-seeds them (a replay
-//     writes them only then). A single launch carrying the k rows of one
+//     Pos+k-1, every round at the width of the batch's longest entry
+//     (so the last rounds, where shorter entries sat out, keep the
+//     table). Rounds run eagerly (cold or
+//     warm; never captured, as a prefill is not: a verify's slots and
+//     positions are not the decode trace's), and a live decode trace
+//     stays live for the next decode. A single launch carrying the k rows of one
 //     sequence is not used: paged_update_cache's users
 //     read-modify-write whole tiles concurrently, so two rows of one tile
 //     in one launch lose one (the race sim models), and chunked SDPA needs
@@ -91,6 +96,9 @@ func (e *Engine) PrefillFrom(p PrefillFrom) ([]Output, error) {
 	bs := e.opt.BlockSize
 	blocks := p.Blocks[:(end-1)/bs+1]
 	a := min(end, (p.Start+bs-1)/bs*bs)
+	if e.opt.Prefill == PrefillDecode {
+		a = end
+	}
 	outs := make([]Output, 0, len(p.Tokens))
 	req := make([]slotReq, e.opt.Capacity)
 	for pos := p.Start; pos < a; pos++ {
@@ -231,6 +239,10 @@ func (e *Engine) Verify(batch []VerifyStep) ([][]Output, error) {
 		outs[i] = make([]Output, len(st.Tokens))
 	}
 	bs := e.opt.BlockSize
+	for _, st := range batch {
+		e.longestFloor = max(e.longestFloor, (st.Pos+len(st.Tokens)-1)/bs+1)
+	}
+	defer func() { e.longestFloor = 0 }()
 	for j := range rounds {
 		req := make([]slotReq, e.opt.Capacity)
 		for i, st := range batch {
@@ -239,7 +251,7 @@ func (e *Engine) Verify(batch []VerifyStep) ([][]Output, error) {
 				req[slots[i]] = slotReq{active: true, seq: st.Seq, tok: st.Tokens[j], pos: st.Pos + j, blocks: st.Blocks[:last/bs+1]}
 			}
 		}
-		res, err := e.step(req, false)
+		res, err := e.step(req, true)
 		if err != nil {
 			return nil, fmt.Errorf("qwen3: engine: verify round %d: %w", j, err)
 		}
@@ -253,6 +265,30 @@ func (e *Engine) Verify(batch []VerifyStep) ([][]Output, error) {
 		s := slots[i]
 		e.slotLive[s], e.slotSeq[s] = true, st.Seq
 		e.seqSlot[st.Seq] = s
+	}
+	// An entry with fewer tokens sat out the last rounds: leave the page
+	// table and decode inputs as one decode step of every entry at its last
+	// position would (as Prefill leaves them after a prompt).
+	if len(batch) > 1 && slices.ContainsFunc(batch, func(v VerifyStep) bool { return len(v.Tokens) < rounds }) {
+		var st StepStats
+		req := make([]slotReq, e.opt.Capacity)
+		seeds := make([]slotSeed, len(batch))
+		for i, v := range batch {
+			last := v.Pos + len(v.Tokens) - 1
+			req[slots[i]] = slotReq{active: true, seq: v.Seq, tok: v.Tokens[len(v.Tokens)-1], pos: last, blocks: v.Blocks[:last/bs+1]}
+			seeds[i] = slotSeed{slots[i], last + 1, uint32(outs[i][len(v.Tokens)-1].Token)}
+		}
+		table, err := e.pageTable(&st, req)
+		if err == nil {
+			err = e.writePageTable(&st, table)
+		}
+		if err == nil {
+			err = e.seedSlots(&st, seeds)
+		}
+		if err != nil {
+			e.mirror = false
+			return nil, fmt.Errorf("qwen3: engine: verify: re-seed the decode inputs: %w", err)
+		}
 	}
 	return outs, nil
 }
