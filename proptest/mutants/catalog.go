@@ -149,7 +149,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "rope-not-advanced",
-		Prop:   "kv-write",
+		Prop:   "cur-pos",
 		Idea:   "the graph has no plus_one on the rope index, so a replay rotates q and k at the captured position",
 		Expect: "red at the first replay step",
 		Edits: []Edit{
@@ -160,7 +160,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "refresh-never",
-		Prop: "kv-write",
+		Prop: "page-table",
 		Idea: "page-table contents are never re-copied after the first capture (only a new tensor is written)",
 		Expect: "red at the first step that needs a new table entry without a width change " +
 			"(a fixed width past a block boundary, or a sequence admitted next to a live one)",
@@ -208,7 +208,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "trace-kept-on-width-change",
-		Prop:   "strict",
+		Prop:   "kv-write",
 		Idea:   "a page-table width change does not force a re-capture: the trace keeps replaying with the retired table",
 		Expect: "red at the first step past a block boundary under the dynamic width (strict: page-table read past the row)",
 		Edits: []Edit{
