@@ -148,7 +148,7 @@ func (e *simEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 		obs.KVWrites = append(obs.KVWrites, x)
 	}
 	obs.Findings = append(obs.Findings, e.sut.TakeFindings()...)
-	if op != wire.OpAdmit && op != wire.OpDecode {
+	if op != wire.OpAdmit && op != wire.OpDecode && op != wire.OpPrefillFrom && op != wire.OpVerify {
 		return obs, nil
 	}
 	cur, err := e.sut.DeviceCurPos()
