@@ -587,8 +587,8 @@ func validateSlice(name string, o tt.Slice, in tt.Spec) error {
 	if whole {
 		return notImplemented(name, "a box that is the whole tensor (ttnn returns the input)")
 	}
-	if in.Layout != tt.Tile || rank < 2 || o.Begin[rank-1]%tt.TileSize != 0 || o.Begin[rank-2]%tt.TileSize != 0 {
-		return notImplemented(name, "the row-major path (a ROW_MAJOR input, or begins not on tile boundaries)")
+	if in.Layout == tt.Tile && (rank < 2 || o.Begin[rank-1]%tt.TileSize != 0 || o.Begin[rank-2]%tt.TileSize != 0) {
+		return notImplemented(name, "a TILE input's row-major detour (begins not on tile boundaries, slice.cpp:243)")
 	}
 	if in.Memory.Sharded() || (o.Memory != (tt.MemoryConfig{}) && o.Memory.Sharded()) {
 		return notImplemented(name, "a sharded input or output")
@@ -606,7 +606,7 @@ func validateSlice(name string, o tt.Slice, in tt.Spec) error {
 	p := in.PaddedShape()
 	for i := range o.Begin {
 		end := o.End[i]
-		if i >= rank-2 {
+		if in.Layout == tt.Tile && i >= rank-2 {
 			end = (end + tt.TileSize - 1) / tt.TileSize * tt.TileSize // padded_ends, slice.cpp:325-329
 		}
 		if o.Begin[i] >= p[i] {
@@ -622,12 +622,15 @@ func validateSlice(name string, o tt.Slice, in tt.Spec) error {
 	return nil
 }
 
-// exec copies the box's tiles.
+// exec copies the box's tiles (a ROW_MAJOR input: its sticks).
 func (l *sliceLaunch) exec(d *Device) error {
 	x := &opIO{d: d, op: l.name}
 	s := getScratch()
 	defer putScratch(s)
 	in, out := l.in, l.out
+	if in.spec.Layout != tt.Tile {
+		return l.execSticks(x, s)
+	}
 	ip, op := in.spec.PaddedShape(), out.spec.PaddedShape()
 	rank := len(ip)
 	begin := l.begin
@@ -663,6 +666,40 @@ func (l *sliceLaunch) exec(d *Device) error {
 					return err
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// execSticks is the row-major path (slice_program_factory_rm.cpp, its
+// reader slice_reader_unary_unpad_dims_rm_interleaved_start_id.cpp): each
+// output stick is the input stick at the box's index, from the box's first
+// column on.
+func (l *sliceLaunch) execSticks(x *opIO, s *scratch) error {
+	in, out := l.in, l.out
+	ish, osh := in.spec.Shape, out.spec.Shape
+	rank := len(ish)
+	e := in.spec.DType.Size()
+	w := osh[rank-1] * e
+	ipg, opg := s.pageBuf(int(in.pageSize)), make([]byte, out.pageSize)
+	n := 1
+	for _, v := range osh[:rank-1] {
+		n *= v
+	}
+	for q := 0; q < n; q++ {
+		// q in the output's outer radix; the input's stick adds begin.
+		r, src, mul := q, 0, 1
+		for i := rank - 2; i >= 0; i-- {
+			src += (r%osh[i] + l.begin[i]) * mul
+			r /= osh[i]
+			mul *= ish[i]
+		}
+		if err := x.pageIO(in, src, ipg, false); err != nil {
+			return err
+		}
+		copy(opg, ipg[l.begin[rank-1]*e:l.begin[rank-1]*e+w])
+		if err := x.pageIO(out, q, opg, true); err != nil {
+			return err
 		}
 	}
 	return nil
