@@ -150,16 +150,20 @@ func promptTileEnd(T int) int { return (T + tt.TileSize - 1) / tt.TileSize * tt.
 
 // padPrompt zeroes (and notes) the tile padding rows past the prompt.
 func (o *oracle) padPrompt(p qwen3.Prefill) error {
-	T := len(p.Tokens)
+	return o.padRows(p.Seq, p.Blocks, len(p.Tokens))
+}
+
+// padRows zeroes (and notes) the rows end..promptTileEnd(end)-1 of blocks.
+func (o *oracle) padRows(seq qwen3.SeqID, blocks []int32, end int) error {
 	zero := make([]bf16.BF16, o.cfg.NumKeyValueHeads*o.cfg.HeadDim)
-	for pos := T; pos < promptTileEnd(T); pos++ {
-		if pos/o.bs >= len(p.Blocks) {
+	for pos := end; pos < promptTileEnd(end); pos++ {
+		if pos/o.bs >= len(blocks) {
 			break
 		}
-		o.note(p.Blocks, pos)
+		o.note(blocks, pos)
 		for l := 0; l < o.cfg.NumHiddenLayers; l++ {
-			if err := o.d.KV().Write(l, p.Blocks, pos, zero, zero); err != nil {
-				return fmt.Errorf("ref: prefill padding of sequence %d: %w", p.Seq, err)
+			if err := o.d.KV().Write(l, blocks, pos, zero, zero); err != nil {
+				return fmt.Errorf("ref: prefill padding of sequence %d: %w", seq, err)
 			}
 		}
 	}
@@ -390,6 +394,27 @@ func (o *oracle) seat(seq qwen3.SeqID, hist []int32) {
 // that read the cache below: ref/serving.go). Before a prefix hit the
 // caller seats the sequence on its prefix (seat).
 func (o *oracle) PrefillFrom(p qwen3.PrefillFrom) ([]qwen3.Output, error) {
+	outs, err := o.prefillFrom(p)
+	if err != nil {
+		return nil, err
+	}
+	if o.padTiles && chunkRuns(p.Start, len(p.Tokens), o.bs) {
+		if err := o.padRows(p.Seq, p.Blocks, p.Start+len(p.Tokens)); err != nil {
+			return nil, err
+		}
+	}
+	return outs, nil
+}
+
+// chunkRuns reports whether a PrefillFrom of n tokens from start runs a
+// multi-token program (the engine's Prefill from 0, or a chunk from the
+// first block boundary at or after start before its end), which writes
+// the rows after its last position up to the 32-row tile's end.
+func chunkRuns(start, n, bs int) bool {
+	return start == 0 || (start+bs-1)/bs*bs < start+n
+}
+
+func (o *oracle) prefillFrom(p qwen3.PrefillFrom) ([]qwen3.Output, error) {
 	for i := range p.Tokens {
 		o.note(p.Blocks, p.Start+i)
 	}

@@ -21,6 +21,10 @@ type wkey struct {
 
 func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[int]int) {
 	bs := r.sc.BlockSize
+	if k.from {
+		r.checkWritesByPlace(ps, k, ws)
+		return
+	}
 	// The writes by cache and slot, in the order the keys first appear:
 	// r.wkeys maps a key to its group in r.wgroups (both reused, emptied
 	// here; a key checked below is deleted).
@@ -117,16 +121,90 @@ func (r *runner) checkWrites(ps *[]problem, k call, ws []KVWrite, slotSeq map[in
 	}
 }
 
+// checkWritesByPlace is checkWrites for a PrefillFrom call: its one
+// sequence's positions written exactly once each, at the host table's
+// block and row, and nothing else, matched by place. A chunk's
+// paged_fill_cache writes through the chunk's own page-table slice (batch
+// row 0, update index from 0, as tt_transformers' chunked prefill does),
+// so the log's slot and position are the slice's, not the sequence's.
+func (r *runner) checkWritesByPlace(ps *[]problem, k call, ws []KVWrite) {
+	bs := r.sc.BlockSize
+	a := k.act[0]
+	type place struct {
+		layer      int
+		value      bool
+		block, row int64
+	}
+	want := map[place]int{} // the position to write there
+	for _, p := range a.pos {
+		for l := 0; l < r.cfg.NumHiddenLayers; l++ {
+			for _, v := range []bool{false, true} {
+				want[place{l, v, int64(a.blocks[p/bs]), int64(p % bs)}] = p
+			}
+		}
+	}
+	seen := map[place]bool{}
+	for _, w := range ws {
+		pl := place{w.Layer, w.Value, w.Block, w.Row}
+		p, ok := want[pl]
+		switch {
+		case w.Layer < 0 || w.Layer >= r.cfg.NumHiddenLayers:
+			*ps = append(*ps, problem{prop: PropKVWrite, seq: -1, pos: -1, detail: fmt.Sprintf("KV write into a buffer that is no cache of the engine: %v", w)})
+			return
+		case !ok:
+			*ps = append(*ps, problem{prop: PropKVWrite, seq: a.seq, pos: a.pos[0], located: true,
+				detail: fmt.Sprintf("seq %d: KV write to block %d row %d, which no position %d..%d of the call maps to (table %v; %v)", a.seq, w.Block, w.Row, a.pos[0], a.pos[len(a.pos)-1], a.blocks, w)})
+			return
+		case seen[pl]:
+			*ps = append(*ps, problem{prop: PropKVWrite, seq: a.seq, pos: p, located: true, offset: p - a.pos[0],
+				detail: fmt.Sprintf("seq %d pos %d: KV written twice (block %d row %d, layer %d %s)", a.seq, p, w.Block, w.Row, w.Layer, kvName(w.Value))})
+			return
+		}
+		seen[pl] = true
+	}
+	for i, p := range a.pos {
+		for l := 0; l < r.cfg.NumHiddenLayers; l++ {
+			for _, v := range []bool{false, true} {
+				if pl := (place{l, v, int64(a.blocks[p/bs]), int64(p % bs)}); !seen[pl] {
+					*ps = append(*ps, problem{prop: PropKVWrite, seq: a.seq, pos: p, located: true, offset: i, missing: true,
+						detail: fmt.Sprintf("seq %d: missing KV write (layer %d %s pos %d -> block %d row %d)", a.seq, l, kvName(v), p, pl.block, pl.row)})
+					return
+				}
+			}
+		}
+	}
+}
+
 // dropPromptPadding removes from a multi-token prefill's KV writes those
 // of the tile padding rows past the prompt (positions T..roundup32(T)-1 of
 // the last block, where the host table names them): paged_fill_cache
 // writes whole 32-row tiles, and the oracle expects those rows to hold
 // zeros. A prefill by decode steps writes no such row.
 func (r *runner) dropPromptPadding(ws []KVWrite, k call) []KVWrite {
-	if k.decode || k.verify || k.from || r.sc.Prefill != qwen3.PrefillProgram {
+	if k.decode || k.verify || r.sc.Prefill != qwen3.PrefillProgram {
 		return ws
 	}
 	bs := r.sc.BlockSize
+	if k.from {
+		// By place (see checkWritesByPlace): the rows after the call's
+		// last position to its tile's end, when the call ran a chunk.
+		a := k.act[0]
+		end := a.pos[len(a.pos)-1] + 1
+		if !chunkRuns(a.pos[0], len(a.pos), bs) {
+			return ws
+		}
+		pad := map[[2]int64]bool{}
+		for p := end; p < promptTileEnd(end) && p/bs < len(a.blocks); p++ {
+			pad[[2]int64{int64(a.blocks[p/bs]), int64(p % bs)}] = true
+		}
+		out := ws[:0:0]
+		for _, w := range ws {
+			if !pad[[2]int64{w.Block, w.Row}] {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
 	out := ws[:0:0]
 	for _, w := range ws {
 		pad := false

@@ -29,7 +29,7 @@ func (r *runner) checkTap(ps *[]problem, k call) {
 			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1,
 				detail: fmt.Sprintf("a prefill captured %d and executed %d traces on the device", ev.Captures, ev.Executes)})
 		}
-		r.regime.prefill(w, r.sc.Prefill)
+		r.regime.prefill(w, r.decodeSteps(k))
 	} else if k.err == nil {
 		obs, want, why := r.regime.decode(&r.sc, w, activeSlots(k.act), ev)
 		if obs != want {
@@ -46,6 +46,14 @@ func (r *runner) checkTap(ps *[]problem, k call) {
 		}
 	}
 	r.checkMem(ps, ev)
+}
+
+// decodeSteps reports whether a call other than a decode runs eager decode
+// steps, which compile the decode programs at its width (the contract's
+// warm-up before a capture): a prefill by decode steps, a verify's rounds,
+// and a PrefillFrom's positions before its first block boundary.
+func (r *runner) decodeSteps(k call) bool {
+	return r.sc.Prefill == qwen3.PrefillDecode || k.verify || (k.from && k.act[0].pos[0]%r.sc.BlockSize != 0)
 }
 
 func (r *runner) checkRegime(ps *[]problem, si StepInfo) {
@@ -157,9 +165,9 @@ func (m *regimeModel) decode(sc *Scenario, width int, act [MaxCapacity]bool, e T
 
 // prefill notes a prefill at width w: eager decode steps warm the width;
 // one multi-token program compiles no decode program.
-func (m *regimeModel) prefill(w int, mode qwen3.PrefillMode) {
+func (m *regimeModel) prefill(w int, decodeSteps bool) {
 	m.setWidth(w)
-	if mode == qwen3.PrefillDecode {
+	if decodeSteps {
 		m.warm[w] = true
 	}
 }

@@ -58,16 +58,30 @@ func (d *paddedRef) Prefill(p qwen3.Prefill) ([]qwen3.Output, error) {
 	if err != nil || !d.pad {
 		return outs, err
 	}
+	return outs, d.zeroTile(p.Blocks, len(p.Tokens))
+}
+
+// PrefillFrom pads as the engine's chunk program does (chunkRuns).
+func (d *paddedRef) PrefillFrom(p qwen3.PrefillFrom) ([]qwen3.Output, error) {
+	outs, err := d.Decoder.PrefillFrom(p)
+	if err != nil || !d.pad || !chunkRuns(p.Start, len(p.Tokens), d.BlockSize()) {
+		return outs, err
+	}
+	return outs, d.zeroTile(p.Blocks, p.Start+len(p.Tokens))
+}
+
+// zeroTile zeroes the rows end..promptTileEnd(end)-1 of blocks.
+func (d *paddedRef) zeroTile(blocks []int32, end int) error {
 	cfg, bs := d.Config(), d.BlockSize()
 	zero := make([]bf16.BF16, cfg.NumKeyValueHeads*cfg.HeadDim)
-	for pos := len(p.Tokens); pos < promptTileEnd(len(p.Tokens)) && pos/bs < len(p.Blocks); pos++ {
+	for pos := end; pos < promptTileEnd(end) && pos/bs < len(blocks); pos++ {
 		for l := range cfg.NumHiddenLayers {
-			if err := d.KV().Write(l, p.Blocks, pos, zero, zero); err != nil {
-				return nil, err
+			if err := d.KV().Write(l, blocks, pos, zero, zero); err != nil {
+				return err
 			}
 		}
 	}
-	return outs, nil
+	return nil
 }
 
 func (s *refSUT) Decoder() qwen3.Decoder { return s.dec }

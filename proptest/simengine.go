@@ -70,8 +70,32 @@ func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 type simEngine struct {
 	*qwen3.Engine
 	sut *SimSUT
-	// prompt is the length of the last admit's prompt.
+	// prompt is the length of the last admit's prompt; from the last
+	// prefill_from.
 	prompt int
+	from   qwen3.PrefillFrom
+}
+
+// PrefillFrom implements qwen3.PrefixPrefiller.
+func (e *simEngine) PrefillFrom(p qwen3.PrefillFrom) ([]qwen3.Output, error) {
+	e.from = p
+	return e.Engine.PrefillFrom(p)
+}
+
+// fromWrite names a prefill_from's write by the call's sequence and the
+// position its block and row hold in the call's table (a chunk writes
+// through a page-table slice of its own: the log's batch row and index
+// are the slice's); a row after the call's last position is the chunk
+// tile's padding (a clear).
+func (e *simEngine) fromWrite(x *wire.KVWrite) {
+	bs := e.Engine.BlockSize()
+	for i, b := range e.from.Blocks {
+		if int64(b) == x.Block {
+			x.Seq, x.Pos = int(e.from.Seq), int64(i*bs)+x.Row
+			x.Clear = x.Pos >= int64(e.from.Start+len(e.from.Tokens))
+			return
+		}
+	}
 }
 
 // Prefill implements qwen3.Decoder.
@@ -115,10 +139,16 @@ func (e *simEngine) Observe(op string, seqs []int) (wire.Observations, error) {
 		// A prompt program writes its last 32-row tile whole: the rows past
 		// the prompt are padding (zeros), no token's.
 		x.Clear = op == wire.OpAdmit && len(seqs) == 1 && x.Seq == seqs[0] && x.Pos >= int64(e.prompt)
+		switch op {
+		case wire.OpPrefillFrom:
+			e.fromWrite(&x)
+		case wire.OpCopyBlocks:
+			x.Seq, x.Pos = -1, -1 // a copy has no sequence
+		}
 		obs.KVWrites = append(obs.KVWrites, x)
 	}
 	obs.Findings = append(obs.Findings, e.sut.TakeFindings()...)
-	if op != wire.OpAdmit && op != wire.OpDecode {
+	if op != wire.OpAdmit && op != wire.OpDecode && op != wire.OpPrefillFrom && op != wire.OpVerify {
 		return obs, nil
 	}
 	cur, err := e.sut.DeviceCurPos()

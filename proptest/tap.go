@@ -27,7 +27,7 @@ type Tap struct {
 	capturing tt.TraceID
 	inCapture bool
 	traces    map[tt.TraceID]map[tt.TensorID]bool // live traces and the tensors they recorded
-	pageTable tt.TensorID                         // the page table the last paged op used
+	pageTable [4]tt.TensorID                      // the page tables the last paged ops used, latest first (distinct)
 	ev        TapEvents
 }
 
@@ -82,9 +82,9 @@ type TapMemory struct {
 	// live tensors allocated after it, oldest first.
 	Persistent int
 	Later      []tt.Tensor
-	// PageTable is the page table the last paged op (paged_update_cache,
-	// paged SDPA decode, paged_fill_cache) ran or was recorded with (zero
-	// ID: none yet): the engine's current table.
+	// PageTable is the latest still-live page table a paged op
+	// (paged_update_cache, paged SDPA decode, paged_fill_cache) ran or was
+	// recorded with (zero ID: none yet): the engine's current table.
 	PageTable tt.TensorID
 	// InTrace holds the tensors of Later that some live trace recorded.
 	InTrace map[tt.TensorID]bool
@@ -106,7 +106,7 @@ func (t *Tap) memoryInto(m *TapMemory) {
 	defer t.mu.Unlock()
 	later, inTrace := m.Later[:0], m.InTrace
 	clear(inTrace)
-	*m = TapMemory{Persistent: len(t.live) - len(t.later), Traces: len(t.traces), PageTable: t.pageTable}
+	*m = TapMemory{Persistent: len(t.live) - len(t.later), Traces: len(t.traces), PageTable: t.currentPageTable()}
 	for _, a := range t.later {
 		later = append(later, a.t)
 		for _, ts := range t.traces {
@@ -120,6 +120,18 @@ func (t *Tap) memoryInto(m *TapMemory) {
 		}
 	}
 	m.Later, m.InTrace = later, inTrace // nil when m's were and none was needed
+}
+
+// currentPageTable is the latest page table a paged op used that is still
+// live (a chunked prefill's page-table slices are freed after the chunk;
+// the decode table they followed stays current); t.mu is held.
+func (t *Tap) currentPageTable() tt.TensorID {
+	for _, id := range t.pageTable {
+		if _, ok := t.live[id]; ok {
+			return id
+		}
+	}
+	return 0
 }
 
 func (t *Tap) misuse(format string, a ...any) {
@@ -194,8 +206,13 @@ func (t *Tap) Run(op tt.Op) ([]tt.Tensor, error) {
 	for _, x := range outs {
 		t.add(x)
 	}
-	if id, ok := pageTableOf(op); ok {
-		t.pageTable = id
+	if id, ok := pageTableOf(op); ok && t.pageTable[0] != id {
+		i := slices.Index(t.pageTable[:], id)
+		if i < 0 {
+			i = len(t.pageTable) - 1
+		}
+		copy(t.pageTable[1:i+1], t.pageTable[:i])
+		t.pageTable[0] = id
 	}
 	if !t.inCapture {
 		t.ev.EagerOps++

@@ -204,6 +204,10 @@ func (r *runner) offers(o string) bool {
 
 func (r *runner) checkSeqStates(ps *[]problem, k call, so SeqObserver) {
 	wantCur, wantRow, pad := so.SeqCaps()
+	// A PrefillFrom's chunk reads page-table slices of its own and need not
+	// touch the decode table (as in-process: the next step's rows are
+	// checked).
+	wantRow = wantRow && !k.from
 	if !wantCur && !wantRow {
 		return
 	}

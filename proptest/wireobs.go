@@ -318,7 +318,7 @@ func (r *runner) checkWireRegime(ps *[]problem, k call, raw wire.Observations, c
 			if raw.Regime == wire.RegimeCapture || raw.Regime == wire.RegimeReplay {
 				*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1, detail: fmt.Sprintf("a prefill ran a %s on the device", raw.Regime)})
 			}
-			r.regime.prefill(w, r.sc.Prefill)
+			r.regime.prefill(w, r.decodeSteps(k))
 		}
 	case caps.FollowsHints:
 		got, want, why := r.regime.decode(&r.sc, w, activeSlots(k.act), ev)
@@ -441,8 +441,8 @@ func wireObservations(t *Tap, obs *wire.Observations) {
 		}
 		m.Live = append(m.Live, b)
 	}
-	if t.pageTable != 0 {
-		id := int64(t.pageTable)
+	if pt := t.currentPageTable(); pt != 0 {
+		id := int64(pt)
 		m.PageTable = &id
 	}
 	ids := make([]tt.TraceID, 0, len(t.traces))

@@ -233,10 +233,13 @@ const (
 // active (the decode graph at every prompt position, paged_fill_cache not
 // used), also bit-identical to ref.
 type Engine struct {
-	dev tt.Device
-	cfg Config
-	opt EngineOptions
-	eps float32
+	// longestFloor is a floor on the block count the width policy sees
+	// (Verify: every round at the width of the batch's longest entry).
+	longestFloor int
+	dev          tt.Device
+	cfg          Config
+	opt          EngineOptions
+	eps          float32
 
 	ropeLen int // rows of the cos/sin tables
 

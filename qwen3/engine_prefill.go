@@ -10,9 +10,11 @@ import (
 )
 
 // prefillKey names the programs of one multi-token prefill: the prompt
-// length T (every activation's shape) and the page-table width (the
-// paged_fill_cache key).
-type prefillKey struct{ t, w int }
+// length T (every activation's shape), the page-table width (the
+// paged_fill_cache key), and for a chunk its form (chunkKeyTensor or the
+// integer start, which is part of chunked SDPA's program key) and its
+// page tables' widths.
+type prefillKey struct{ t, w, start, sdpaW int }
 
 // prefill runs the prompt tokens of a new sequence in slot s as one
 // multi-token program (tt_transformers' forward_prefill, one-shot, no
@@ -51,12 +53,12 @@ func (e *Engine) prefill(s int, seq SeqID, toks []int32, blocks []int32) ([]Outp
 	if err := e.writePageTable(&st, table); err != nil {
 		return nil, err
 	}
-	key := prefillKey{T, e.ptW}
+	key := prefillKey{t: T, w: e.ptW}
 	st.Regime = RegimeCold
 	if e.prefillWarm[key] {
 		st.Regime = RegimeWarm
 	}
-	outs, err := e.prefillForward(&st, s, seq, toks)
+	outs, err := e.prefillForward(&st, seq, toks, prefillPlan{fillPT: *e.pt, fillBatch: s})
 	if err != nil {
 		return nil, err
 	}
@@ -82,18 +84,33 @@ func (e *Engine) prefill(s int, seq SeqID, toks []int32, blocks []int32) ([]Outp
 // host's mirror, so the mirror stays exact and the next step of the slot
 // is a steady-state step for the device.
 func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
+	return e.seedSlots(st, []slotSeed{{s, T, next}})
+}
+
+// slotSeed is a slot's decode inputs after its last position T-1: cur_pos
+// and rope index T, token input next.
+type slotSeed struct {
+	slot, T int
+	next    uint32
+}
+
+// seedSlots is seedDecode for several slots at once (every other slot -1).
+func (e *Engine) seedSlots(st *StepStats, seeds []slotSeed) error {
 	C := e.opt.Capacity
 	pos := fill32(C, -1)
-	pos[s] = int32(T)
 	rope := make([]int32, C)
 	toks := make([]uint32, C)
 	if e.mirror {
 		copy(rope, e.devRope)
 		copy(toks, e.devTok)
 	}
-	rope[s], toks[s] = int32(T), next
+	seeded := make([]bool, C)
+	for _, sd := range seeds {
+		pos[sd.slot], rope[sd.slot], toks[sd.slot] = int32(sd.T), int32(sd.T), sd.next
+		seeded[sd.slot] = true
+	}
 	for i := range rope {
-		if i != s && (rope[i] < 0 || int(rope[i]) >= e.ropeLen) {
+		if !seeded[i] && (rope[i] < 0 || int(rope[i]) >= e.ropeLen) {
 			rope[i] = 0
 		}
 	}
@@ -111,8 +128,22 @@ func (e *Engine) seedDecode(st *StepStats, s, T int, next uint32) error {
 	return nil
 }
 
+// prefillPlan is where a prefill pass writes and what it attends: from
+// position start (0: a whole prompt), paged_fill_cache through row
+// fillBatch of fillPT; with chunkPT nil, causal SDPA over the pass's own
+// K/V; otherwise chunked SDPA over the paged caches through chunkPT, with
+// the start as an integer (chunkStart nil) or in the device tensor
+// chunkStart.
+type prefillPlan struct {
+	start      int
+	fillPT     tt.Tensor
+	fillBatch  int
+	chunkPT    *tt.Tensor
+	chunkStart *tt.Tensor
+}
+
 // prefillForward runs the prefill graph and reads the results back.
-func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) ([]Output, error) {
+func (e *Engine) prefillForward(st *StepStats, seq SeqID, toks []int32, plan prefillPlan) ([]Output, error) {
 	c, o := e.cfg, &e.ops
 	T, hd := len(toks), c.HeadDim
 	h, q, kv, in, V := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize, c.VocabSize
@@ -143,7 +174,7 @@ func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) (
 	ids := make([]uint32, T32)
 	pos := make([]uint32, T32)
 	for i, t := range toks {
-		ids[i], pos[i] = uint32(t), uint32(i)
+		ids[i], pos[i] = uint32(t), uint32(plan.start+i)
 	}
 	if err := e.write(st, tokT, tt.HostUint32([]int{1, 1, 1, T32}, tt.RowMajor, ids)); err != nil {
 		return nil, fmt.Errorf("prompt tokens: %w", err)
@@ -166,7 +197,6 @@ func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) (
 	f.run(reuse(&o.Embedding, tt.Embedding{Input: posT, Weight: e.w.cos, Output: cos}))
 	f.run(reuse(&o.Embedding, tt.Embedding{Input: posT, Weight: e.w.sin, Output: sin}))
 	keep := len(f.tmp)
-	pt := *e.pt
 	for l := range e.w.layers {
 		if f.err != nil {
 			break
@@ -183,9 +213,18 @@ func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) (
 		kn := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: kh, Weight: L.kNorm, Epsilon: e.eps}))
 		qr := f.one(reuse(&o.RotaryEmbeddingHF, tt.RotaryEmbeddingHF{Input: qn, Cos: cos, Sin: sin, Prefill: true}))
 		kr := f.one(reuse(&o.RotaryEmbeddingHF, tt.RotaryEmbeddingHF{Input: kn, Cos: cos, Sin: sin, Prefill: true}))
-		f.run(reuse(&o.PagedFillCache, tt.PagedFillCache{Cache: L.kc, Input: kr, PageTable: pt, BatchIdx: s}))
-		f.run(reuse(&o.PagedFillCache, tt.PagedFillCache{Cache: L.vc, Input: vh, PageTable: pt, BatchIdx: s}))
-		attn := f.one(reuse(&o.SDPA, tt.SDPA{Q: qr, K: kr, V: vh, Causal: true, Scale: scale}))
+		f.run(reuse(&o.PagedFillCache, tt.PagedFillCache{Cache: L.kc, Input: kr, PageTable: plan.fillPT, BatchIdx: plan.fillBatch}))
+		f.run(reuse(&o.PagedFillCache, tt.PagedFillCache{Cache: L.vc, Input: vh, PageTable: plan.fillPT, BatchIdx: plan.fillBatch}))
+		var attn tt.Tensor
+		if plan.chunkPT == nil {
+			attn = f.one(reuse(&o.SDPA, tt.SDPA{Q: qr, K: kr, V: vh, Causal: true, Scale: scale}))
+		} else {
+			op := tt.ChunkedSDPA{Q: qr, K: L.kc, V: L.vc, PageTable: *plan.chunkPT, ChunkStartTensor: plan.chunkStart, Scale: scale}
+			if plan.chunkStart == nil {
+				op.ChunkStart = int64(plan.start)
+			}
+			attn = f.one(reuse(&o.ChunkedSDPA, op))
+		}
 		cat := f.one(reuse(&o.NLPConcatHeads, tt.NLPConcatHeads{Input: attn}))
 		f.run(reuse(&o.Linear, tt.Linear{Input: cat, Weight: L.o, Output: oT, TransposeB: true}))
 		f.run(reuse(&o.Add, tt.Add{A: x, B: oT, Output: res}))
@@ -219,7 +258,7 @@ func (e *Engine) prefillForward(st *StepStats, s int, seq SeqID, toks []int32) (
 	for i := range outs {
 		logits := make([]float32, V)
 		bf16.ToFloat32s(logits, lv[i*V:(i+1)*V])
-		outs[i] = Output{Seq: seq, Pos: i, Token: int32(tv[i]), Logits: logits}
+		outs[i] = Output{Seq: seq, Pos: plan.start + i, Token: int32(tv[i]), Logits: logits}
 	}
 	return outs, nil
 }

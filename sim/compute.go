@@ -16,8 +16,8 @@ import (
 // Validation messages are offcard's own unless the semantics notes quote
 // ttnn's text.
 
-// runCompute runs the ops of this file, sdpa.go, fill.go, plusone.go and
-// prefill.go;
+// runCompute runs the ops of this file, sdpa.go, fill.go, plusone.go,
+// prefill.go and serving_ops.go;
 // handled is false for any other op. outs are an Allocating op's outputs.
 func (d *Device) runCompute(op tt.Op, outs []tt.Tensor) (handled bool, err error) {
 	switch o := op.(type) {
@@ -58,6 +58,12 @@ func (d *Device) runCompute(op tt.Op, outs []tt.Tensor) (handled bool, err error
 		return true, d.sdpaDecode(*o, outs[0])
 	case *tt.PagedFillCache:
 		return true, d.fillCache(*o)
+	case *tt.ChunkedSDPA:
+		return true, d.chunkedSDPA(*o, outs[0])
+	case *tt.FillCache:
+		return true, d.fillCacheOp(*o)
+	case *tt.Slice:
+		return true, d.sliceOp(*o, outs[0])
 	}
 	return false, nil
 }

@@ -184,6 +184,16 @@ func opArgs(op tt.Op) string {
 		return s
 	case *tt.PlusOne:
 		return fmt.Sprintf("skip_negative_entries=%t", o.SkipNegativeEntries)
+	case *tt.ChunkedSDPA:
+		start := fmt.Sprintf("chunk_start_idx=%d", o.ChunkStart)
+		if o.ChunkStartTensor != nil {
+			start = "chunk_start_idx_tensor=" + tid(o.ChunkStartTensor)
+		}
+		return fmt.Sprintf("page_table=%s %s scale=%g q_chunk_size=%d k_chunk_size=%d", tid(&o.PageTable), start, o.Scale, o.QChunkSize, o.KChunkSize)
+	case *tt.FillCache:
+		return fmt.Sprintf("batch_idx=%d update_idx=%d", o.BatchIdx, o.UpdateIdx)
+	case *tt.Slice:
+		return fmt.Sprintf("begins=%v ends=%v", o.Begin, o.End)
 	}
 	return ""
 }

@@ -294,6 +294,15 @@ func (d *Device) checkAllocating(op tt.Op, ins []tt.Tensor, specs []tt.Spec) err
 		if len(o.Q.Spec.Shape) != 4 {
 			return contractErr(op.Name(), "Q, K and V must be rank 4, got shape %v", o.Q.Spec.Shape)
 		}
+	case *tt.ChunkedSDPA:
+		if len(o.Q.Spec.Shape) != 4 {
+			return contractErr(op.Name(), "Q, K and V must be rank 4, got shape %v", o.Q.Spec.Shape)
+		}
+	case *tt.Slice:
+		// ttnn::slice checks the box before the device op allocates.
+		if err := validateSlice(op.Name(), *o, o.Input.Spec); err != nil {
+			return err
+		}
 	case *tt.ToMemoryConfig:
 		if err := specs[0].Validate(); err != nil {
 			return contractErr(op.Name(), "%v", err)

@@ -562,6 +562,8 @@ var (
 	_ Allocating = RotaryEmbeddingLlama{}
 	_ Allocating = ToMemoryConfig{}
 	_ Allocating = PagedSDPADecode{}
+	_ Allocating = ChunkedSDPA{}
+	_ Allocating = Slice{}
 )
 
 // Ptr returns op as a pointer to one of this package's op structs: a
@@ -608,6 +610,12 @@ func Ptr(op Op) Op {
 	case Argmax:
 		return &o
 	case PlusOne:
+		return &o
+	case ChunkedSDPA:
+		return &o
+	case FillCache:
+		return &o
+	case Slice:
 		return &o
 	}
 	return op

@@ -9,6 +9,8 @@ const (
 	engineStep = "qwen3/engine_step.go"
 	simPlusOne = "sim/plusone.go"
 	kvpagePool = "kvpage/pool.go"
+	engineServ = "qwen3/engine_serving.go"
+	kvShare    = "kvpage/share.go"
 )
 
 // Catalog is the mutant catalog, in the order the runner reports it: the
@@ -16,7 +18,7 @@ const (
 var Catalog = []Mutant{
 	{
 		Name: "pt-one-column",
-		Prop: "sut-error",
+		Prop: "strict",
 		Idea: "the page table is [C,1] (the width policy ignored, each row truncated to its first block) and, once written, never refreshed (seed bug 1)",
 		Seed: true,
 		Expect: "red at the first step whose position is past the first block: in a decode step the KV-update " +
@@ -149,7 +151,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "rope-not-advanced",
-		Prop:   "kv-write",
+		Prop:   "cur-pos",
 		Idea:   "the graph has no plus_one on the rope index, so a replay rotates q and k at the captured position",
 		Expect: "red at the first replay step",
 		Edits: []Edit{
@@ -160,7 +162,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name: "refresh-never",
-		Prop: "kv-write",
+		Prop: "page-table",
 		Idea: "page-table contents are never re-copied after the first capture (only a new tensor is written)",
 		Expect: "red at the first step that needs a new table entry without a width change " +
 			"(a fixed width past a block boundary, or a sequence admitted next to a live one)",
@@ -208,7 +210,7 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "trace-kept-on-width-change",
-		Prop:   "strict",
+		Prop:   "kv-write",
 		Idea:   "a page-table width change does not force a re-capture: the trace keeps replaying with the retired table",
 		Expect: "red at the first step past a block boundary under the dynamic width (strict: page-table read past the row)",
 		Edits: []Edit{
@@ -440,6 +442,79 @@ var Catalog = []Mutant{
 			{File: engineStep,
 				Old: "outs[i] = o[s]",
 				New: "outs[i] = o[0] // mutant"},
+		},
+	},
+
+	// Issue 35: one per serving action, as a colleague would write it
+	// (drawn only for a SUT that serves the call).
+	{
+		Name:   "chunk-slice-one-block-off",
+		Prop:   "kv-write",
+		Idea:   "a chunk's page-table slice for paged_fill_cache starts at (start-1)/block_size, one block before the chunk's first",
+		Expect: "red (kv-write) at the first chunk of a chunked prefill that starts on a block boundary: its rows land in the block before",
+		Edits: []Edit{
+			{File: engineServ,
+				Old: "first, n := start/bs, (len(toks)+bs-1)/bs",
+				New: "first, n := (start-1)/bs, (len(toks)+bs-1)/bs // mutant"},
+		},
+	},
+	{
+		Name:   "verify-old-width",
+		Prop:   "kv-write",
+		Idea:   "a verify's rounds run through the table grown for its first position only: the drafts past a block boundary read PagePad",
+		Expect: "red (kv-write) at the first verify whose k positions cross a block boundary: those rows go to block PagePad",
+		Edits: []Edit{
+			{File: engineServ,
+				Old: "req[slots[i]] = slotReq{active: true, seq: st.Seq, tok: st.Tokens[j], pos: st.Pos + j, blocks: st.Blocks[:last/bs+1]}",
+				New: "_ = last\n\t\t\t\treq[slots[i]] = slotReq{active: true, seq: st.Seq, tok: st.Tokens[j], pos: st.Pos + j, blocks: st.Blocks[:st.Pos/bs+1]} // mutant"},
+		},
+	},
+	{
+		Name:   "rollback-not-reseeded",
+		Prop:   "rollback",
+		Idea:   "a replay re-seeds an active slot's cur_pos only when it jumped forward: after a rejected draft the device stays at the draft's end",
+		Expect: "red (rollback) at the first replay after a verify that rejected a draft: the device writes past the accepted length",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "if e.mirror && (pos[s] != e.devPos[s] || rope[s] != e.devRope[s]) {",
+				New: "if e.mirror && (pos[s] != e.devPos[s] || rope[s] != e.devRope[s]) && (!r.active || pos[s] > e.devPos[s]) { // mutant"},
+		},
+	},
+	{
+		Name:   "copy-keys-only",
+		Prop:   "kv-write",
+		Idea:   "a block copy (copy-on-write) copies each layer's keys and forgets the values",
+		Expect: "red (kv-write) at the first block copy: the destination block's V rows are not written",
+		Edits: []Edit{
+			{File: engineServ,
+				Old: "for _, cache := range [2]tt.Tensor{L.kc, L.vc} {",
+				New: "for _, cache := range [1]tt.Tensor{L.kc} { // mutant: values not copied"},
+		},
+	},
+	{
+		Name:      "cow-refcount-off-by-one",
+		Prop:      "shared-write",
+		Idea:      "the scheduler copies a block on write only when more than two tables share it: a block shared by a parent and one child is written in place",
+		Expect:    "red (shared-write) at the first write into a block exactly two tables share (a fork's or a prefix hit's partial last block)",
+		Notes:     "A scheduler bug, not the engine's: --engine builds it into the checker.",
+		Scheduler: true,
+		Edits: []Edit{
+			{File: kvShare,
+				Old: "\t\tif t.pool.refs[t.blocks[i]] > 1 {\n",
+				New: "\t\tif t.pool.refs[t.blocks[i]] > 2 { // mutant\n"},
+		},
+	},
+	{
+		Name:      "share-rounded-down",
+		Prop:      "prefix-hit",
+		Idea:      "a prefix hit shares floor(length/block_size) blocks but claims length positions: a hit inside a block loses its partial block",
+		Expect:    "red (prefix-hit) at the first prefix hit whose length is not a block multiple: the shared positions of its last block read rows the table no longer maps",
+		Notes:     "A scheduler bug, not the engine's: --engine builds it into the checker. At an exact block boundary it is correct.",
+		Scheduler: true,
+		Edits: []Edit{
+			{File: kvShare,
+				Old: "\tn := BlocksFor(length, t.pool.blockSize)\n",
+				New: "\tn := length / t.pool.blockSize // mutant: rounded down\n"},
 		},
 	},
 }
