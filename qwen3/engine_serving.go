@@ -28,11 +28,11 @@ import (
 //     [1, n] tensor; per layer paged_fill_cache of K and V through that
 //     slice with batch_idx 0 (attention.py forward_prefill), and
 //     chunked_scaled_dot_product_attention over the paged caches through
-//     the sequence's own [1, W] table (attention.py:1068-1091). An eager
+//     the sequence's own [1, W] table (tt_transformers/tt/attention.py:1068-1091). An eager
 //     engine passes the chunk start as the integer (the legacy overload,
-//     sdpa.cpp:93-127; a a multiple of the 32-row q chunk, the default
+//     transformer/sdpa/sdpa.cpp:93-127; a a multiple of the 32-row q chunk, the default
 //     without a program config); a captured engine passes it in an INT32
-//     [1] device tensor (the flexible overload, sdpa.cpp:129-163, what
+//     [1] device tensor (the flexible overload, transformer/sdpa/sdpa.cpp:129-163, what
 //     tt_transformers' traced prefill uses), its table padded to a
 //     multiple of 8 blocks (the stick-size check,
 //     sdpa_program_factory.cpp:141; generator.py _pad_or_create_page_table

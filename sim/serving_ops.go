@@ -62,7 +62,7 @@ type chunkedLaunch struct {
 }
 
 // chunkedSDPA is ttnn.transformer.chunked_scaled_dot_product_attention
-// (sdpa.cpp:93-163: both overloads call prim::sdpa with is_causal true, the
+// (transformer/sdpa/sdpa.cpp:93-163: both overloads call prim::sdpa with is_causal true, the
 // page table, and either the integer chunk_start_idx or the device tensor).
 // Q BF16 TILE [1,H,Sq,D]; K, V the paged caches [blocks, kv_heads,
 // block_size, D]; the page table [1, W] INT32 ROW_MAJOR (batch 1: the
@@ -399,8 +399,8 @@ func (l *chunkedLaunch) exec(d *Device) error {
 // with op_type FILL): Input [1, heads, S, D] TILE written over rows
 // UpdateIdx..UpdateIdx+S-1 of batch BatchIdx of Cache [B, heads, Smax, D],
 // whole tiles: input tile (h, t, w) to cache tile BatchIdx*heads*Ht*Wt +
-// h*Ht*Wt + (UpdateIdx/32 + t)*Wt + w (fill_cache_multi_core_program_
-// factory.cpp:40-45, 170-172). BatchIdx and UpdateIdx are runtime
+// h*Ht*Wt + (UpdateIdx/32 + t)*Wt + w (kv_cache/device/
+// fill_cache_multi_core_program_factory.cpp:40-45, 170-172). BatchIdx and UpdateIdx are runtime
 // arguments (the hash holds the op type and the two tensors,
 // update_cache_device_operation.cpp:160-164).
 func (d *Device) fillCacheOp(o tt.FillCache) error {
@@ -524,7 +524,7 @@ func (l *fillTilesLaunch) exec(d *Device) error {
 // ---- slice ----
 
 // sliceOp is ttnn.slice with unit steps on a TILE tensor whose box begins
-// on tile boundaries (the device op's tile path, slice.cpp:236-243,
+// on tile boundaries (the device op's tile path, data_movement/slice/slice.cpp:236-243,
 // slice_program_factory_tile.cpp): output tile (outer..., r, c) is input
 // tile (outer+begin..., r+begin[-2]/32, c+begin[-1]/32). Other forms (row
 // major, unaligned begins, strides, an empty or whole-tensor box) go
@@ -565,9 +565,9 @@ func sliceAttrs(o tt.Slice) attrKey {
 	return a
 }
 
-// validateSlice: ttnn::slice (slice.cpp:102-109, 180-183, 236-243,
+// validateSlice: ttnn::slice (data_movement/slice/slice.cpp:102-109, 180-183, 236-243,
 // 336-365), then SliceDeviceOperation::validate_on_program_cache_miss
-// (slice_device_operation.cpp:95-174), in that order, for what reaches the
+// (data_movement/slice/device/slice_device_operation.cpp:95-174), in that order, for what reaches the
 // device op.
 func validateSlice(name string, o tt.Slice, in tt.Spec) error {
 	rank := len(in.Shape)
@@ -588,7 +588,7 @@ func validateSlice(name string, o tt.Slice, in tt.Spec) error {
 		return notImplemented(name, "a box that is the whole tensor (ttnn returns the input)")
 	}
 	if in.Layout == tt.Tile && (rank < 2 || o.Begin[rank-1]%tt.TileSize != 0 || o.Begin[rank-2]%tt.TileSize != 0) {
-		return notImplemented(name, "a TILE input's row-major detour (begins not on tile boundaries, slice.cpp:243)")
+		return notImplemented(name, "a TILE input's row-major detour (begins not on tile boundaries, data_movement/slice/slice.cpp:243)")
 	}
 	if in.Memory.Sharded() || (o.Memory != (tt.MemoryConfig{}) && o.Memory.Sharded()) {
 		return notImplemented(name, "a sharded input or output")
@@ -607,7 +607,7 @@ func validateSlice(name string, o tt.Slice, in tt.Spec) error {
 	for i := range o.Begin {
 		end := o.End[i]
 		if in.Layout == tt.Tile && i >= rank-2 {
-			end = (end + tt.TileSize - 1) / tt.TileSize * tt.TileSize // padded_ends, slice.cpp:325-329
+			end = (end + tt.TileSize - 1) / tt.TileSize * tt.TileSize // padded_ends, data_movement/slice/slice.cpp:325-329
 		}
 		if o.Begin[i] >= p[i] {
 			return opErr(name, "Slice start[%d] (%d) must be less than input tensor shape[%d] (%d)", i, o.Begin[i], i, p[i])

@@ -327,8 +327,8 @@ func TestChunkedSDPAStartTruncated(t *testing.T) {
 	}
 }
 
-// The tensor form checks only that the table covers Q (sdpa_device_
-// operation.cpp:308): a chunk whose keys lie past the table's 8 entries
+// The tensor form checks only that the table covers Q (sdpa/device/
+// sdpa_device_operation.cpp:308): a chunk whose keys lie past the table's 8 entries
 // reads the L1 after the page-table CB (strict: past the CB). A table
 // entry that is no block of the cache is named too.
 func TestChunkedSDPATableHazards(t *testing.T) {
@@ -348,8 +348,8 @@ func TestChunkedSDPATableHazards(t *testing.T) {
 	}
 }
 
-// The tensor form's program hash leaves the page table out (sdpa_device_
-// operation.cpp:399): a program compiled for an 8-wide table serves a
+// The tensor form's program hash leaves the page table out (sdpa/device/
+// sdpa_device_operation.cpp:399): a program compiled for an 8-wide table serves a
 // 16-wide one with the 8-entry stick, so keys past block 8 come from past
 // the CB (the card's behaviour; strict names it).
 func TestChunkedSDPATensorFormKeepsCompiledWidth(t *testing.T) {

@@ -168,7 +168,7 @@ func TestChunkedSDPARefusals(t *testing.T) {
 		{tt.ChunkedSDPA{ChunkStart: 32, QChunkSize: 32, KChunkSize: 64}, "chunk_start_idx must be a multiple of k_chunk_size. Got chunk_start_idx: 32, k_chunk_size: 64"},
 		{tt.ChunkedSDPA{QChunkSize: 48, KChunkSize: 32}, "q_chunk_size must be divisible by TILE_SIZE. Got q_chunk_size: 48, TILE_SIZE: 32"},
 		{tt.ChunkedSDPA{ChunkStart: 240}, "K's sequence length must be >= Q's sequence length + chunk_start_idx. Got K: 256, Q: 32, chunk_start_idx: 240"},
-		{tt.ChunkedSDPA{ChunkStartTensor: &u32}, "chunk_start_idx tensor must be int32. Got UINT32"},
+		{tt.ChunkedSDPA{ChunkStartTensor: &u32}, "chunk_start_idx tensor must be int32. Got DataType::UINT32"},
 		{tt.ChunkedSDPA{ChunkStartTensor: &two}, "chunk_start_idx tensor must have shape [1]. Got Shape([2])"},
 		{tt.ChunkedSDPA{PageTable: ptU32}, "Page table must be int32"},
 		{tt.ChunkedSDPA{Q: qRM}, "Inputs to SDPA must be tilized"},

@@ -740,7 +740,7 @@ static int prog_key(const lb_op *o, char *k, size_t cap) {
   /* chunked SDPA's flexible form hashes neither chunk_start_idx nor the
    * page table (sdpa_device_operation.cpp:399-400), the legacy form both */
   if (o->code == OFFCARD_TT_OP_CHUNKED_SDPA && o->present[4]) ni = 0;
-  if (o->code == OFFCARD_TT_OP_SLICE) { /* the prim's attributes: wrapped begins, padded ends (slice.cpp:366) */
+  if (o->code == OFFCARD_TT_OP_SLICE) { /* the prim's attributes: wrapped begins, padded ends (data_movement/slice/slice.cpp:366) */
     uint32_t b[OFFCARD_TT_MAX_RANK], e[OFFCARD_TT_MAX_RANK], pe[OFFCARD_TT_MAX_RANK];
     ni = 0;
     if (lb_slice_box(o, b, e, pe))
@@ -811,7 +811,7 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
     /* ttnn::to_memory_config to the input's own config returns the input
      * tensor itself, before any program (to_memory_config_op.cpp): the new
      * handle aliases the input's buffer; nothing runs or is recorded. So
-     * does a slice of the whole input (slice.cpp:181: its ret_adjustment's
+     * does a slice of the whole input (data_movement/slice/slice.cpp:181: its ret_adjustment's
      * to_memory_config and to_layout return their input). */
     if (!grow((void **)&d->ts, &d->capts, d->nts + 1, sizeof *d->ts)) return lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
     lb_tensor a = d->ts[tensors[0]];

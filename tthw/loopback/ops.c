@@ -362,7 +362,7 @@ static int validate_chunked(offcard_tt_device *d, const lb_op *o) {
     const lb_spec *cs = &t[4].s;
     /* ttnn prints dtype() as "DataType::UINT32" here too; the bare name is kept
      * until the serving work updates tthw/serving_test.go's expectation. */
-    if (cs->dtype != OFFCARD_TT_INT32) FAIL("chunk_start_idx tensor must be int32. Got %s", dt_name(cs->dtype) + sizeof "DataType::" - 1);
+    if (cs->dtype != OFFCARD_TT_INT32) FAIL("chunk_start_idx tensor must be int32. Got %s", dt_name(cs->dtype));
     if (cs->rank != 1 || cs->dims[0] != 1) FAIL("chunk_start_idx tensor must have shape [1]. Got %s", logical_shape(cs, buf, sizeof buf));
   }
   const lb_spec *ps = &t[3].s;
@@ -439,7 +439,7 @@ static int validate_fill_cache(const lb_op *o) {
 
 /* lb_slice_box: the slice's begins and ends after ttnn's wrap_index (as
  * uint32_t, ttnn/cpp/ttnn/operations/data_movement/common/common.cpp:476)
- * and its padded ends (slice.cpp:325-329: the last two dims rounded up to
+ * and its padded ends (data_movement/slice/slice.cpp:325-329: the last two dims rounded up to
  * the tile for a TILE input); 0 when the attribute lists do not fit. */
 int lb_slice_box(const lb_op *o, uint32_t *b, uint32_t *e, uint32_t *pe) {
   const lb_spec *is = &o->t[0].s;
@@ -458,7 +458,7 @@ int lb_slice_box(const lb_op *o, uint32_t *b, uint32_t *e, uint32_t *pe) {
   return 1;
 }
 
-/* lb_slice_noop: begins all 0 and ends the input's shape (slice.cpp:181). */
+/* lb_slice_noop: begins all 0 and ends the input's shape (data_movement/slice/slice.cpp:181). */
 int lb_slice_noop(const lb_op *o) {
   const lb_spec *is = &o->t[0].s;
   if (o->i[0] != is->rank || o->i[1 + o->i[0]] != is->rank) return 0;
@@ -470,9 +470,9 @@ int lb_slice_noop(const lb_op *o) {
 /* slice: ttnn::slice<int32_t> (ttnn/cpp/ttnn/operations/data_movement/
  * slice/slice.cpp:83-391 at 622c6fb9), unit steps: its host checks
  * (102-109, 338-342), then SliceDeviceOperation::
- * validate_on_program_cache_miss (device/slice_device_operation.cpp:95-174)
+ * validate_on_program_cache_miss (data_movement/slice/device/slice_device_operation.cpp:95-174)
  * on the wrapped begins and padded ends. Sharded slices and the TILE
- * row-major detour (begins off the tile grid, slice.cpp:243) are not
+ * row-major detour (begins off the tile grid, data_movement/slice/slice.cpp:243) are not
  * modelled. */
 static int validate_slice(const lb_op *o) {
   const char *name = lb_op_name(o->code);
@@ -1106,7 +1106,7 @@ static int exec_sdpa_prefill(offcard_tt_device *d, const lb_op *o) {
  * tensor at run time); row i attends keys 0..that+i (causal). Key tile row
  * r comes from block page_table[b][r / block_size_t] (the row's stick
  * copied into L1 and indexed without a bound check,
- * dataflow_common.hpp:54-92), up to the reader's bound valid_Skt_bound;
+ * transformer/sdpa/device/kernels/dataflow/dataflow_common.hpp:54-92), up to the reader's bound valid_Skt_bound;
  * tile rows at or past it are zero-filled (read_paged_chunk_with_padding),
  * so they score 0 and add nothing to the sum but their weight; rows at or
  * past Skt (the padded K extent) are never visited. Float loops, rounded
