@@ -40,11 +40,12 @@ func refEngineSeed(t *testing.T) string {
 // with the seed and the command that replays it; then it replays the
 // hand-written scripts of examples/scripts (what rows an engine reads
 // where its sequence never wrote: after a position jump, the prompt tile's
-// padding and a finished sequence's rows), which a short campaign may not
+// padding and a finished sequence's rows; and every serving call of
+// protocol version 3 at block boundaries), which a short campaign may not
 // draw.
 func campaignRefEngine(t *testing.T, cmd, cases string) {
 	t.Helper()
-	checkWire(t, "hello", "admit", "decode", "finish", "bye")
+	checkWire(t, "hello", "admit", "decode", "finish", "bye", "prefill_from", "verify", "copy_blocks")
 	cmd = proxied(t, cmd)
 	scripts, err := filepath.Glob("../../examples/scripts/*.script")
 	if err != nil || len(scripts) == 0 {
@@ -75,9 +76,10 @@ func needTool(t *testing.T, what string) {
 }
 
 // TestPythonEngine: the README's Python engine (examples/python-engine)
-// passes a short random campaign on both its back ends: the standard
-// library (--stdlib) and numpy (an interpreter that imports it: python3,
-// or Debian's /usr/bin/python3 with python3-numpy).
+// negotiates versions 1 to 3 (serving calls in 3) and passes a short
+// random campaign on both its back ends: the standard library (--stdlib)
+// and numpy (an interpreter that imports it: python3, or Debian's
+// /usr/bin/python3 with python3-numpy).
 func TestPythonEngine(t *testing.T) {
 	script, err := filepath.Abs("../../examples/python-engine/engine.py")
 	if err != nil {
@@ -88,11 +90,15 @@ func TestPythonEngine(t *testing.T) {
 		if err != nil {
 			t.Fatal("python3 is not on PATH: the Python engine test needs it")
 		}
+		h, _ := servingHello(t)
+		checkServes(t, []string{py, script, "--stdlib"}, h)
 		campaignRefEngine(t, py+" "+script+" --stdlib", stdlibCases)
 	})
 	t.Run("numpy", func(t *testing.T) {
 		for _, py := range []string{"python3", "/usr/bin/python3"} {
 			if p, err := exec.LookPath(py); err == nil && exec.Command(p, "-c", "import numpy").Run() == nil {
+				h, _ := servingHello(t)
+				checkServes(t, []string{p, script}, h)
 				campaignRefEngine(t, p+" "+script, refEngineCases)
 				return
 			}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Python engine behind offcard's line protocol (version 1).
+"""A Python engine behind offcard's line protocol (version 3).
 
     offcard check --engine 'python3 examples/python-engine/engine.py'
     offcard check --engine 'python3 examples/python-engine/engine.py --stdlib'
@@ -12,14 +12,24 @@ oracle `ref`), over a paged KV cache addressed by offcard's block tables. It
 answers tokens and full logit rows and offers no device observations; it is
 judged by the tolerant judge, not bit for bit.
 
+To a hello of version 3 it answers 3 and serves the serving calls
+(`serves`): prefill_from (positions start.. over KV already in the cache:
+a prefix-cache hit, a later chunk of a chunked prefill, a preempted
+sequence's recompute), verify (k tokens at pos..pos+k-1 per sequence, as k
+decode rounds) and copy_blocks (a fork's copy-on-write: every layer's K and
+V of a block over another). Rollback and preemption need no call: offcard
+sends the accepted position next, and a preempted sequence is finished and
+recomputed by prefill_from. To a hello of version 1 or 2 it answers that
+version and serves nothing.
+
 Two back ends compute the same thing: numpy when it is importable (Debian:
 apt-get install python3-numpy, for /usr/bin/python3), the standard library
 otherwise, or when --stdlib is given. A real engine replaces `Model` (its
-constructor, prefill, decode and zero_rows) with calls into ttnn /
-tt_transformers and keeps `main`.
+constructor, prefill, decode, zero_rows and copy_block) with calls into
+ttnn / tt_transformers and keeps `main`.
 
-What the KV cache holds where the sequence never wrote (protocol v1 leaves
-this to the engine; this engine does what offcard's oracle assumes today):
+What the KV cache holds where the sequence never wrote (rows offcard keeps
+out of its verdict; this engine does what offcard's oracle does):
   - fresh cache memory reads as zero;
   - `finish` and `reset` clear nothing: a finished sequence's rows stay in
     its blocks, and a later sequence given those blocks reads them where it
@@ -193,18 +203,21 @@ class NumpyModel(Shape):
         bits = (np.ascontiguousarray(logits, dtype=np.float32).view(np.uint32) >> 16).astype('<u2')
         return [(int(t), base64.b64encode(b.tobytes()).decode()) for t, b in zip(toks, bits)]
 
-    def prefill(self, toks, blocks, last_only):
-        T = len(toks)
-        pos = np.arange(T)
-        slots = np.array([self.slot(blocks, p) for p in range(T)])
-        causal = np.triu(np.ones((T, T), dtype=bool), 1)
+    def prefill(self, toks, blocks, last_only, start=0):
+        """Positions start..start+T-1; rows 0..start-1 are read from the cache
+        (a prefix-cache hit's shared blocks, or earlier chunks)."""
+        T, n = len(toks), start + len(toks)
+        pos = np.arange(start, n)
+        slots = np.array([self.slot(blocks, p) for p in range(start, n)])
+        rows = np.array([self.slot(blocks, p) for p in range(n)])
+        masked = np.arange(n)[None, :] > pos[:, None]                # [T, n]: key row past the query
 
-        def attend(l, q, k, v):  # position p reads rows 0..p, all written by this prompt
+        def attend(l, q, k, v):  # position p reads rows 0..p through the table
             self.K[l][slots], self.V[l][slots] = k, v
-            kh, vh = k.transpose(1, 0, 2), v.transpose(1, 0, 2)       # [nkv, T, hd]
+            kh, vh = self.K[l][rows].transpose(1, 0, 2), self.V[l][rows].transpose(1, 0, 2)  # [nkv, n, hd]
             qh = q.transpose(1, 0, 2).reshape(self.nkv, self.g * T, self.hd)
-            s = (qh @ kh.transpose(0, 2, 1)).reshape(self.nkv, self.g, T, T)
-            s = np.where(causal, -np.inf, s)
+            s = (qh @ kh.transpose(0, 2, 1)).reshape(self.nkv, self.g, T, n)
+            s = np.where(masked, -np.inf, s)
             o = self.softmax_av(s, vh[:, None])                      # [nkv, g, T, hd]
             return o.transpose(2, 0, 1, 3).reshape(T, self.nh * self.hd)
         return self.outputs(self.forward(np.asarray(toks), pos, attend, last_only))
@@ -228,6 +241,11 @@ class NumpyModel(Shape):
     def zero_rows(self, rows):
         for l in range(self.layers):
             self.K[l][rows], self.V[l][rows] = 0, 0
+
+    def copy_block(self, src, dst):
+        a, b = src * self.bs, dst * self.bs
+        for l in range(self.layers):
+            self.K[l][b:b + self.bs], self.V[l][b:b + self.bs] = self.K[l][a:a + self.bs], self.V[l][a:a + self.bs]
 
 
 # ---------------------------------------------------------------- stdlib
@@ -326,10 +344,10 @@ class StdlibModel(Shape):
             outs.append((tok, logits_b64(bits)))
         return outs
 
-    def prefill(self, toks, blocks, last_only):
+    def prefill(self, toks, blocks, last_only, start=0):
         outs = []
-        for p, t in enumerate(toks):  # position by position, each reading rows 0..p
-            o = self.forward([(t, p, blocks)], logits=not last_only or p == len(toks) - 1)
+        for i, t in enumerate(toks):  # position by position, each reading rows 0..p
+            o = self.forward([(t, start + i, blocks)], logits=not last_only or i == len(toks) - 1)
             if o:
                 outs += o
         return outs
@@ -342,6 +360,15 @@ class StdlibModel(Shape):
             for r in rows:
                 self.K[l].pop(r, None)
                 self.V[l].pop(r, None)
+
+    def copy_block(self, src, dst):
+        for l in range(self.layers):
+            for C in (self.K[l], self.V[l]):
+                for r in range(self.bs):  # rows are replaced, never changed in place: sharing is safe
+                    if src * self.bs + r in C:
+                        C[dst * self.bs + r] = C[src * self.bs + r]
+                    else:
+                        C.pop(dst * self.bs + r, None)
 
 
 Model = NumpyModel if np is not None else StdlibModel
@@ -362,16 +389,35 @@ def check_tokens(model, toks):
             raise ValueError('token %d outside the vocabulary of %d' % (t, model.vocab))
 
 
+def last_only(model, T):  # full rows of every position would not fit in a reply
+    return T * model.vocab * 3 > MAX_REPLY
+
+
 def admit(model, req):
     toks, blocks, seq = req['prompt'], req['blocks'], req['seq']
     if not toks:
         raise ValueError('empty prompt')
     check_tokens(model, toks)
     check_table(model, blocks, len(toks) - 1)
-    last_only = len(toks) * model.vocab * 3 > MAX_REPLY  # full rows of every position would not fit
-    outs = model.prefill(toks, blocks, last_only)
+    outs = model.prefill(toks, blocks, last_only(model, len(toks)))
     model.zero_rows([model.slot(blocks, p) for p in model.pad_positions(blocks, len(toks))])
     first = len(toks) - len(outs)
+    return [dict(seq=seq, pos=first + i, token=t, logits=lg) for i, (t, lg) in enumerate(outs)]
+
+
+def prefill_from(model, req):
+    """Positions start..start+T-1 over KV already in the cache (a prefix-cache
+    hit, a later chunk, a recompute): exactly its positions are written, no
+    tile padding."""
+    toks, blocks, seq, start = req['tokens'], req['blocks'], req['seq'], req['start']
+    if not toks:
+        raise ValueError('prefill_from of sequence %d with no tokens' % seq)
+    if start < 0:
+        raise ValueError('negative start %d' % start)
+    check_tokens(model, toks)
+    check_table(model, blocks, start + len(toks) - 1)
+    outs = model.prefill(toks, blocks, last_only(model, len(toks)), start)
+    first = start + len(toks) - len(outs)
     return [dict(seq=seq, pos=first + i, token=t, logits=lg) for i, (t, lg) in enumerate(outs)]
 
 
@@ -387,16 +433,63 @@ def decode(model, req):
     return [dict(seq=s['seq'], pos=s['pos'], token=t, logits=lg) for s, (t, lg) in zip(batch, model.decode(batch))]
 
 
+def verify(model, req):
+    """k tokens per entry at pos..pos+k-1, run as k decode rounds (round j:
+    position pos+j of every entry with more than j tokens); the outputs go
+    entry after entry, each in position order."""
+    batch = req['batch']
+    for i, s in enumerate(batch):  # everything checked before anything is written
+        if any(o['seq'] == s['seq'] for o in batch[:i]):
+            raise ValueError('sequence %d twice in one verify batch' % s['seq'])
+        if not s['tokens']:
+            raise ValueError('verify of sequence %d with no tokens' % s['seq'])
+        check_tokens(model, s['tokens'])
+        check_table(model, s['blocks'], s['pos'] + len(s['tokens']) - 1)
+    outs = [[] for _ in batch]
+    for j in range(max((len(s['tokens']) for s in batch), default=0)):
+        rnd = [(i, dict(seq=s['seq'], token=s['tokens'][j], pos=s['pos'] + j, blocks=s['blocks']))
+               for i, s in enumerate(batch) if j < len(s['tokens'])]
+        for (i, st), (t, lg) in zip(rnd, model.decode([st for _, st in rnd])):
+            outs[i].append(dict(seq=st['seq'], pos=st['pos'], token=t, logits=lg))
+    return [o for entry in outs for o in entry]
+
+
+def copy_blocks(model, req):
+    """Every layer's K and V of block src, all rows, written over block dst."""
+    copies, src, dst = req['copies'], set(), set()
+    for c in copies:  # everything checked before anything is written
+        for b in (c['src'], c['dst']):
+            if not 0 <= b < model.num_blocks:
+                raise ValueError('block copy %d->%d: block %d outside the cache of %d blocks' % (c['src'], c['dst'], b, model.num_blocks))
+        if c['dst'] in dst:
+            raise ValueError('block %d is the destination of two copies' % c['dst'])
+        src.add(c['src'])
+        dst.add(c['dst'])
+    if src & dst:
+        raise ValueError('block %d is both a source and a destination' % min(src & dst))
+    for c in copies:
+        model.copy_block(c['src'], c['dst'])
+
+
+VERSION = 3                                   # the newest protocol version this engine speaks
+SERVES = {'prefill_from': prefill_from, 'verify': verify, 'copy_blocks': copy_blocks}  # version 3's calls
+
+
 def main():
-    model = None
+    model, version = None, 0
     for line in sys.stdin:
         rep = {'ok': True}
         try:
             req = json.loads(line)
             op = req['op']
             if op == 'hello':
-                model = Model(req)
-                rep.update(version=1, engine='python reference (%s)' % ('numpy ' + np.__version__ if np else 'stdlib'), logits='full')
+                v = req.get('version', 1)
+                if v < 1:
+                    raise ValueError('protocol version %d: this engine speaks 1 to %d' % (v, VERSION))
+                model, version = Model(req), min(v, VERSION)
+                rep.update(version=version, engine='python reference (%s)' % ('numpy ' + np.__version__ if np else 'stdlib'), logits='full')
+                if version >= 3:
+                    rep['serves'] = list(SERVES)
             elif op == 'bye':
                 print(json.dumps(rep), flush=True)
                 return
@@ -406,6 +499,12 @@ def main():
                 rep['outputs'] = admit(model, req)
             elif op == 'decode':
                 rep['outputs'] = decode(model, req)
+            elif op in SERVES:
+                if version < 3:
+                    raise ValueError('%s is not served (protocol version %d)' % (op, version))
+                out = SERVES[op](model, req)
+                if out is not None:
+                    rep['outputs'] = out
             elif op not in ('finish', 'reset'):  # finish, reset: nothing to do (see the module doc)
                 raise ValueError('unknown op %r' % op)
         except Exception as e:  # an error reply: offcard reports the engine refusing the call
