@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,4 +192,69 @@ func lastN(s string, n int) string {
 		ls = ls[len(ls)-n:]
 	}
 	return strings.Join(ls, "\n") + "\n"
+}
+
+// TestReadmeObservationTable: the README's table of what each observation
+// buys names every catalog mutant (mutants --list --json), and its first
+// row ("nothing else": full exact logits alone) names exactly the mutants
+// whose seen_by is empty, with the count "N of M" of the catalog.
+func TestReadmeObservationTable(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "|") && (len(rows) > 0 || strings.HasPrefix(l, "| you offer |")) {
+			rows = append(rows, l)
+		} else if len(rows) > 0 {
+			break
+		}
+	}
+	if len(rows) < 3 {
+		t.Fatal("no \"| you offer |\" table in the README")
+	}
+	ticked := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for i, p := range strings.Split(s, "`") {
+			if i%2 == 1 {
+				m[p] = true
+			}
+		}
+		return m
+	}
+	table := ticked(strings.Join(rows[2:], "\n"))
+	code, out, errs := runCLI(t, "mutants", "--list", "--json")
+	if code != 0 {
+		t.Fatalf("mutants --list --json: exit %d: %s", code, errs)
+	}
+	var cat []struct {
+		Name   string   `json:"name"`
+		SeenBy []string `json:"seen_by"`
+	}
+	if err := json.Unmarshal([]byte(out), &cat); err != nil {
+		t.Fatal(err)
+	}
+	cells := strings.Split(rows[2], "|")
+	if len(cells) < 4 || !strings.Contains(cells[1], "nothing else") {
+		t.Fatalf("the table's first row is not the \"nothing else\" one: %s", rows[2])
+	}
+	first := ticked(cells[3])
+	var bare []string
+	for _, m := range cat {
+		if !table[m.Name] {
+			t.Errorf("catalog mutant %s is not in the README's observation table", m.Name)
+		}
+		if len(m.SeenBy) == 0 {
+			bare = append(bare, m.Name)
+			if !first[m.Name] {
+				t.Errorf("%s needs no observation (seen_by empty) but is not in the first row", m.Name)
+			}
+		} else if first[m.Name] {
+			t.Errorf("%s is in the first row but needs %v", m.Name, m.SeenBy)
+		}
+	}
+	if want := fmt.Sprintf("%d of %d:", len(bare), len(cat)); !strings.Contains(cells[3], want) {
+		t.Errorf("the first row does not say %q: %s", want, cells[3])
+	}
 }
