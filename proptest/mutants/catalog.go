@@ -11,6 +11,7 @@ const (
 	kvpagePool = "kvpage/pool.go"
 	engineServ = "qwen3/engine_serving.go"
 	kvShare    = "kvpage/share.go"
+	kvTable    = "kvpage/table.go"
 )
 
 // Catalog is the mutant catalog, in the order the runner reports it: the
@@ -515,6 +516,21 @@ var Catalog = []Mutant{
 			{File: kvShare,
 				Old: "\tn := BlocksFor(length, t.pool.blockSize)\n",
 				New: "\tn := length / t.pool.blockSize // mutant: rounded down\n"},
+		},
+	},
+	{
+		Name: "release-frees-shared",
+		Prop: "kv-write",
+		Idea: "a table's release (a finish, a preemption) returns every block it holds to the pool, also those a fork or a " +
+			"prefix hit still shares: the next allocation hands out a block a live table still addresses",
+		Expect: "red (kv-write) at the first write after a sharer ends: a live table's block, freed under it, is taken " +
+			"again by a table's growth or a new sequence, and one write lands on the other's rows",
+		Notes:     "A scheduler bug, not the engine's: --engine builds it into the checker. A preempted sequence's blocks are the case the serving issue names (blocks reused while something still addresses them).",
+		Scheduler: true,
+		Edits: []Edit{
+			{File: kvTable,
+				Old: "\tfor _, id := range t.blocks {\n\t\tt.pool.unref(id)\n\t}\n",
+				New: "\tfor _, id := range t.blocks {\n\t\tif t.pool.refs[id] > 0 { // mutant: back to the pool, shared or not\n\t\t\tt.pool.put(id)\n\t\t}\n\t}\n"},
 		},
 	},
 }
