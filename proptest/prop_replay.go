@@ -18,12 +18,7 @@ import (
 // the engine holds afterwards.
 func (r *runner) checkTap(ps *[]problem, k call) {
 	ev := r.tap.TakeEvents()
-	longest := 0
-	for _, a := range k.act {
-		longest = max(longest, a.pos[len(a.pos)-1]/r.sc.BlockSize+1)
-	}
-	w := r.sc.contractWidth(longest)
-	r.reach.width(w, r.sc.NumBlocks)
+	w := r.reachWidth(k)
 	if !k.decode {
 		if ev.Captures+ev.Executes > 0 {
 			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1,
@@ -46,6 +41,19 @@ func (r *runner) checkTap(ps *[]problem, k call) {
 		}
 	}
 	r.checkMem(ps, ev)
+}
+
+// reachWidth returns the contract's page-table width for call k (the
+// width policy over its longest sequence) and counts a step as wide as
+// the cache in the reach, whatever the SUT offers.
+func (r *runner) reachWidth(k call) int {
+	longest := 0
+	for _, a := range k.act {
+		longest = max(longest, a.pos[len(a.pos)-1]/r.sc.BlockSize+1)
+	}
+	w := r.sc.contractWidth(longest)
+	r.reach.width(w, r.sc.NumBlocks)
+	return w
 }
 
 // decodeSteps reports whether a call other than a decode runs eager decode

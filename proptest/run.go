@@ -332,6 +332,8 @@ func (r *runner) check(k call) *Failure {
 	// Regime, host writes and memory from the device's own events.
 	if r.tap != nil {
 		r.checkTap(&ps, k)
+	} else {
+		r.reachWidth(k)
 	}
 	// Property 2 from the cache bytes.
 	if _, ok := r.sut.(KVPeeker); ok {

@@ -179,6 +179,8 @@ func (r *runner) checkTolerant(k call, tol Tolerance) *Failure {
 	// device's events, where the SUT offers them (the card path).
 	if r.tap != nil {
 		r.checkTap(&ps, k)
+	} else {
+		r.reachWidth(k)
 	}
 	if isEngine {
 		r.checkWireDevice(&ps, k, e)
