@@ -44,6 +44,7 @@ func Cases() []Case {
 		{"sdpa-prefill", caseSDPAPrefill},
 		{"refusal-texts", caseRefusalTexts},
 		{"freed-handle", caseFreedHandle},
+		{"out-of-memory", caseOutOfMemory},
 	}
 }
 

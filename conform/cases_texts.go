@@ -2,6 +2,7 @@ package conform
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/offcard/offcard/tt"
 )
@@ -158,4 +159,30 @@ func caseFreedHandle(p *Pair) error {
 	}
 	p.Note("op, write and read of a freed tensor refused alike: %v", es)
 	return nil
+}
+
+// caseOutOfMemory: an allocation no bank can hold is refused with
+// BankManager's text, the bank's size and its allocator's statistics
+// filled in (tt_metal/impl/allocator/bank_manager.cpp:449-462,
+// algorithms/free_list_opt.cpp:402-431), in DRAM and in L1, with a small
+// tensor live so the statistics are not the empty bank's.
+func caseOutOfMemory(p *Pair) error {
+	x, err := p.alloc(tt.Spec{Shape: []int{32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1Interleaved})
+	if err != nil {
+		return err
+	}
+	for _, s := range []tt.Spec{
+		{Shape: []int{1 << 22, 1 << 12}, DType: tt.FP32, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved},
+		{Shape: []int{1 << 18, 1 << 10}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1Interleaved},
+	} {
+		_, err := p.alloc(s)
+		if err == nil {
+			return fmt.Errorf("allocate %v: accepted by both", s)
+		}
+		if !tt.HasMsg(err, "Out of Memory: Not enough space to allocate ") || !strings.Contains(err.Error(), "largest free block: ") {
+			return err
+		}
+		p.Note("%v refused alike: %v", s, err)
+	}
+	return p.free(x)
 }

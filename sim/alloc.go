@@ -1,6 +1,10 @@
 package sim
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/offcard/offcard/tt"
+)
 
 // allocator is one bank manager (§6.4): a free list over [lo, hi) shared by
 // every bank of a buffer type, so one address is reserved in all banks.
@@ -127,3 +131,30 @@ func (a *allocator) lowestUsed() uint64 {
 
 // freeBlocks returns a copy of the free list (address order).
 func (a *allocator) freeBlocks() []block { return append([]block(nil), a.free...) }
+
+// stats is FreeListOpt::get_statistics for the out-of-memory text
+// (tt_metal/impl/allocator/algorithms/free_list_opt.cpp:402-431): the bank's
+// size (max_size_bytes), the bytes allocated and free per bank, and the
+// largest free block.
+func (a *allocator) stats() (size, allocated, free, largest uint64) {
+	size = a.hi - a.lo
+	for _, n := range a.used {
+		allocated += n
+	}
+	for _, b := range a.free {
+		free += b.size
+		largest = max(largest, b.size)
+	}
+	if allocated == 0 {
+		free, largest = size, size
+	}
+	return size, allocated, free, largest
+}
+
+// outOfMemory is BankManager::allocate_buffer's refusal when no range of
+// size per bank fits (tt_metal/impl/allocator/bank_manager.cpp:449-462):
+// total is the buffer's bytes across banks.
+func (a *allocator) outOfMemory(op string, total uint64, bt tt.BufferType, banks int, perBank uint64) error {
+	size, allocated, free, largest := a.stats()
+	return tt.Errorf(op, tt.MsgOutOfMemory, total, bt, banks, perBank, size, allocated, free, largest)
+}

@@ -128,7 +128,7 @@ func TestDeviceAllocation(t *testing.T) {
 		t.Fatalf("exact fit: %v", err)
 	}
 	_, err := d.Allocate(rmSpec(13, 1))
-	want := "Out of Memory: Not enough space to allocate 52 B DRAM buffer across 12 banks, where each bank needs to store 64 B"
+	want := "Out of Memory: Not enough space to allocate 52 B DRAM buffer across 12 banks, where each bank needs to store 64 B, but bank size is 1043072 B (allocated: 1043072 B, free: 0 B, largest free block: 0 B)"
 	if te, ok := err.(*tt.Error); !ok || te.Msg != want {
 		t.Fatalf("OOM: %v", err)
 	}

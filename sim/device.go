@@ -533,8 +533,7 @@ func (d *Device) allocate(spec tt.Spec) (tt.Tensor, error) {
 	}
 	addr, ok := a.alloc(b.perBank)
 	if !ok {
-		return tt.Tensor{}, tt.Errorf("allocate", tt.MsgOutOfMemory,
-			b.pageSize*uint64(b.numPages), b.bt, b.nbanks(d), b.perBank)
+		return tt.Tensor{}, a.outOfMemory("allocate", b.pageSize*uint64(b.numPages), b.bt, b.nbanks(d), b.perBank)
 	}
 	b.addr = addr
 	b.id = d.nextID

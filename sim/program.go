@@ -325,7 +325,7 @@ const KernelBinaryBytesPerBank = 2048
 func (d *Device) loadBinaries(op string) error {
 	addr, ok := d.dram.allocDir(KernelBinaryBytesPerBank, false)
 	if !ok {
-		return tt.Errorf(op, tt.MsgOutOfMemory, uint64(KernelBinaryBytesPerBank*d.arch.nbanks), tt.DRAM, d.arch.nbanks, uint64(KernelBinaryBytesPerBank))
+		return d.dram.outOfMemory(op, uint64(KernelBinaryBytesPerBank*d.arch.nbanks), tt.DRAM, d.arch.nbanks, uint64(KernelBinaryBytesPerBank))
 	}
 	d.binaries = append(d.binaries, addr)
 	d.noteAllocation(&buffer{bt: tt.DRAM, addr: addr, perBank: KernelBinaryBytesPerBank})

@@ -87,8 +87,10 @@ const (
 	// §5.6. Format: trace bytes, device id, region bytes.
 	MsgTraceRegionTooSmall = "Creating trace buffers of size %dB on MeshDevice %d, but only %dB is allocated for trace region."
 
-	// §6.4. Format: bytes, buffer type, banks, bytes per bank.
-	MsgOutOfMemory = "Out of Memory: Not enough space to allocate %d B %s buffer across %d banks, where each bank needs to store %d B"
+	// §6.4 (tt_metal/impl/allocator/bank_manager.cpp:449-462). Format:
+	// bytes, buffer type, banks, bytes per bank, then the bank's size and
+	// its allocator's statistics: allocated, free, largest free block.
+	MsgOutOfMemory = "Out of Memory: Not enough space to allocate %d B %s buffer across %d banks, where each bank needs to store %d B, but bank size is %d B (allocated: %d B, free: %d B, largest free block: %d B)"
 
 	// Every op, before its own validation: ttnn's launch checks each tensor
 	// argument (inputs and passed outputs) is allocated

@@ -119,8 +119,8 @@ func TestErrorMsg(t *testing.T) {
 	if HasMsg(errors.New(MsgHostShape), MsgHostShape) {
 		t.Error("HasMsg matched a plain error")
 	}
-	e := Errorf("allocate", MsgOutOfMemory, 4096, DRAM, 12, 352)
-	if e.Msg != "Out of Memory: Not enough space to allocate 4096 B DRAM buffer across 12 banks, where each bank needs to store 352 B" {
+	e := Errorf("allocate", MsgOutOfMemory, 4096, DRAM, 12, 352, 1024, 704, 320, 256)
+	if e.Msg != "Out of Memory: Not enough space to allocate 4096 B DRAM buffer across 12 banks, where each bank needs to store 352 B, but bank size is 1024 B (allocated: 704 B, free: 320 B, largest free block: 256 B)" {
 		t.Errorf("got %q", e.Msg)
 	}
 	if !HasMsg(e, "Out of Memory: Not enough space") {

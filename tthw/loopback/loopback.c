@@ -206,6 +206,20 @@ static int alloc_release(lb_alloc *a, uint64_t addr) {
   return 1;
 }
 
+/* alloc_stats is FreeListOpt::get_statistics (tt_metal/impl/allocator/
+ * algorithms/free_list_opt.cpp:402-431), for the out-of-memory text: bytes
+ * allocated and free per bank and the largest free block; with nothing
+ * allocated, the whole bank is free. */
+static void alloc_stats(const lb_alloc *a, uint64_t *allocated, uint64_t *freeb, uint64_t *largest) {
+  *allocated = *freeb = *largest = 0;
+  for (size_t i = 0; i < a->nused; i++) *allocated += a->used[i].size;
+  for (size_t i = 0; i < a->nfree; i++) {
+    *freeb += a->free[i].size;
+    if (a->free[i].size > *largest) *largest = a->free[i].size;
+  }
+  if (*allocated == 0) *freeb = *largest = a->hi - a->lo;
+}
+
 static void alloc_destroy(lb_alloc *a) {
   free(a->free);
   free(a->used);
@@ -611,11 +625,16 @@ static int alloc_tensor(offcard_tt_device *d, const lb_spec *spec, lb_tensor **o
   lb_alloc *a = t.s.buffer == OFFCARD_TT_DRAM ? &d->da : &d->la;
   int r = alloc_take(a, t.per_bank, &t.addr);
   if (r < 0) return lb_err(OFFCARD_TT_EINTERNAL, "allocate", "out of host memory");
-  if (r == 0)
+  if (r == 0) { /* BankManager::allocate_buffer, tt_metal/impl/allocator/bank_manager.cpp:449-462 */
+    uint64_t used, freeb, largest;
+    alloc_stats(a, &used, &freeb, &largest);
     return lb_err(OFFCARD_TT_EDEVICE, "allocate",
-                  "Out of Memory: Not enough space to allocate %llu B %s buffer across %d banks, where each bank needs to store %llu B",
+                  "Out of Memory: Not enough space to allocate %llu B %s buffer across %d banks, where each bank needs to store %llu B, "
+                  "but bank size is %llu B (allocated: %llu B, free: %llu B, largest free block: %llu B)",
                   (unsigned long long)(t.page_size * t.num_pages), t.s.buffer == OFFCARD_TT_DRAM ? "DRAM" : "L1",
-                  t.s.buffer == OFFCARD_TT_DRAM ? d->nbanks : d->ncores, (unsigned long long)t.per_bank);
+                  t.s.buffer == OFFCARD_TT_DRAM ? d->nbanks : d->ncores, (unsigned long long)t.per_bank,
+                  (unsigned long long)(a->hi - a->lo), (unsigned long long)used, (unsigned long long)freeb, (unsigned long long)largest);
+  }
   if (!grow((void **)&d->ts, &d->capts, d->nts + 1, sizeof *d->ts)) {
     alloc_release(a, t.addr);
     return lb_err(OFFCARD_TT_EINTERNAL, "allocate", "out of host memory");
