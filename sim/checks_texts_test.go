@@ -12,9 +12,9 @@ package sim
 // equal it byte for byte (and an entry without arguments to equal the
 // table's text, fmt's "{{" read as "{").
 var checkTexts = map[string]string{
-	"capture.1":                      "Writes are not supported during trace capture. trace id: 1",
-	"trace.1":                        "CQ 0 is already being used for tracing tid 2",
-	"trace.3":                        "CQ 0 is not being used for tracing tid 2",
+	"capture.1":                      "Writes are not supported during trace capture. trace id: 0",
+	"trace.1":                        "CQ 0 is already being used for tracing tid 1",
+	"trace.3":                        "CQ 0 is not being used for tracing tid 1",
 	"trace.5":                        "Trace instance 7 must exist on Mesh device 0's active sub-device manager 0",
 	"trace.6":                        "Creating trace buffers of size 2048B on MeshDevice 0, but only 1024B is allocated for trace region.",
 	"embedding.2":                    "Weights tensor layout must be ROW_MAJOR but got Layout::TILE",

@@ -193,6 +193,7 @@ type Device struct {
 	traces      map[tt.TraceID]*trace
 	replaying   tt.TraceID // the trace being executed, 0 when eager
 	unsafeAlloc bool
+	failedBytes uint64 // trace bytes failed end_trace_capture calls left counted (trace.go)
 	warned      bool
 	warnings    []string
 	capAlloc    map[tt.TensorID]bool // allocated during the current capture (trace.go)

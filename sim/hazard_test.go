@@ -239,7 +239,7 @@ func TestOpLogAndObserver(t *testing.T) {
 		t.Fatalf("op log\n%q\nwant\n%q", got, want)
 	}
 	for i, e := range log {
-		if e.Seq != i+1 || (e.Regime != Eager) != (e.Trace == id) {
+		if e.Seq != i+1 || (e.Regime != Eager && e.Trace != id) || (e.Regime == Eager && e.Trace != 0) {
 			t.Errorf("event %d: %v", i, e)
 		}
 	}

@@ -13,7 +13,7 @@ type KVWrite struct {
 	Part      int         // fused: 0 for Cache1/Input1, 1 for Cache2/Input2; else 0
 	Cache     tt.TensorID // the cache tensor the launch was built for (at capture, for a replay)
 	CacheAddr uint64      // the cache buffer address the kernel used
-	Trace     tt.TraceID  // the trace being replayed, 0 when eager
+	Trace     tt.TraceID  // the trace being replayed (ids start at 0), 0 when eager
 	User      int         // batch row (my_batch_idx)
 	Core      int         // worker core: the input grid's first core + User
 	Pos       uint32      // the update index

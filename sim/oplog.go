@@ -53,7 +53,7 @@ type OpEvent struct {
 	Seq    int // 1, 2, ... in device order, over every regime
 	Op     string
 	Regime Regime
-	Trace  tt.TraceID // the trace captured or replayed; 0 when eager
+	Trace  tt.TraceID // the trace captured or replayed (ids start at 0); 0 when eager
 	// Args are the op's key non-tensor arguments, e.g.
 	// "update_idxs=t3 page_table=t4" or "eps=1e-06".
 	Args    string
@@ -65,7 +65,7 @@ type OpEvent struct {
 func (e OpEvent) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d %v", e.Seq, e.Regime)
-	if e.Trace != 0 {
+	if e.Regime != Eager {
 		fmt.Fprintf(&b, "(trace %d)", e.Trace)
 	}
 	b.WriteString(" " + e.Op)

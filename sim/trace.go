@@ -36,6 +36,12 @@ type trace struct {
 	internal map[tt.TensorID]bool
 	// refs: every tensor the trace's footprints reference, at its address.
 	refs map[tt.TensorID]uint64
+	// failed: its end_trace_capture failed (the trace region too small).
+	// ttnn keeps the trace, created at begin_mesh_trace, with no buffer
+	// (tt_metal/distributed/mesh_device.cpp:1314, 1345-1347:
+	// populate_mesh_buffer throws before allocating it, mesh_trace.cpp:75-94); release_trace
+	// removes it, and its bytes stay counted (failedBytes).
+	failed bool
 }
 
 // footprint is the operands one recorded op touched, as allocated at capture.
@@ -135,14 +141,18 @@ func (d *Device) hostReadAllowed() error {
 
 // BeginCapture implements tt.Device.BeginCapture (begin_trace_capture on cq 0).
 func (d *Device) BeginCapture() (tt.TraceID, error) {
-	// begin_trace_capture takes the next id from MeshTrace's counter
-	// before begin_mesh_trace's check, which prints that new id
-	// (tt_metal/distributed/mesh_device.cpp, mesh_trace.cpp next_id).
+	// begin_trace_capture takes the next id from MeshTrace's counter,
+	// which starts at 0 (tt_metal/distributed/mesh_trace.cpp:40-42,
+	// global_trace_id++), before begin_mesh_trace's check, which prints
+	// that new id (tt_metal/distributed/mesh_device.cpp). ttnn's counter
+	// is the process's; sim's is the device's, so a device's ids do not
+	// depend on what else ran in the process.
+	id := d.nextTrace
 	d.nextTrace++
 	if d.capturing {
-		return 0, tt.Errorf("begin_trace_capture", tt.MsgAlreadyTracing, 0, d.nextTrace)
+		return 0, tt.Errorf("begin_trace_capture", tt.MsgAlreadyTracing, 0, id)
 	}
-	d.traceID = d.nextTrace
+	d.traceID = id
 	d.capturing = true
 	d.recorded, d.footprints = nil, nil
 	d.capAlloc, d.capFreed = map[tt.TensorID]bool{}, map[tt.TensorID]bool{}
@@ -159,15 +169,23 @@ func (d *Device) EndCapture(id tt.TraceID) error {
 	internal := d.capFreed
 	d.capAlloc, d.capFreed = nil, nil
 	size := uint64(len(d.recorded)+1) * traceBytesPerLaunch
-	if d.opt.TraceRegionSize > 0 && size > d.opt.TraceRegionSize-d.traceBytes() {
-		d.recorded, d.footprints = nil, nil
-		// The text prints the device's cumulative trace buffers size
-		// (get_trace_buffers_size after this trace's is added,
-		// tt_metal/distributed/mesh_trace.cpp populate_mesh_buffer).
-		return tt.Errorf("end_trace_capture", tt.MsgTraceRegionTooSmall, d.traceBytes()+size, 0, d.opt.TraceRegionSize)
-	}
 	if d.traces == nil {
 		d.traces = map[tt.TraceID]*trace{}
+	}
+	if d.opt.TraceRegionSize > 0 && size > d.opt.TraceRegionSize-min(d.traceBytes(), d.opt.TraceRegionSize) {
+		d.recorded, d.footprints = nil, nil
+		// populate_mesh_buffer adds the trace's size to the device's trace
+		// buffers size before its check, and the text prints that sum
+		// (tt_metal/distributed/mesh_trace.cpp:65-80). Nothing takes it
+		// back: ~MeshTraceBuffer subtracts only an allocated buffer's size
+		// (mesh_trace.cpp:156-161), so later captures have that much less
+		// region, and allocations stay unsafe (release_mesh_trace marks
+		// them safe only at a size of 0, mesh_device.cpp:1274-1277; the end's
+	// own mark_allocations_unsafe, :1347, is not reached). The
+		// trace itself stays, empty, until released.
+		d.failedBytes += size
+		d.traces[id] = &trace{failed: true}
+		return tt.Errorf("end_trace_capture", tt.MsgTraceRegionTooSmall, d.traceBytes(), 0, d.opt.TraceRegionSize)
 	}
 	tr := &trace{launches: d.recorded, footprints: d.footprints, internal: internal, refs: map[tt.TensorID]uint64{}}
 	for _, fp := range tr.footprints {
@@ -181,10 +199,14 @@ func (d *Device) EndCapture(id tt.TraceID) error {
 	return nil
 }
 
+// traceBytes is the device's trace buffers size (get_trace_buffers_size):
+// the live traces' and what failed ends added (failedBytes).
 func (d *Device) traceBytes() uint64 {
-	var n uint64
+	n := d.failedBytes
 	for _, t := range d.traces {
-		n += uint64(len(t.launches)+1) * traceBytesPerLaunch
+		if !t.failed {
+			n += uint64(len(t.launches)+1) * traceBytesPerLaunch
+		}
 	}
 	return n
 }
@@ -199,6 +221,10 @@ func (d *Device) Execute(id tt.TraceID) error {
 	}
 	if d.capturing {
 		return fmt.Errorf("sim: execute_trace inside a capture is not supported")
+	}
+	if t.failed {
+		// ttnn would enqueue a trace with no buffer (mesh_device.cpp:1350-1367).
+		return fmt.Errorf("sim: execute_trace of trace %d, whose end_trace_capture failed: the card has no buffer for it", id)
 	}
 	if d.opt.Strict {
 		d.checkReplay(id, t)
@@ -287,7 +313,7 @@ func (d *Device) Release(id tt.TraceID) error {
 		return nil
 	}
 	delete(d.traces, id)
-	if len(d.traces) == 0 {
+	if d.traceBytes() == 0 { // mesh_device.cpp:1274-1277
 		d.unsafeAlloc = false
 	}
 	return nil

@@ -26,7 +26,10 @@ func TestTraceCaptureReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.d.BeginCapture(); !tt.HasMsg(err, "CQ 0 is already being used for tracing tid 2") { // the new id (mesh_device.cpp begin_mesh_trace)
+	if id != 0 { // MeshTrace's counter starts at 0 (mesh_trace.cpp:40-42)
+		t.Errorf("first trace id %d, want 0", id)
+	}
+	if _, err := f.d.BeginCapture(); !tt.HasMsg(err, "CQ 0 is already being used for tracing tid 1") { // the new id (mesh_device.cpp begin_mesh_trace)
 		t.Errorf("nested begin: %v", err)
 	}
 	if err := f.d.WriteHost(f.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{0, 0})); !tt.HasMsg(err, tt.MsgWritesDuringCapture) {
@@ -47,7 +50,7 @@ func TestTraceCaptureReplay(t *testing.T) {
 	if len(f.d.KVLog()) != 0 {
 		t.Fatal("an op executed during capture")
 	}
-	if err := f.d.EndCapture(id + 1); !tt.HasMsg(err, "CQ 0 is not being used for tracing tid 2") {
+	if err := f.d.EndCapture(id + 1); !tt.HasMsg(err, "CQ 0 is not being used for tracing tid 1") {
 		t.Errorf("end wrong id: %v", err)
 	}
 	if err := f.d.EndCapture(id); err != nil {
@@ -145,6 +148,26 @@ func TestTraceRegionBudget(t *testing.T) {
 	err := f.d.EndCapture(id)
 	if !tt.HasMsg(err, "Creating trace buffers of size 2048B on MeshDevice 0, but only 1024B is allocated for trace region.") {
 		t.Fatalf("got %v", err)
+	}
+	// The card keeps the failed trace, bufferless, until released, and its
+	// 2048 B stay in the device's trace buffers size (mesh_trace.cpp:59-60,
+	// 156-161): an empty capture (1024 B) that fit the empty region fails
+	// now, printing the sum.
+	if err := f.d.Execute(id); err == nil || !strings.Contains(err.Error(), "end_trace_capture failed") {
+		t.Errorf("execute of the failed trace: %v", err)
+	}
+	if err := f.d.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	id2, err := f.d.BeginCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.EndCapture(id2); !tt.HasMsg(err, "Creating trace buffers of size 3072B on MeshDevice 0, but only 1024B is allocated for trace region.") {
+		t.Fatalf("empty capture after a failed end: %v", err)
+	}
+	if err := f.d.Release(id2); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -326,3 +326,40 @@ func TestFactsReportTheTraceRegion(t *testing.T) {
 		d.Close()
 	}
 }
+
+// A failed end (the trace region too small) leaves what the card leaves:
+// the trace's bytes in the device's trace buffers size, the trace kept
+// (bufferless, not executable) until released, ids counted from 0 — the
+// same answers as sim's (sim TestTraceRegionBudget).
+func TestTraceRegionFailedEnd(t *testing.T) {
+	d := open(t, tthw.Options{TraceRegionSize: 1024})
+	spec := tt.Spec{Shape: []int{8}, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved}
+	pos, _ := d.Allocate(spec)
+	op := tt.PlusOne{Input: pos}
+	if _, err := d.Run(op); err != nil {
+		t.Fatal(err)
+	}
+	id, err := d.BeginCapture()
+	if err != nil || id != 0 {
+		t.Fatalf("first capture: id %d, %v; want id 0", id, err)
+	}
+	if _, err := d.Run(op); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.EndCapture(id); !tt.HasMsg(err, "Creating trace buffers of size 2048B on MeshDevice 0, but only 1024B is allocated for trace region.") {
+		t.Fatalf("end: %v", err)
+	}
+	if err := d.Execute(id); err == nil || !strings.Contains(err.Error(), "end_trace_capture failed") {
+		t.Errorf("execute of the failed trace: %v", err)
+	}
+	if err := d.Release(id); err != nil {
+		t.Fatal(err)
+	}
+	id2, err := d.BeginCapture()
+	if err != nil || id2 != 1 {
+		t.Fatalf("second capture: id %d, %v; want id 1", id2, err)
+	}
+	if err := d.EndCapture(id2); !tt.HasMsg(err, "Creating trace buffers of size 3072B on MeshDevice 0, but only 1024B is allocated for trace region.") {
+		t.Fatalf("empty capture after a failed end: %v", err)
+	}
+}

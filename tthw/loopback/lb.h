@@ -72,6 +72,7 @@ typedef struct {
   lb_op *ops;
   size_t nops;
   int live;
+  int failed; /* its end failed (region too small): kept, bufferless, until released (mesh_device.cpp:1314, 1345) */
 } lb_trace;
 
 struct offcard_tt_device {
@@ -86,6 +87,7 @@ struct offcard_tt_device {
   size_t nprogs, capprogs;
   int capturing;
   uint32_t cur_trace, next_trace;
+  uint64_t failed_bytes; /* trace bytes failed ends left in the trace buffers size (mesh_trace.cpp:59-60, 156-161) */
   lb_op *rec;
   size_t nrec, caprec;
   lb_trace *traces;
