@@ -181,7 +181,7 @@ func (d *Device) EndCapture(id tt.TraceID) error {
 		// (mesh_trace.cpp:156-161), so later captures have that much less
 		// region, and allocations stay unsafe (release_mesh_trace marks
 		// them safe only at a size of 0, mesh_device.cpp:1274-1277; the end's
-	// own mark_allocations_unsafe, :1347, is not reached). The
+		// own mark_allocations_unsafe, :1347, is not reached). The
 		// trace itself stays, empty, until released.
 		d.failedBytes += size
 		d.traces[id] = &trace{failed: true}
