@@ -179,10 +179,11 @@ func (d *Device) EndCapture(id tt.TraceID) error {
 		// (tt_metal/distributed/mesh_trace.cpp:65-80). Nothing takes it
 		// back: ~MeshTraceBuffer subtracts only an allocated buffer's size
 		// (mesh_trace.cpp:156-161), so later captures have that much less
-		// region, and allocations stay unsafe (release_mesh_trace marks
-		// them safe only at a size of 0, mesh_device.cpp:1274-1277; the end's
-		// own mark_allocations_unsafe, :1347, is not reached). The
-		// trace itself stays, empty, until released.
+		// region, and once a later trace has marked allocations unsafe no
+		// release marks them safe again (release_mesh_trace does only at
+		// a size of 0, mesh_device.cpp:1274-1277; the failed end's own
+		// mark_allocations_unsafe, :1347, is not reached). The trace
+		// itself stays, empty, until released.
 		d.failedBytes += size
 		d.traces[id] = &trace{failed: true}
 		return tt.Errorf("end_trace_capture", tt.MsgTraceRegionTooSmall, d.traceBytes(), 0, d.opt.TraceRegionSize)
