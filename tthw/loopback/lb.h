@@ -72,7 +72,7 @@ typedef struct {
   lb_op *ops;
   size_t nops;
   int live;
-  int failed; /* its end failed (region too small): kept, bufferless, until released (mesh_device.cpp:1314, 1345) */
+  int failed; /* its end failed (region too small): kept, bufferless, until released (tt_metal/distributed/mesh_device.cpp:1314, 1345) */
 } lb_trace;
 
 struct offcard_tt_device {
