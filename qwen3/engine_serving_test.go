@@ -286,7 +286,7 @@ func TestEngineServingVerify(t *testing.T) {
 					w.from(3, 0, prompt(3, 5, v))
 					w.decodeN(1, 1, 2, 3)
 					for k := 1; k <= 8; k++ {
-						w.verify([]qwen3.SeqID{1, 2, 3}, []int{k, 9 - k, 1 + k%3}, []int{1 + k%k, (9 - k + 1) / 2, 1})
+						w.verify([]qwen3.SeqID{1, 2, 3}, []int{k, 9 - k, 1 + k%3}, []int{1 + (k-1)/2, (9 - k + 1) / 2, 1})
 					}
 					w.decodeN(3, 1, 2, 3)
 					w.verify([]qwen3.SeqID{2}, []int{8}, []int{8})
