@@ -172,11 +172,11 @@ func (d *Device) EndCapture(id tt.TraceID) error {
 	if d.traces == nil {
 		d.traces = map[tt.TraceID]*trace{}
 	}
-	if d.opt.TraceRegionSize > 0 && size > d.opt.TraceRegionSize-min(d.traceBytes(), d.opt.TraceRegionSize) {
+	if total := d.traceBytes() + size; d.opt.TraceRegionSize > 0 && total > d.opt.TraceRegionSize {
 		d.recorded, d.footprints = nil, nil
 		// populate_mesh_buffer adds the trace's size to the device's trace
 		// buffers size before its check, and the text prints that sum
-		// (tt_metal/distributed/mesh_trace.cpp:65-80). Nothing takes it
+		// (tt_metal/distributed/mesh_trace.cpp:59-60, 75-80). Nothing takes it
 		// back: ~MeshTraceBuffer subtracts only an allocated buffer's size
 		// (mesh_trace.cpp:156-161), so later captures have that much less
 		// region, and once a later trace has marked allocations unsafe no
@@ -186,7 +186,7 @@ func (d *Device) EndCapture(id tt.TraceID) error {
 		// itself stays, empty, until released.
 		d.failedBytes += size
 		d.traces[id] = &trace{failed: true}
-		return tt.Errorf("end_trace_capture", tt.MsgTraceRegionTooSmall, d.traceBytes(), 0, d.opt.TraceRegionSize)
+		return tt.Errorf("end_trace_capture", tt.MsgTraceRegionTooSmall, total, 0, d.opt.TraceRegionSize)
 	}
 	tr := &trace{launches: d.recorded, footprints: d.footprints, internal: internal, refs: map[tt.TensorID]uint64{}}
 	for _, fp := range tr.footprints {

@@ -171,6 +171,61 @@ func TestTraceRegionBudget(t *testing.T) {
 	}
 }
 
+// A release marks allocations safe again only at a trace buffers size of 0
+// (mesh_device.cpp:1274-1277), so not while a failed end's bytes stay
+// counted: in a 3072 B region A (2048 B) fits, B (2048 B more) fails and
+// leaves its 2048 B, C (1024 B) fits and marks allocations unsafe at its
+// end; with every trace released the next allocation still warns.
+func TestTraceFailedEndKeepsAllocationsUnsafe(t *testing.T) {
+	g := newUCFix(t, Options{Arch: Wormhole, TraceRegionSize: 3072}, 2, 1, 32, 32, 8, 2)
+	g.setTable([][]int32{{0, 1}, {2, 3}})
+	g.write(g.idx, tt.HostInt32([]int{2}, tt.RowMajor, []int32{1, 2}))
+	if err := run1(g.d, g.op()); err != nil {
+		t.Fatal(err)
+	}
+	capture := func(launches int) (tt.TraceID, error) {
+		id, err := g.d.BeginCapture()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range launches {
+			if err := run1(g.d, g.op()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return id, g.d.EndCapture(id)
+	}
+	a, err := capture(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := capture(1)
+	if !tt.HasMsg(err, "Creating trace buffers of size 4096B on MeshDevice 0, but only 3072B is allocated for trace region.") {
+		t.Fatalf("B: %v", err)
+	}
+	if err := g.d.Release(a); err != nil {
+		t.Fatal(err)
+	}
+	c, err := capture(0)
+	if err != nil {
+		t.Fatalf("C (2048 B left + 1024 B fits 3072 B): %v", err)
+	}
+	for _, id := range []tt.TraceID{b, c} {
+		if err := g.d.Release(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := g.d.Warnings(); len(w) != 0 {
+		t.Fatalf("warned before any unsafe allocation: %q", w)
+	}
+	if _, err := g.d.Allocate(tt.Spec{Shape: []int{4}, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.DRAMInterleaved}); err != nil {
+		t.Fatal(err)
+	}
+	if w := g.d.Warnings(); len(w) != 1 || w[0] != tt.MsgUnsafeAllocation {
+		t.Errorf("every trace released, a failed end's bytes still counted: warnings %q, want the unsafe-allocation warning", w)
+	}
+}
+
 // Run keeps nothing of an op passed as a pointer (tt.Device.Run): the
 // caller reuses it. An add captured from a pointer, the pointed-to op then
 // rewritten to name other tensors, replays into the tensors it was
