@@ -393,32 +393,34 @@ def last_only(model, T):  # full rows of every position would not fit in a reply
     return T * model.vocab * 3 > MAX_REPLY
 
 
-def admit(model, req):
-    toks, blocks, seq = req['prompt'], req['blocks'], req['seq']
-    if not toks:
-        raise ValueError('empty prompt')
-    check_tokens(model, toks)
-    check_table(model, blocks, len(toks) - 1)
-    outs = model.prefill(toks, blocks, last_only(model, len(toks)))
-    model.zero_rows([model.slot(blocks, p) for p in model.pad_positions(blocks, len(toks))])
-    first = len(toks) - len(outs)
-    return [dict(seq=seq, pos=first + i, token=t, logits=lg) for i, (t, lg) in enumerate(outs)]
-
-
-def prefill_from(model, req):
-    """Positions start..start+T-1 over KV already in the cache (a prefix-cache
-    hit, a later chunk, a recompute): exactly its positions are written, no
-    tile padding."""
-    toks, blocks, seq, start = req['tokens'], req['blocks'], req['seq'], req['start']
-    if not toks:
-        raise ValueError('prefill_from of sequence %d with no tokens' % seq)
-    if start < 0:
-        raise ValueError('negative start %d' % start)
+def prefill(model, seq, toks, blocks, start):
+    """Positions start..start+T-1 of sequence seq (rows below start are read
+    from the cache), answered in order, or the last one only."""
     check_tokens(model, toks)
     check_table(model, blocks, start + len(toks) - 1)
     outs = model.prefill(toks, blocks, last_only(model, len(toks)), start)
     first = start + len(toks) - len(outs)
     return [dict(seq=seq, pos=first + i, token=t, logits=lg) for i, (t, lg) in enumerate(outs)]
+
+
+def admit(model, req):
+    toks, blocks = req['prompt'], req['blocks']
+    if not toks:
+        raise ValueError('empty prompt')
+    outs = prefill(model, req['seq'], toks, blocks, 0)
+    model.zero_rows([model.slot(blocks, p) for p in model.pad_positions(blocks, len(toks))])
+    return outs
+
+
+def prefill_from(model, req):
+    """A prefill over KV already in the cache (a prefix-cache hit, a later
+    chunk, a recompute): exactly its positions are written, no tile
+    padding."""
+    if not req['tokens']:
+        raise ValueError('prefill_from of sequence %d with no tokens' % req['seq'])
+    if req['start'] < 0:
+        raise ValueError('negative start %d' % req['start'])
+    return prefill(model, req['seq'], req['tokens'], req['blocks'], req['start'])
 
 
 def decode(model, req):
