@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -256,5 +258,15 @@ func TestReadmeObservationTable(t *testing.T) {
 	}
 	if want := fmt.Sprintf("%d of %d:", len(bare), len(cat)); !strings.Contains(cells[3], want) {
 		t.Errorf("the first row does not say %q: %s", want, cells[3])
+	}
+	// Every whole-catalog count the README gives ("(N/N", "N of N die")
+	// is the catalog's size.
+	for _, m := range regexp.MustCompile(`\((\d+)/(\d+)(?: killed)?\)|(\d+) of (\d+) die`).FindAllStringSubmatch(string(data), -1) {
+		for _, n := range m[1:] {
+			if n != "" && n != strconv.Itoa(len(cat)) {
+				t.Errorf("README says %q: the catalog has %d mutants", m[0], len(cat))
+				break
+			}
+		}
 	}
 }
