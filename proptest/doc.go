@@ -180,7 +180,8 @@
 // protocol, EngineFactory; the card) is checked without op-level
 // observation: each token judged by adjudicate.Judge against ref's row for
 // the same prefix, teacher-forced (the runner feeds the SUT's own tokens
-// to both), a divergence beyond Tolerance.Band fails (logits); full or
+// to both), a divergence beyond Tolerance.Band nats and Tolerance.BandSteps bf16
+// steps fails (logits); full or
 // top-k logits within Tolerance.LogitSteps bf16 steps, LogitNats nats or
 // LogitRowRMS times the RMS of ref's row, or bit for bit with Tolerance.Exact; and the observations it offers,
 // exactly, by sequence (SeqObserver: cur_pos = seq_len after the call,

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offcard/offcard/bf16"
 	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/wire"
 )
@@ -198,14 +199,15 @@ func atBound(x float32, tol Tolerance) float32 {
 }
 
 // gapToken returns a token whose logit lies between lo and hi nats under
-// the row's top (the one closest to their middle), or -1.
-func gapToken(v []float32, lo, hi float64) int32 {
+// the row's top and more than minSteps bf16 steps under it (the one
+// closest to the middle of lo and hi), or -1.
+func gapToken(v []float32, lo, hi float64, minSteps int) int32 {
 	top := v[qwen3.Argmax(v)]
 	best, bestD := int32(-1), math.Inf(1)
 	mid := (lo + hi) / 2
 	for i, x := range v {
 		g := float64(top - x)
-		if g >= lo && g <= hi && math.Abs(g-mid) < bestD {
+		if g >= lo && g <= hi && bf16.Steps(bf16.FromFloat32(top), bf16.FromFloat32(x)) > minSteps && math.Abs(g-mid) < bestD {
 			best, bestD = int32(i), math.Abs(g-mid)
 		}
 	}
@@ -269,13 +271,13 @@ func (p *plantedEngine) edit(o *qwen3.Output, late bool) {
 			}
 		}
 	case "honest-near-tie":
-		if t := gapToken(o.Logits, 0.1, 0.45); t >= 0 && t != o.Token {
+		if t := gapToken(o.Logits, 0.1, 0.45, 0); t >= 0 && t != o.Token {
 			o.Token = t
 			p.note("flip seq %d pos %d", o.Seq, o.Pos)
 		}
 	case "token-past-band":
 		if late {
-			if t := gapToken(o.Logits, 0.6, 1.5); t >= 0 {
+			if t := gapToken(o.Logits, 0.6, 1.5, DefaultTolerance.BandSteps); t >= 0 {
 				o.Token = t
 				p.note("token past the band seq %d pos %d", o.Seq, o.Pos)
 			}
@@ -297,7 +299,7 @@ func (p *plantedEngine) edit(o *qwen3.Output, late bool) {
 		}
 	case "exact-lie-token":
 		if late {
-			if t := gapToken(o.Logits, 1e-9, 0.5); t >= 0 {
+			if t := gapToken(o.Logits, 1e-9, 0.5, 0); t >= 0 {
 				o.Token = t
 			}
 		}

@@ -23,7 +23,8 @@ import (
 //     against ref's logits row for the same prefix — the runner feeds the
 //     SUT's own tokens back to both (teacher forcing), so a legitimate
 //     near-tie flip does not cascade. A divergence (ref's logit for the
-//     token more than Band nats below ref's top) fails.
+//     token more than Band nats and more than BandSteps bf16 steps below
+//     ref's top) fails.
 //   - logits (logits): full rows, when given, within LogitSteps bf16
 //     steps or LogitNats nats of ref's, value by value; top-k entries
 //     likewise. With Exact (the SUT claims bit-exactness) rows and
@@ -41,8 +42,12 @@ import (
 // Tolerance is what the tolerant mode forgives. The bounds are stated
 // before any engine is measured against them.
 type Tolerance struct {
-	// Band is the near-tie band in nats (adjudicate's).
-	Band float64
+	// Band is the near-tie band in nats (adjudicate's); BandSteps the same
+	// in bf16 steps of ref's row. A token within either is a near-tie:
+	// where ref's top logit is 64 or more a bf16 step is half a nat, and
+	// two logits each rounded one step the other way swap at two steps.
+	Band      float64
+	BandSteps int
 	// TopK: a divergence whose token ranks beyond TopK is "far".
 	TopK int
 	// LogitSteps and LogitNats bound |logit - ref's| (either suffices);
@@ -56,7 +61,8 @@ type Tolerance struct {
 	Exact bool
 }
 
-// DefaultTolerance: adjudicate's band (0.5 nats) and top 20; logits within
+// DefaultTolerance: adjudicate's band (0.5 nats) or 2 bf16 steps, and top
+// 20; logits within
 // 8 bf16 steps of ref's value, 1/32 nat, or 1/8 of the RMS of ref's row.
 // Synth's peaked logits spread with an RMS of about 15 (tiny) and 22 (the
 // 0.6B shape), so that is about 1.9 and 2.7 nats: the same bound relative
@@ -65,7 +71,7 @@ type Tolerance struct {
 // row's spread (the C loopback, float32 between ops: 0.5 nats at a second
 // position of tiny); a wrong position, block or stale value moves the top
 // logits by several times the row's RMS.
-var DefaultTolerance = Tolerance{Band: adjudicate.DefaultBand, TopK: adjudicate.DefaultTopK, LogitSteps: 8, LogitNats: 1.0 / 32, LogitRowRMS: 1.0 / 8}
+var DefaultTolerance = Tolerance{Band: adjudicate.DefaultBand, BandSteps: 2, TopK: adjudicate.DefaultTopK, LogitSteps: 8, LogitNats: 1.0 / 32, LogitRowRMS: 1.0 / 8}
 
 // Tolerant is a SUT checked in the tolerant mode.
 type Tolerant interface {
@@ -317,13 +323,7 @@ func (r *runner) checkTolerantOutputs(ps *[]problem, k call, tol Tolerance, unju
 		case tol.Exact && g.Token != w.Token:
 			d = fmt.Sprintf("token %d, ref %d (the engine claims bit-exactness)", g.Token, w.Token)
 		default:
-			j, err := adjudicate.Judge(w.Logits, g.Token, tol.Band, tol.TopK)
-			if err != nil {
-				d = err.Error()
-			} else if j.Verdict.Bad() {
-				d = fmt.Sprintf("token %d is a %s under ref: %.4g nats (%d bf16 steps) below ref's top token %d, rank %d (band %.3g nats)",
-					g.Token, j.Verdict, j.GapNats, j.GapSteps, j.TeacherTop, j.Rank, tol.Band)
-			}
+			d = judgeToken(w.Logits, g.Token, tol)
 		}
 		if d == "" && g.Logits != nil {
 			if tol.Exact {
@@ -350,6 +350,21 @@ func (r *runner) checkTolerantOutputs(ps *[]problem, k call, tol Tolerance, unju
 			detail: fmt.Sprintf("seq %d pos %d (block %d, row %d): %s", w.Seq, w.Pos, w.Pos/bs, w.Pos%bs, d)})
 		return
 	}
+}
+
+// judgeToken judges tok against ref's row: "" when it is ref's top or a
+// near-tie (within tol.Band nats or tol.BandSteps bf16 steps of ref's top
+// logit), else what is wrong with it.
+func judgeToken(ref []float32, tok int32, tol Tolerance) string {
+	j, err := adjudicate.Judge(ref, tok, tol.Band, tol.TopK)
+	switch {
+	case err != nil:
+		return err.Error()
+	case !j.Verdict.Bad() || j.GapSteps <= tol.BandSteps:
+		return ""
+	}
+	return fmt.Sprintf("token %d is a %s under ref: %.4g nats (%d bf16 steps) below ref's top token %d, rank %d (band %.3g nats or %d bf16 steps)",
+		tok, j.Verdict, j.GapNats, j.GapSteps, j.TeacherTop, j.Rank, tol.Band, tol.BandSteps)
 }
 
 // logitsOff checks got against ref's row: got[i] is the logit of ids[i]

@@ -22,6 +22,8 @@ const (
 // "TestServingPlantsRed/NAME").
 const (
 	servingKill = "TestServingPlantsRed/"
+	// bandKill: proptest's table of the near-tie band (TestJudgeTokenBand).
+	bandKill = "TestJudgeTokenBand/"
 )
 
 // JudgeCatalog is the judge-side mutant catalog.
@@ -55,16 +57,32 @@ var JudgeCatalog = []Mutant{
 		Idea:   "the near-tie band is four times the stated one (2 nats, not 0.5)",
 		Killer: "token-past-band",
 		Edits: []Edit{{File: judgeTolerant,
-			Old: "j, err := adjudicate.Judge(w.Logits, g.Token, tol.Band, tol.TopK)",
-			New: "j, err := adjudicate.Judge(w.Logits, g.Token, 4*tol.Band, tol.TopK)"}},
+			Old: "j, err := adjudicate.Judge(ref, tok, tol.Band, tol.TopK)",
+			New: "j, err := adjudicate.Judge(ref, tok, 4*tol.Band, tol.TopK)"}},
 	},
 	{
 		Name:   "judge-band-narrow",
 		Idea:   "the near-tie band is a fifth of the stated one: legitimate flips fail",
-		Killer: "honest-near-tie",
+		Killer: bandKill + "half-nat-at-10",
 		Edits: []Edit{{File: judgeTolerant,
-			Old: "j, err := adjudicate.Judge(w.Logits, g.Token, tol.Band, tol.TopK)",
-			New: "j, err := adjudicate.Judge(w.Logits, g.Token, tol.Band/5, tol.TopK)"}},
+			Old: "j, err := adjudicate.Judge(ref, tok, tol.Band, tol.TopK)",
+			New: "j, err := adjudicate.Judge(ref, tok, tol.Band/5, tol.TopK)"}},
+	},
+	{
+		Name:   "judge-band-steps-ignored",
+		Idea:   "the near-tie band is nats only: a flip of two bf16 steps at a top logit over 64 (one nat) fails",
+		Killer: bandKill + "two-steps-at-100",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "case !j.Verdict.Bad() || j.GapSteps <= tol.BandSteps:",
+			New: "case !j.Verdict.Bad():"}},
+	},
+	{
+		Name:   "judge-band-steps-wide",
+		Idea:   "the near-tie band reaches 8 bf16 steps (the logit bound), not 2: a 3-step flip at a top of 100 passes",
+		Killer: bandKill + "three-steps-at-100",
+		Edits: []Edit{{File: judgeTolerant,
+			Old: "case !j.Verdict.Bad() || j.GapSteps <= tol.BandSteps:",
+			New: "case !j.Verdict.Bad() || j.GapSteps <= 4*tol.BandSteps:"}},
 	},
 	{
 		Name:   "judge-exact-claim-ignored",

@@ -112,7 +112,7 @@ func runPanel(t *testing.T, root, m, run string) (bool, []string, string) {
 		t.Fatalf("run the panel with %q: %v", m, err)
 	}
 	var failed []string
-	for _, g := range regexp.MustCompile(`--- FAIL: (TestPanel|TestServingPlantsRed)/(\S+)`).FindAllStringSubmatch(string(out), -1) {
+	for _, g := range regexp.MustCompile(`--- FAIL: (TestPanel|TestServingPlantsRed|TestJudgeTokenBand)/(\S+)`).FindAllStringSubmatch(string(out), -1) {
 		if g[1] == "TestPanel" {
 			failed = append(failed, g[2])
 		} else {
@@ -138,7 +138,7 @@ func TestJudgeCatalogKilled(t *testing.T) {
 			os.RemoveAll(panelBin.dir)
 		}
 	})
-	if ok, failed, out := runPanel(t, root, "", "^(TestPanel|TestServingPlantsRed)$"); !ok {
+	if ok, failed, out := runPanel(t, root, "", "^(TestPanel|TestServingPlantsRed|TestJudgeTokenBand)$"); !ok {
 		t.Fatalf("the unmutated panel fails (%s):\n%s", strings.Join(failed, ", "), tail(out, 40))
 	}
 	for _, m := range mutants.JudgeCatalog {
