@@ -616,6 +616,7 @@ func (d *Device) WriteHost(dst tt.Tensor, src tt.HostTensor) error {
 		return err
 	}
 	d.writePages(b, src.Data)
+	d.internUpload(b)
 	return nil
 }
 

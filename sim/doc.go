@@ -160,7 +160,11 @@
 // decode step feeds most rows as the step before did). All of these give
 // the bytes the banks hold, as before (wcache.go, linmemo.go). Device.Recycle hands a finished device's
 // 64 KiB memory chunks to later devices; the recycled device panics on any
-// use.
+// use. The chunks wholly inside a host upload of 1 MiB or more to DRAM (a
+// model's weights, a cache's zeros) are interned by their bytes
+// process-wide: devices holding the same weights (a campaign's workers)
+// share them read only, and the first write to a shared chunk copies it
+// (intern.go), so no device reads another's writes.
 // BenchmarkTinyDecodeStep / BenchmarkTinyRefStep compare a tiny-model step
 // with ref's; BenchmarkPagedKVDecode measures the paged ops.
 //

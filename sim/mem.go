@@ -26,6 +26,9 @@ type mem struct {
 	// back only stripes written since a given clock.
 	stamps [][][]uint64
 	clock  *uint64
+	// shared marks the interned chunks (intern.go): read only, copied at
+	// the first write; nil while there is none.
+	shared [][]bool
 	// released: the chunks went back to chunkPool (Device.Recycle); every
 	// later access panics.
 	released bool
@@ -83,10 +86,16 @@ func (m *mem) release() {
 		return
 	}
 	m.released = true
-	eachChunk(m.chunks, func(ch []byte) { chunkPool.Put((*[chunkSize]byte)(ch)) })
+	for di, dir := range m.chunks {
+		for ci, ch := range dir {
+			if ch != nil && (m.shared == nil || !m.isShared(uint64(di)<<dirShift|uint64(ci))) {
+				chunkPool.Put((*[chunkSize]byte)(ch))
+			}
+		}
+	}
 	eachChunk(m.stamps, func(st []uint64) { stampPool.Put((*[chunkStamps]uint64)(st)) })
 	eachChunk(m.shadow, func(sh []uint64) { shadowPool.Put((*[chunkSize / 64]uint64)(sh)) })
-	m.chunks, m.stamps, m.shadow = nil, nil, nil
+	m.chunks, m.stamps, m.shadow, m.shared = nil, nil, nil, nil
 }
 
 // entry returns chunk c's slice in a two-level table (chunks, stamps or
@@ -249,6 +258,9 @@ func (m *mem) claim(a, n uint64) []byte {
 	}
 	c, off := a>>chunkShift, a&chunkMask
 	ch, created := entry(m.chunks, c, newChunk)
+	if m.shared != nil && m.isShared(c) {
+		ch = m.unshare(c)
+	}
 	if created {
 		copy(ch[:off], m.fresh)
 		copy(ch[off+n:], m.fresh[off+n:])
