@@ -31,8 +31,15 @@ var interned = struct {
 
 var internSeed = maphash.MakeSeed()
 
+// chunkHash keys the table (a variable so a test can make every chunk
+// collide: an entry is shared only when its bytes are equal, not its hash).
+var chunkHash = func(ch *[chunkSize]byte) uint64 { return maphash.Bytes(internSeed, ch[:]) }
+
 // isShared reports whether chunk c is an interned one (read only).
 func (m *mem) isShared(c uint64) bool {
+	if m.shared == nil {
+		return false
+	}
 	dir := m.shared[c>>dirShift]
 	return dir != nil && dir[c&dirMask]
 }
@@ -51,11 +58,11 @@ func (m *mem) setShared(c uint64, v bool) {
 // same bytes, or makes it the interned one for its bytes.
 func (m *mem) intern(c uint64) {
 	dir := m.chunks[c>>dirShift]
-	if m.released || dir == nil || dir[c&dirMask] == nil || (m.shared != nil && m.isShared(c)) {
+	if m.released || dir == nil || dir[c&dirMask] == nil || m.isShared(c) {
 		return
 	}
 	ch := (*[chunkSize]byte)(dir[c&dirMask])
-	h := maphash.Bytes(internSeed, ch[:])
+	h := chunkHash(ch)
 	interned.Lock()
 	defer interned.Unlock()
 	if p := interned.m[h].Value(); p != nil {

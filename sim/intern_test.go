@@ -24,10 +24,10 @@ func sharedChunks(a, b *Device) int {
 	return n
 }
 
-// Two devices that upload the same weight share its chunks; a write to one
-// device's copy (a host write, then an op's output) changes what that device
-// reads and nothing the other reads, before and after the first device is
-// recycled; an all-zero upload shares one chunk within a device.
+// Two devices that upload the same weight share its chunks; a host write
+// to one device's copy changes what that device reads and nothing the
+// other reads, before and after the first device is recycled; an all-zero
+// upload shares one chunk within a device.
 func TestInternedChunksCopyOnWrite(t *testing.T) {
 	s := tt.Spec{Shape: []int{4096, 1024}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved} // 8 MiB
 	vals := make([]bf16.BF16, 4096*1024)
@@ -98,4 +98,38 @@ func TestInternedChunksCopyOnWrite(t *testing.T) {
 	}
 	read(z, xz, one, "a zero upload written again")
 	read(b, xb, vals, "the other device after a third wrote zeros and more")
+}
+
+// Chunks whose hashes collide but whose bytes differ stay private: with
+// every chunk hashed alike, two devices uploading different weights each
+// read their own.
+func TestInternedChunksHashCollision(t *testing.T) {
+	defer func(h func(*[chunkSize]byte) uint64) { chunkHash = h }(chunkHash)
+	chunkHash = func(*[chunkSize]byte) uint64 { return 1 }
+	s := tt.Spec{Shape: []int{4096, 1024}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.DRAMInterleaved} // 8 MiB
+	var devs []*Device
+	var xs []tt.Tensor
+	var hosts []tt.HostTensor
+	for k := range 2 {
+		vals := make([]bf16.BF16, 4096*1024)
+		for i := range vals {
+			vals[i] = bf16.FromFloat32(float32((i+k*7)%977) / 64)
+		}
+		d := newDev(t, Options{Arch: Wormhole})
+		x := mustAlloc(t, d, s)
+		h := tt.HostBF16(s.Shape, tt.Tile, vals)
+		if err := d.WriteHost(x, h); err != nil {
+			t.Fatal(err)
+		}
+		devs, xs, hosts = append(devs, d), append(xs, x), append(hosts, h)
+	}
+	for k, d := range devs {
+		got, err := d.ReadHost(xs[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Data, hosts[k].Data) {
+			t.Errorf("device %d does not read the weight it uploaded (a colliding chunk of the other's was shared)", k)
+		}
+	}
 }

@@ -88,7 +88,7 @@ func (m *mem) release() {
 	m.released = true
 	for di, dir := range m.chunks {
 		for ci, ch := range dir {
-			if ch != nil && (m.shared == nil || !m.isShared(uint64(di)<<dirShift|uint64(ci))) {
+			if ch != nil && !m.isShared(uint64(di)<<dirShift|uint64(ci)) {
 				chunkPool.Put((*[chunkSize]byte)(ch))
 			}
 		}
@@ -258,7 +258,7 @@ func (m *mem) claim(a, n uint64) []byte {
 	}
 	c, off := a>>chunkShift, a&chunkMask
 	ch, created := entry(m.chunks, c, newChunk)
-	if m.shared != nil && m.isShared(c) {
+	if m.isShared(c) {
 		ch = m.unshare(c)
 	}
 	if created {
