@@ -35,7 +35,7 @@ func CardFactory(lib string, tol Tolerance) Factory {
 		if err != nil {
 			return nil, err
 		}
-		dev, err := tthw.Open(lib, tthw.Options{Arch: sc.Arch})
+		dev, err := tthw.Open(lib, tthw.Options{Arch: sc.Arch, TraceRegionSize: sc.TraceRegion})
 		if err != nil {
 			return nil, err
 		}

@@ -236,8 +236,12 @@
 //	  - model NAME seed=N: a qwen3 preset and its Synth seed; or model
 //	    dir=PATH: a Hugging Face checkpoint directory (config.json +
 //	    model.safetensors; a path without white space).
-//	  - device NAME arch=wormhole|blackhole [strict]: the device ("sim") and
-//	    the simulated chip; strict turns the sanitizer on.
+//	  - device NAME arch=wormhole|blackhole [l1=poison|zero|stale]
+//	    [trace_region=BYTES] [strict]: the device ("sim") and the simulated
+//	    chip; what fresh L1 holds; the trace region (default 0: ttnn's
+//	    default, none; a region smaller than the decode graph's trace makes
+//	    the device refuse the capture and the engine run eager); strict
+//	    turns the sanitizer on.
 //	  - engine: block= block size (multiple of 32, default 32); blocks= KV
 //	    blocks of the cache and of the host pool (default 64); width=
 //	    dynamic or fixed:N (N <= blocks); capacity= slots 1..8 (default 1);

@@ -171,7 +171,7 @@ func (f *EngineFactory) Hello(sc Scenario) (wire.Hello, error) {
 		Model:     wire.Model{Preset: sc.Model, Seed: sc.ModelSeed, Config: cfg, Weights: dir},
 		BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks, Capacity: sc.Capacity,
 		Hints: &wire.Hints{Width: sc.Width.String(), Mode: sc.Mode.String(), Prefill: sc.Prefill.String(), RecaptureEvery: sc.RecaptureEvery,
-			Arch: sc.Arch, Strict: sc.Strict, Verify: sc.Verify},
+			Arch: sc.Arch, Strict: sc.Strict, Verify: sc.Verify, TraceRegion: sc.TraceRegion},
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package proptest
 
 import (
+	"hash/fnv"
 	"math/rand"
 	"slices"
 
@@ -164,7 +165,28 @@ func drawScenario(rng *rand.Rand, b Base) Scenario {
 	if rng.Intn(8) == 0 {
 		sc.Prefill = qwen3.PrefillDecode
 	}
+	sc.TraceRegion = drawTraceRegion(sc)
 	return sc
+}
+
+// drawTraceRegion draws the device's trace region of a captured scenario:
+// in one case in eight a region of 1 KiB to 2 MiB (log-uniform), which
+// tiny's decode graph (59 KiB of trace on sim) and the 0.6B shape's (683
+// KiB) fit or overflow, so end_trace_capture's refusal and the
+// engine's eager fallback are drawn; otherwise ttnn's default, none. It
+// draws from a stream of its own, keyed by the scenario's other fields,
+// so that adding it left every other draw of a seed as it was.
+func drawTraceRegion(sc Scenario) uint64 {
+	if sc.Mode != qwen3.ModeCaptured {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(sc.String()))
+	rng := rand.New(rand.NewSource(int64(h.Sum64())))
+	if rng.Intn(8) != 0 {
+		return 0
+	}
+	return 1 << (10 + rng.Intn(12))
 }
 
 // workBudget bounds the device steps (prompt positions + decode batches) a

@@ -33,6 +33,9 @@ func (r *runner) checkTap(ps *[]problem, k call) {
 					obs, ev.Captures, ev.Executes, ev.EagerOps, want, why, sortedSlots(k.act), w, r.sc.Mode, r.sc.RecaptureEvery)})
 		}
 		r.reach.regime(obs, k.steady)
+		if r.regime.refusedNow {
+			r.reach.add(ReachCaptureRefused)
+		}
 		if obs == "replay" && k.steady {
 			if ev.HostWrites > 0 {
 				*ps = append(*ps, problem{prop: PropHostWrites, seq: -1, pos: -1, located: true,
@@ -99,6 +102,14 @@ type regimeModel struct {
 	traceGen   int
 	traceAct   [MaxCapacity]bool
 	traceSteps int
+	// refused: the device refused a capture for its size (a trace region
+	// smaller than the decode graph's trace). Its bytes stay counted on the
+	// device (tt_metal/distributed/mesh_trace.cpp:59-60) and the engine
+	// captures with no trace live, so no later capture fits: the cadence
+	// is eager from then on, through resets (the device is the same).
+	refused bool
+	// refusedNow: the last decode step is the one whose capture was refused.
+	refusedNow bool
 }
 
 func newRegimeModel() regimeModel { return regimeModel{warm: map[int]bool{}} }
@@ -133,10 +144,13 @@ func observedRegime(e TapEvents) string {
 // or what differs, and why the model expected what it did.
 func (m *regimeModel) decode(sc *Scenario, width int, act [MaxCapacity]bool, e TapEvents) (obs, want, why string) {
 	m.setWidth(width)
+	m.refusedNow = false
 	obs = observedRegime(e)
 	switch {
 	case sc.Mode == qwen3.ModeEager:
 		want, why = "eager", "the engine is eager"
+	case m.refused:
+		want, why = "eager", "the device refused a capture earlier (its trace region cannot hold the decode graph's trace)"
 	default:
 		if m.live {
 			switch {
@@ -153,6 +167,9 @@ func (m *regimeModel) decode(sc *Scenario, width int, act [MaxCapacity]bool, e T
 		switch {
 		case m.live:
 			want, why = "replay", "the live trace matches the step's width and slots"
+		case m.warm[width] && e.Refused > 0:
+			want, why = "eager", why+"; the width's programs are compiled, and the device refused the capture (its trace region cannot hold it), so the step runs eager"
+			m.refused, m.refusedNow = true, true
 		case m.warm[width]:
 			want, why = "capture", why+"; the width's programs are compiled"
 		default:

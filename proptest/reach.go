@@ -28,6 +28,7 @@ const (
 	ReachCapture           = "capture"                 // a decode step that captured a trace
 	ReachReplay            = "replay"                  // a decode step that replayed one
 	ReachSteadyReplay      = "steady_replay"           // a replay in steady state (zero host writes expected)
+	ReachCaptureRefused    = "capture_refused"         // a capture the device's trace region could not hold (the step ran eager)
 	ReachPrefillInterleave = "prefill_between_replays" // a replay after a prefill that followed a replay
 
 	// The serving actions (drawn only when the SUT serves their calls).
@@ -134,7 +135,7 @@ type ReachTotal struct {
 var AllReachKinds = []string{ReachStrict, ReachFaithful, ReachAdmit, ReachPrefillByDecode, ReachFinish, ReachReset,
 	ReachDecodeStart, ReachDecodeStartMany, ReachTeacherForced, ReachPositionJump, ReachSubsetDecode,
 	ReachPoolFull, ReachWidthFullCache, ReachEagerDecode, ReachCapture, ReachReplay, ReachSteadyReplay,
-	ReachPrefillInterleave,
+	ReachCaptureRefused, ReachPrefillInterleave,
 	ReachShare, ReachShareAtBoundary, ReachShareInBlock, ReachSharedAfterEnd, ReachChunk,
 	ReachVerify, ReachVerifyAcrossBlock, ReachRollback, ReachFork, ReachBlockCopy, ReachPreempt, ReachReadmit}
 

@@ -32,6 +32,14 @@ type Scenario struct {
 	// L1 is what the simulator's fresh L1 holds: "" or "poison" (the
 	// default), "zero" or "stale" (sim.ParseL1Init).
 	L1 string
+	// TraceRegion is the device's trace region in bytes, as ttnn's
+	// trace_region_size at device open; 0 is ttnn's default
+	// (DEFAULT_TRACE_REGION_SIZE, tt_metal/hostdevcommon/api/hostdevcommon/
+	// common_values.hpp:16), whose traces go to ordinary DRAM with no
+	// budget (tt_metal/distributed/mesh_trace.cpp:63-70). A region smaller
+	// than the decode graph's trace makes end_trace_capture fail; the
+	// engine then runs eager.
+	TraceRegion uint64
 	// The engine: block size, number of KV blocks (of the device cache and
 	// of the host pool), page-table width policy, slots, mode,
 	// recapture_every and the engine's own read-back check.
@@ -153,6 +161,9 @@ func (sc Scenario) String() string {
 	fmt.Fprintf(&b, "device %s arch=%s", sc.Device, sc.Arch)
 	if sc.L1 != "" && sc.L1 != "poison" {
 		fmt.Fprintf(&b, " l1=%s", sc.L1)
+	}
+	if sc.TraceRegion > 0 {
+		fmt.Fprintf(&b, " trace_region=%d", sc.TraceRegion)
 	}
 	if sc.Strict {
 		b.WriteString(" strict")
@@ -444,6 +455,11 @@ func ParseScript(r io.Reader) (Script, error) {
 			if v, ok := args.take("l1"); ok {
 				sc.L1 = v
 			}
+			v, err := args.uint("trace_region", 0)
+			if err != nil {
+				return fail(err)
+			}
+			sc.TraceRegion = v
 			sc.Strict = args.flag("strict")
 		case "engine":
 			var err error

@@ -29,7 +29,7 @@ func OpenSimEngine(h wire.Hello) (wire.Engine, wire.Caps, error) {
 		if x.Arch != "" {
 			sc.Arch = x.Arch
 		}
-		sc.Strict, sc.Verify, sc.RecaptureEvery = x.Strict, x.Verify, x.RecaptureEvery
+		sc.Strict, sc.Verify, sc.RecaptureEvery, sc.TraceRegion = x.Strict, x.Verify, x.RecaptureEvery, x.TraceRegion
 		if x.Width != "" {
 			w, err := kvpage.ParseWidthPolicy(x.Width)
 			if err != nil {

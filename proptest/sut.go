@@ -245,7 +245,7 @@ func SimFactory(sc Scenario) (SUT, error) {
 		}
 	}
 	s := &SimSUT{caches: map[uint64]cacheID{}, layers: w.Config.NumHiddenLayers, strictOn: sc.Strict}
-	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, L1: l1, LogKV: true, OnOp: s.onOp, OnOpBrief: true})
+	dev, err := sim.New(sim.Options{Arch: arch, Strict: sc.Strict, L1: l1, TraceRegionSize: sc.TraceRegion, LogKV: true, OnOp: s.onOp, OnOpBrief: true})
 	if err != nil {
 		return nil, err
 	}

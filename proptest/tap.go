@@ -45,6 +45,9 @@ type TapEvents struct {
 	// Captures are completed BeginCapture..EndCapture pairs; Executes
 	// trace executions (a capture's first run included); Releases.
 	Captures, Executes, Releases int
+	// Refused are end_trace_capture calls the device refused because its
+	// trace region cannot hold the trace (tt.TraceRegionTooSmall).
+	Refused int
 	// Allocs and Frees are Allocate and Free calls that succeeded.
 	Allocs, Frees int
 	// Misuse lists calls the engine should not have made (a free of a
@@ -251,6 +254,8 @@ func (t *Tap) EndCapture(id tt.TraceID) error {
 		t.inCapture = false
 		if err == nil {
 			t.ev.Captures++
+		} else if tt.TraceRegionTooSmall(err) {
+			t.ev.Refused++
 		}
 	}
 	return err

@@ -299,6 +299,13 @@ func (r *runner) checkWireRegime(ps *[]problem, k call, raw wire.Observations, c
 		ev.Executes = 1
 	case wire.RegimeEager:
 		ev.EagerOps = 1
+		// The device's refusal of a capture is not seen through the
+		// protocol: with a trace region hinted, an eager step where the
+		// cadence wants a capture is taken as the device refusing it, and
+		// the cadence then wants eager for good (regimeModel.refused).
+		if r.sc.TraceRegion > 0 {
+			ev.Refused = 1
+		}
 	}
 	if raw.HostWrites != nil {
 		ev.HostWrites = *raw.HostWrites
@@ -322,6 +329,9 @@ func (r *runner) checkWireRegime(ps *[]problem, k call, raw wire.Observations, c
 		}
 	case caps.FollowsHints:
 		got, want, why := r.regime.decode(&r.sc, w, activeSlots(k.act), ev)
+		if r.regime.refusedNow {
+			r.reach.add(ReachCaptureRefused)
+		}
 		if got != want {
 			*ps = append(*ps, problem{prop: PropReplay, seq: -1, pos: -1, located: true,
 				detail: fmt.Sprintf("the engine reports a %s step, the contract's cadence (the hints it follows) wants %s: %s (slots %v, width %d, mode %v, recapture_every %d)",

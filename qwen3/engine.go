@@ -265,6 +265,9 @@ type Engine struct {
 	fwdTmp    []tt.Tensor  // the decode pass's list of its outputs, kept for the next pass
 	ops       opSlots      // the ops the passes run, one per type (reuse)
 	warm      map[int]bool // page-table widths whose programs have run eagerly
+	// noRegion: the device refused a capture (its trace region is smaller
+	// than the decode graph's trace), so every later step runs eager.
+	noRegion bool
 
 	prefillWarm map[prefillKey]bool // prefill programs compiled since NewEngine or Reset
 

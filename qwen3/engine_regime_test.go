@@ -227,3 +227,48 @@ func TestEngineOptionsErrors(t *testing.T) {
 		t.Errorf("ParseEngineMode: %v %v", m, err)
 	}
 }
+
+// A trace region smaller than the decode graph's trace: the device refuses
+// the first capture (end_trace_capture, tt_metal/distributed/
+// mesh_trace.cpp:75-80), the engine runs that step and every later one
+// eagerly, through a Reset too (the refused bytes stay counted on the
+// device, mesh_trace.cpp:59-60), bit-exact with ref throughout. A region
+// that holds the graph (tiny's is 59 KiB on sim) captures and replays as
+// with none.
+func TestEngineTraceRegionRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		region  uint64
+		refused bool
+	}{
+		{"none", 0, false},
+		{"1KiB", 1 << 10, true},
+		{"32KiB", 32 << 10, true},
+		{"64KiB", 64 << 10, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, sim.Options{Strict: true, TraceRegionSize: tc.region}, qwen3.EngineOptions{
+				Capacity: 2, NumBlocks: 16, Width: kvpage.Dynamic(), Mode: qwen3.ModeCaptured})
+			h.admit(0, 30, 1000)
+			h.admit(1, 3, 1000)
+			for range 8 {
+				h.decode()
+			}
+			if err := h.eng.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				h.decode()
+			}
+			st := h.eng.Stats()
+			caught := st.StepsByRegime[qwen3.RegimeCapture] + st.StepsByRegime[qwen3.RegimeReplay]
+			if tc.refused && (caught != 0 || st.Captures != 0 || h.eng.Traced()) {
+				t.Fatalf("region %d B: %d capture/replay steps, %d captures, traced %v; want every step eager", tc.region, caught, st.Captures, h.eng.Traced())
+			}
+			if !tc.refused && (st.Captures < 2 || st.StepsByRegime[qwen3.RegimeReplay] == 0) {
+				t.Fatalf("region %d B: %d captures, %d replays; want a capture before and after the reset, and replays", tc.region, st.Captures, st.StepsByRegime[qwen3.RegimeReplay])
+			}
+			h.noFindings()
+		})
+	}
+}

@@ -344,7 +344,7 @@ func (e *Engine) pageTable(st *StepStats, req []slotReq) ([]int32, error) {
 // page table, another set of active slots, or recapture_every reached).
 func (e *Engine) regime(st *StepStats, active []bool, eagerOnly bool) error {
 	switch {
-	case e.opt.Mode == ModeCaptured && !eagerOnly:
+	case e.opt.Mode == ModeCaptured && !eagerOnly && !e.noRegion:
 		if e.trace != nil && (e.trace.pt != e.pt.ID || !slices.Equal(e.trace.active, active) ||
 			(e.opt.RecaptureEvery > 0 && e.trace.steps >= e.opt.RecaptureEvery)) {
 			if err := e.dropTrace(); err != nil {
@@ -480,7 +480,13 @@ func (e *Engine) run(st *StepStats, active []bool) error {
 		}
 		e.warm[e.ptW] = true
 	case RegimeCapture:
-		if err := e.capture(active); err != nil {
+		err := e.capture(active)
+		if errors.Is(err, errNoRegion) {
+			// Nothing of the step ran: run it eagerly, and from now on.
+			st.Regime = RegimeWarm
+			return e.forward()
+		}
+		if err != nil {
 			return err
 		}
 		if err := e.dev.Execute(e.trace.id); err != nil {
@@ -559,6 +565,14 @@ func (e *Engine) account(st StepStats, eagerOnly bool) {
 	}
 }
 
+// errNoRegion is capture's answer when the device refused the trace for
+// its size (tt.TraceRegionTooSmall): the step ran nothing, and the engine
+// runs eager from then on. The engine drops its trace before each capture,
+// so that trace alone was larger than the region, and its bytes stay
+// counted on the device (tt_metal/distributed/mesh_trace.cpp:59-60): no
+// later capture fits either.
+var errNoRegion = errors.New("the trace region cannot hold the decode graph")
+
 // capture records the decode graph into a new trace.
 func (e *Engine) capture(active []bool) error {
 	id, err := e.dev.BeginCapture()
@@ -581,6 +595,10 @@ func (e *Engine) capture(active []bool) error {
 	if err := e.dev.EndCapture(id); err != nil {
 		_ = e.dev.Release(id)
 		e.freeTensors(owned)
+		if tt.TraceRegionTooSmall(err) {
+			e.noRegion = true
+			return errNoRegion
+		}
 		return fmt.Errorf("end trace capture: %w", err)
 	}
 	e.trace = &engTrace{id: id, pt: e.pt.ID, width: e.ptW, active: active, owned: owned}

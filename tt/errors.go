@@ -35,6 +35,14 @@ func HasMsg(err error, prefix string) bool {
 	return errors.As(err, &e) && strings.HasPrefix(e.Msg, prefix)
 }
 
+// TraceRegionTooSmall reports whether err is end_trace_capture's refusal
+// of a trace the device's trace region cannot hold (MsgTraceRegionTooSmall,
+// populate_mesh_buffer: tt_metal/distributed/mesh_trace.cpp:75-80).
+func TraceRegionTooSmall(err error) bool {
+	prefix, _, _ := strings.Cut(MsgTraceRegionTooSmall, "%")
+	return HasMsg(err, prefix)
+}
+
 // ContractPrefix starts the text of a refusal that is offcard's own
 // contract, not a check of ttnn's: an input the simulator does not model
 // (it computes BF16 only, for example) or a caller-passed output ttnn would

@@ -140,6 +140,9 @@ type Hints struct {
 	Arch           string `json:"arch,omitempty"`
 	Strict         bool   `json:"strict,omitempty"`
 	Verify         bool   `json:"verify,omitempty"`
+	// TraceRegion is the device's trace region in bytes (0:
+	// ttnn's default, no region: traces in ordinary DRAM).
+	TraceRegion uint64 `json:"trace_region,omitempty"`
 }
 
 // Hello is the first request: what to run.

@@ -533,4 +533,27 @@ var Catalog = []Mutant{
 				New: "\tfor _, id := range t.blocks {\n\t\tif t.pool.refs[id] > 0 { // mutant: back to the pool, shared or not\n\t\t\tt.pool.put(id)\n\t\t}\n\t}\n"},
 		},
 	},
+	{
+		Name:   "refused-not-rerun",
+		Prop:   "cur-pos",
+		Idea:   "when the device refuses a capture (trace region too small) the engine goes eager from the next step on but returns this step's outputs without running it: the capture recorded the graph, nothing executed it",
+		Expect: "red (cur-pos) at the step whose capture the device refused (a case drawn with trace_region below the graph's trace): the graph's plus_one never ran, so the device's cur_pos is one behind; its logits are the previous step's and its KV rows are never written",
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\t\t\tst.Regime = RegimeWarm\n\t\t\treturn e.forward()\n",
+				New: "\t\t\tst.Regime = RegimeWarm\n\t\t\treturn nil // mutant: the refused step never runs\n"},
+		},
+	},
+	{
+		Name:   "refused-leaks-capture",
+		Prop:   "device-memory",
+		Idea:   "after a refused end_trace_capture the engine releases the trace but keeps the tensors the capture allocated (the refusal path forgot the cleanup the other error path does)",
+		Expect: "red (device-memory) after the step whose capture the device refused: the capture's own outputs stay allocated and nothing holds them",
+		SeenBy: []string{"memory", "close"},
+		Edits: []Edit{
+			{File: engineStep,
+				Old: "\t\t_ = e.dev.Release(id)\n\t\te.freeTensors(owned)\n\t\tif tt.TraceRegionTooSmall(err) {\n",
+				New: "\t\t_ = e.dev.Release(id)\n\t\tif tt.TraceRegionTooSmall(err) { // mutant: the capture's tensors kept\n\t\t\te.noRegion = true\n\t\t\treturn errNoRegion\n\t\t}\n\t\te.freeTensors(owned)\n\t\tif tt.TraceRegionTooSmall(err) {\n"},
+		},
+	},
 }
