@@ -22,6 +22,7 @@ func Cases() []Case {
 		{"plus-one", casePlusOne},
 		{"embedding", func(p *Pair) error { return caseEmbedding(p, tt.Tile) }},
 		{"embedding-row-major-output", func(p *Pair) error { return caseEmbedding(p, tt.RowMajor) }},
+		{"embedding-tile-sticks", caseEmbeddingSticks},
 		{"paged-update-cache", caseUpdateCache},
 		{"paged-update-cache-list", caseUpdateCacheList},
 		{"paged-fused-update-cache", caseFusedUpdateCache},
@@ -323,6 +324,42 @@ func casePlusOne(p *Pair) error {
 	}
 	p.Note("-1 and INT32_MAX skipped with skip_negative_entries, wrap without")
 	return nil
+}
+
+// caseEmbeddingSticks: 6 ids (not a whole tile) into a TILE output take
+// ttnn's row-major kernel (embedding.cpp:46-58 at 622c6fb9), which writes
+// each id's row as one stick of the output's padded width at page i
+// (embeddings_rm_program_factory.cpp): the first three sticks fill the
+// start of the output's three tiles, the other three land past its pages.
+// What a read of the output then shows is the card's bytes, not the rows.
+func caseEmbeddingSticks(p *Pair) error {
+	r := rand.New(rand.NewPCG(7, 8))
+	const vocab, hidden, b = 40, 96, 6
+	w, err := p.alloc(dram([]int{vocab, hidden}, tt.BF16, tt.RowMajor))
+	if err != nil {
+		return err
+	}
+	ids, err := p.alloc(dram([]int{1, 1, 1, b}, tt.UINT32, tt.RowMajor))
+	if err != nil {
+		return err
+	}
+	out, err := p.alloc(dram([]int{1, 1, b, hidden}, tt.BF16, tt.Tile))
+	if err != nil {
+		return err
+	}
+	if err := p.write(w, tt.HostBF16([]int{vocab, hidden}, tt.RowMajor, randBF16(r, vocab*hidden, 2))); err != nil {
+		return err
+	}
+	if err := p.write(out, tt.HostBF16([]int{1, 1, b, hidden}, tt.Tile, randBF16(r, b*hidden, 2))); err != nil {
+		return err
+	}
+	if err := p.write(ids, tt.HostUint32([]int{1, 1, 1, b}, tt.RowMajor, []uint32{3, 39, 7, 7, 21, 1})); err != nil {
+		return err
+	}
+	if err := p.op("embedding", func(i int) tt.Op { return tt.Embedding{Input: ids[i], Weight: w[i], Output: out[i]} }); err != nil {
+		return err
+	}
+	return p.exact("embedding output", out)
 }
 
 // caseEmbedding: a TILE output is what the ttnn shim makes with ttnn's

@@ -101,6 +101,7 @@ struct offcard_tt_device {
 int32_t lb_err(int32_t status, const char *op, const char *fmt, ...);
 
 /* memory (loopback.c) */
+void lb_page_at(const offcard_tt_device *d, const lb_tensor *t, uint64_t p, int *l1, int *bank, uint64_t *addr);
 int lb_io(offcard_tt_device *d, const char *op, int l1, int bank, uint64_t addr, void *buf, uint64_t n, int write);
 int lb_page_io(offcard_tt_device *d, const char *op, const lb_tensor *t, uint64_t page, void *buf, int write);
 int lb_read_logical(offcard_tt_device *d, const char *op, const lb_tensor *t, void *out);

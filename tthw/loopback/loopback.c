@@ -332,20 +332,31 @@ static int geometry(offcard_tt_device *d, lb_tensor *t) {
   return 0;
 }
 
-/* lb_page_io moves one page of t: interleaved page p lives in bank p % n at
- * addr + (p / n) * aligned; height-sharded shard p / shard_pages on core
- * shard_first + that index. */
-int lb_page_io(offcard_tt_device *d, const char *op, const lb_tensor *t, uint64_t p, void *buf, int write) {
-  int l1 = t->s.buffer == OFFCARD_TT_L1;
+/* lb_page_at locates page p of t: interleaved page p lives in bank p % n
+ * at addr + (p / n) * aligned; height-sharded shard p / shard_pages on
+ * core shard_first + that index; width-sharded by tile column. */
+void lb_page_at(const offcard_tt_device *d, const lb_tensor *t, uint64_t p, int *l1, int *bank, uint64_t *addr) {
+  *l1 = t->s.buffer == OFFCARD_TT_L1;
   if (t->s.memory == OFFCARD_TT_WIDTH_SHARDED) {
     uint64_t wt = (uint64_t)lb_padded(&t->s, t->s.rank - 1) / LB_TILE, swt = (uint64_t)t->s.shard_w / LB_TILE;
     uint64_t tr = p / wt, tc = p % wt;
-    return lb_io(d, op, 1, (int)(t->s.shard_first + tc / swt), t->addr + (tr * swt + tc % swt) * t->aligned, buf, t->page_size, write);
+    *l1 = 1, *bank = (int)(t->s.shard_first + tc / swt), *addr = t->addr + (tr * swt + tc % swt) * t->aligned;
+    return;
   }
-  if (t->s.memory == OFFCARD_TT_HEIGHT_SHARDED)
-    return lb_io(d, op, 1, (int)(t->s.shard_first + p / t->shard_pages), t->addr + (p % t->shard_pages) * t->aligned, buf, t->page_size, write);
-  uint64_t n = l1 ? (uint64_t)d->ncores : (uint64_t)d->nbanks;
-  return lb_io(d, op, l1, (int)(p % n), t->addr + (p / n) * t->aligned, buf, t->page_size, write);
+  if (t->s.memory == OFFCARD_TT_HEIGHT_SHARDED) {
+    *l1 = 1, *bank = (int)(t->s.shard_first + p / t->shard_pages), *addr = t->addr + (p % t->shard_pages) * t->aligned;
+    return;
+  }
+  uint64_t n = *l1 ? (uint64_t)d->ncores : (uint64_t)d->nbanks;
+  *bank = (int)(p % n), *addr = t->addr + (p / n) * t->aligned;
+}
+
+/* lb_page_io moves one page of t (lb_page_at). */
+int lb_page_io(offcard_tt_device *d, const char *op, const lb_tensor *t, uint64_t p, void *buf, int write) {
+  int l1, bank;
+  uint64_t addr;
+  lb_page_at(d, t, p, &l1, &bank, &addr);
+  return lb_io(d, op, l1, bank, addr, buf, t->page_size, write);
 }
 
 /* for_tile_segs calls f for each run of logical elements held by TILE page

@@ -102,8 +102,8 @@ static int64_t last(const lb_spec *s) { return s->dims[s->rank - 1]; }
 /* emb_fused: ttnn.embedding's fused (tilizing) kernel, taken for a TILE
  * output when the ids and the table width are whole tiles (embedding.cpp:
  * 46-58 at 622c6fb9); id i fills padded row i, so the output's padded rows
- * must be the ids' count. The row-major kernel's sticks in a TILE output
- * (fewer ids) are not modelled here: the loopback writes the rows. */
+ * must be the ids' count. Otherwise the row-major kernel's sticks land in
+ * a TILE output's pages (the embedding op below). */
 static int emb_fused(const lb_tensor *t) {
   const lb_spec *o = &t[2].s;
   uint64_t n = lb_volume(&t[0].s), h = (uint64_t)last(&t[1].s);
@@ -1396,6 +1396,26 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
       uint8_t *out = malloc(n * hidden * 2 + 2);
       if (!out) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
       uint64_t rows = n, r = rows, hp = rows;
+      if (t[2].s.layout == OFFCARD_TT_TILE && !emb_fused(t) && !rc) {
+        /* embeddings_rm_program_factory.cpp: the row-major kernel writes id
+         * i's row as one stick of the output's padded last dim at page i
+         * of the TILE output (past its pages when there are more ids than
+         * tiles), the card's bytes, not the tilized rows; as sim does. */
+        uint64_t wp = (uint64_t)lb_padded(&t[2].s, t[2].s.rank - 1), addr;
+        int l1, bank;
+        uint8_t *stick = calloc(wp * 2 + 2, 1);
+        if (!stick) rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+        for (uint64_t i = 0; i < n && !rc; i++) {
+          rc = lb_page_io(d, name, &t[1], u[i], out, 0);
+          memset(stick, 0, wp * 2);
+          memcpy(stick, out, (hidden < wp ? hidden : wp) * 2);
+          lb_page_at(d, &t[2], i, &l1, &bank, &addr);
+          if (!rc) rc = lb_io(d, name, l1, bank, addr, stick, wp * 2, 1);
+        }
+        free(stick);
+        free(out);
+        break;
+      }
       if (emb_fused(t)) rows = rows_of(&t[2].s), r = (uint64_t)t[2].s.dims[t[2].s.rank - 2], hp = (r + LB_TILE - 1) / LB_TILE * LB_TILE;
       for (uint64_t i = 0; i < rows && !rc; i++) rc = lb_page_io(d, name, &t[1], u[i / r * hp + i % r], out + i * hidden * 2, 0);
       if (!rc) rc = lb_write_logical(d, name, &t[2], out);
