@@ -84,6 +84,19 @@ admit seq=2 prompt=17
 decode steps=40
 `
 
+// panelRefusedScript: a trace region (16 KiB) that tiny's decode graph
+// (59 KiB of trace) does not fit: the device refuses the first capture and
+// the engine runs eager from then on, through the recapture.
+const panelRefusedScript = `model tiny seed=2
+device engine arch=wormhole trace_region=16384 strict
+engine block=32 blocks=12 width=dynamic capacity=2 mode=captured
+admit seq=0 prompt=30
+admit seq=1 prompt=3
+decode steps=6
+recapture
+decode steps=3
+`
+
 // panel is the planted engines. Honest first.
 var panel = []plant{
 	{name: "honest-exact"},
@@ -92,6 +105,7 @@ var panel = []plant{
 	{name: "honest-near-tie", script: panelLongScript, exercised: true}, // not exact; tokens flipped inside the band
 	{name: "honest-top-k"}, // top-k logits and digests, exact
 	{name: "honest-v1"},    // speaks protocol version 1
+	{name: "honest-refused", script: panelRefusedScript, exercised: true}, // its device refuses the capture: eager throughout
 	// Bugs of values and tokens.
 	{name: "logits-past-bound", prop: PropLogits, detail: "bf16 steps (tolerance 8 steps"},
 	{name: "token-past-band", prop: PropLogits, detail: "under ref:", script: panelLongScript, exercised: true},
@@ -112,6 +126,9 @@ var panel = []plant{
 	{name: "kv-extra", prop: PropKVWrite, detail: "extra KV writes"},
 	{name: "kv-pos", prop: PropCurPos, detail: "ran with device cur_pos"},
 	{name: "finding", prop: PropStrict, detail: "planted: NOC address out of range"},
+	// A bug of the regime: captures and replays reported (and, as far as
+	// the protocol shows, run) eagerly, with no trace region to refuse them.
+	{name: "regime-all-eager", prop: PropReplay, detail: "wants capture"},
 	// Faults of the process and of the protocol.
 	{name: "refuse", prop: PropSUTError, detail: "planted refusal"},
 	{name: "crash", prop: PropEngine, detail: "engine crashed answering decode"},
@@ -347,6 +364,14 @@ func (p *plantedEngine) Observe(op string, seqs []int) (wire.Observations, error
 		o.KVWrites[0].Pos--
 	case "finding":
 		o.Findings = append(o.Findings, "planted: NOC address out of range")
+	case "honest-refused":
+		if o.Regime == wire.RegimeEager { // a captured engine's later decodes capture or replay unless refused
+			p.note("eager decode %d", p.decodes)
+		}
+	case "regime-all-eager":
+		if o.Regime == wire.RegimeCapture || o.Regime == wire.RegimeReplay {
+			o.Regime = wire.RegimeEager
+		}
 	}
 	return o, nil
 }

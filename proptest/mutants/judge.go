@@ -14,6 +14,8 @@ const (
 	judgeTolerant = "proptest/tolerant.go"
 	judgeRun      = "proptest/prop_kv.go"
 	judgeEngine   = "proptest/engine.go"
+	judgeWireObs  = "proptest/wireobs.go"
+	judgeReplay   = "proptest/prop_replay.go"
 	judgeClient   = "wire/client.go"
 )
 
@@ -160,6 +162,25 @@ var JudgeCatalog = []Mutant{
 		Edits: []Edit{{File: judgeEngine,
 			Old: "fs := s.obs().Findings",
 			New: "fs := []string(nil)"}},
+	},
+	{
+		Name:   "judge-refusal-assumed",
+		Idea:   "through the protocol, an eager step where the cadence wants a capture is taken as the device refusing it even with no trace region hinted (the region condition dropped)",
+		Killer: "regime-all-eager",
+		Edits: []Edit{{File: judgeWireObs,
+			Old: "if r.sc.TraceRegion > 0 {",
+			New: "if true { // mutant"}},
+	},
+	{
+		Name: "judge-refusal-forgotten",
+		Idea: "the cadence model does not keep a refusal: after the device refused a capture it wants a capture again at the next warm step",
+		// Through the protocol every eager step of a hinted trace region
+		// is taken as a refusal again, so only the device's own refusal,
+		// in process, tells: the regression script of a refused capture.
+		Killer: "TestRegressions/trace-region-refused",
+		Edits: []Edit{{File: judgeReplay,
+			Old: "m.refused, m.refusedNow = true, true",
+			New: "m.refusedNow = true // mutant: refusal not kept"}},
 	},
 	{
 		Name:   "judge-fault-unclassified",

@@ -112,7 +112,7 @@ func runPanel(t *testing.T, root, m, run string) (bool, []string, string) {
 		t.Fatalf("run the panel with %q: %v", m, err)
 	}
 	var failed []string
-	for _, g := range regexp.MustCompile(`--- FAIL: (TestPanel|TestServingPlantsRed|TestJudgeTokenBand)/(\S+)`).FindAllStringSubmatch(string(out), -1) {
+	for _, g := range regexp.MustCompile(`--- FAIL: (TestPanel|TestServingPlantsRed|TestJudgeTokenBand|TestRegressions)/(\S+)`).FindAllStringSubmatch(string(out), -1) {
 		if g[1] == "TestPanel" {
 			failed = append(failed, g[2])
 		} else {

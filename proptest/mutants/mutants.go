@@ -57,7 +57,7 @@ type Mutant struct {
 	SeenBy []string `json:"seen_by,omitempty"`
 	// Killer (the judge catalog) names the planted engine of proptest's
 	// panel whose verdict the mutant must turn, or TEST/CASE: a case of
-	// proptest's TestServingPlantsRed or TestJudgeTokenBand.
+	// proptest's TestServingPlantsRed, TestJudgeTokenBand or TestRegressions.
 	Killer string `json:"killer,omitempty"`
 	// Edits are applied in order, each to the previous one's result.
 	Edits []Edit `json:"edits"`
