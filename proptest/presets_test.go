@@ -173,3 +173,49 @@ func TestModelDirPositionLimit(t *testing.T) {
 		t.Fatal("no prompt at the first block's edge")
 	}
 }
+
+// TestDrawTraceRegion: about one captured scenario in eight opens its
+// device with a trace region, a power of two from 1 KiB to 2 MiB, so that
+// tiny's decode graph (59 KiB of trace) both overflows some and fits
+// others; an eager scenario never has one. The draw is a function of the
+// scenario's other fields: scripts and replays carry it in the device line.
+func TestDrawTraceRegion(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	captured, regions, small, large := 0, 0, 0, 0
+	for i := 0; i < 4000; i++ {
+		sc := drawScenario(rng, Base{})
+		if sc.Mode != qwen3.ModeCaptured {
+			if sc.TraceRegion != 0 {
+				t.Fatalf("scenario %d: eager with trace_region=%d", i, sc.TraceRegion)
+			}
+			continue
+		}
+		captured++
+		if r := sc.TraceRegion; r != 0 {
+			regions++
+			if r < 1<<10 || r > 2<<20 || r&(r-1) != 0 {
+				t.Fatalf("scenario %d: trace_region=%d, want a power of two in [1 KiB, 2 MiB]", i, r)
+			}
+			if r < 59<<10 {
+				small++
+			} else {
+				large++
+			}
+		}
+		bare := sc
+		bare.TraceRegion = 0 // drawn from the other fields
+		if drawTraceRegion(bare) != sc.TraceRegion {
+			t.Fatalf("scenario %d: the region is not a function of the scenario", i)
+		}
+		back, err := ParseScript(strings.NewReader(sc.String()))
+		if err != nil || back.Scenario.TraceRegion != sc.TraceRegion {
+			t.Fatalf("scenario %d: %q parses to trace_region %d (%v)", i, sc.String(), back.Scenario.TraceRegion, err)
+		}
+	}
+	if f := float64(regions) / float64(captured); f < 1.0/11 || f > 1.0/6 {
+		t.Errorf("%d of %d captured scenarios have a trace region (%.3f), want about 1/8", regions, captured, f)
+	}
+	if small == 0 || large == 0 {
+		t.Errorf("regions below tiny's 59 KiB graph: %d, at or above it: %d; want both", small, large)
+	}
+}

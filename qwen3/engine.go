@@ -19,7 +19,9 @@ const (
 	// ModeEager runs every op of every step from the host (no trace).
 	ModeEager EngineMode = iota
 	// ModeCaptured captures the decode graph into a trace once warm and
-	// replays it afterwards (tt_transformers' traced decode, §8.2).
+	// replays it afterwards (tt_transformers' traced decode, §8.2). When
+	// the device refuses a capture because its trace region cannot hold
+	// the trace, the engine runs that step and every later one eagerly.
 	ModeCaptured
 )
 
