@@ -27,7 +27,7 @@ type Tap struct {
 	capturing tt.TraceID
 	inCapture bool
 	traces    map[tt.TraceID]map[tt.TensorID]bool // live traces and the tensors they recorded
-	pageTable [4]tt.TensorID                      // the page tables the last paged ops used, latest first (distinct)
+	pageTable [4]tt.TensorID                      // the live page tables the last paged ops used, latest first (distinct)
 	ev        TapEvents
 }
 
@@ -173,6 +173,13 @@ func (t *Tap) Free(x tt.Tensor) error {
 		t.misuse("free of %v, which is not allocated", x)
 	} else if err == nil {
 		delete(t.live, x.ID)
+		// A freed table leaves the history, so that the tables of a long
+		// chunked prefill (two per chunk, freed after it) never push the
+		// decode table they follow out of it.
+		if i := slices.Index(t.pageTable[:], x.ID); i >= 0 {
+			copy(t.pageTable[i:], t.pageTable[i+1:])
+			t.pageTable[len(t.pageTable)-1] = 0
+		}
 		if a.order > t.baseline {
 			if i, ok := slices.BinarySearchFunc(t.later, a.order, func(e tapAlloc, o int) int { return cmp.Compare(e.order, o) }); ok {
 				t.later = slices.Delete(t.later, i, i+1)
