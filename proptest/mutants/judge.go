@@ -16,6 +16,7 @@ const (
 	judgeEngine   = "proptest/engine.go"
 	judgeWireObs  = "proptest/wireobs.go"
 	judgeReplay   = "proptest/prop_replay.go"
+	judgeTap      = "proptest/tap.go"
 	judgeClient   = "wire/client.go"
 )
 
@@ -181,6 +182,14 @@ var JudgeCatalog = []Mutant{
 		Edits: []Edit{{File: judgeReplay,
 			Old: "m.refused, m.refusedNow = true, true",
 			New: "m.refusedNow = true // mutant: refusal not kept"}},
+	},
+	{
+		Name:   "judge-freed-tables-kept",
+		Idea:   "the tap's history of the page tables paged ops used keeps freed ones, so a long chunked prefill's chunk tables push the decode table out and an honest engine's table is called stray",
+		Killer: "TestRegressions/chunked-admit-five-chunks",
+		Edits: []Edit{{File: judgeTap,
+			Old: "\t\tif i := slices.Index(t.pageTable[:], x.ID); i >= 0 {\n",
+			New: "\t\tif i := slices.Index(t.pageTable[:], x.ID); i >= 0 && false { // mutant\n"}},
 	},
 	{
 		Name:   "judge-fault-unclassified",
