@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,6 +114,9 @@ func runCheck(e *env, args []string) error {
 	cm, err := parseCampaignModel(*preset, *modelDir)
 	if err != nil {
 		return err
+	}
+	if g := cm.gcPercent(os.Getenv("GOGC")); g > 0 {
+		debug.SetGCPercent(g)
 	}
 	factory := checkFactory
 	var engineF *proptest.EngineFactory
