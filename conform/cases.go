@@ -326,50 +326,30 @@ func casePlusOne(p *Pair) error {
 	return nil
 }
 
+// caseEmbedding: 32 ids, a whole tile, so a TILE output is tilized by
+// ttnn's fused kernel (embedding.cpp:46-58 at 622c6fb9); a ROW_MAJOR output
+// takes ttnn's stick kernel directly.
+func caseEmbedding(p *Pair, layout tt.Layout) error {
+	return embeddingCase(p, layout, append([]uint32{0, 39, 7, 7, 21, 1}, make([]uint32, 32-6)...), false)
+}
+
 // caseEmbeddingSticks: 6 ids (not a whole tile) into a TILE output take
 // ttnn's row-major kernel (embedding.cpp:46-58 at 622c6fb9), which writes
 // each id's row as one stick of the output's padded width at page i
 // (embeddings_rm_program_factory.cpp): the first three sticks fill the
 // start of the output's three tiles, the other three land past its pages.
-// What a read of the output then shows is the card's bytes, not the rows.
+// What a read of the output then shows is the card's bytes, not the rows
+// (the output is filled first, so that the bytes no stick covers agree).
 func caseEmbeddingSticks(p *Pair) error {
-	r := rand.New(rand.NewPCG(7, 8))
-	const vocab, hidden, b = 40, 96, 6
-	w, err := p.alloc(dram([]int{vocab, hidden}, tt.BF16, tt.RowMajor))
-	if err != nil {
-		return err
-	}
-	ids, err := p.alloc(dram([]int{1, 1, 1, b}, tt.UINT32, tt.RowMajor))
-	if err != nil {
-		return err
-	}
-	out, err := p.alloc(dram([]int{1, 1, b, hidden}, tt.BF16, tt.Tile))
-	if err != nil {
-		return err
-	}
-	if err := p.write(w, tt.HostBF16([]int{vocab, hidden}, tt.RowMajor, randBF16(r, vocab*hidden, 2))); err != nil {
-		return err
-	}
-	if err := p.write(out, tt.HostBF16([]int{1, 1, b, hidden}, tt.Tile, randBF16(r, b*hidden, 2))); err != nil {
-		return err
-	}
-	if err := p.write(ids, tt.HostUint32([]int{1, 1, 1, b}, tt.RowMajor, []uint32{3, 39, 7, 7, 21, 1})); err != nil {
-		return err
-	}
-	if err := p.op("embedding", func(i int) tt.Op { return tt.Embedding{Input: ids[i], Weight: w[i], Output: out[i]} }); err != nil {
-		return err
-	}
-	return p.exact("embedding output", out)
+	return embeddingCase(p, tt.Tile, []uint32{3, 39, 7, 7, 21, 1}, true)
 }
 
-// caseEmbedding: a TILE output is what the ttnn shim makes with ttnn's
-// TILE path and a copy (embedding.cpp's row sticks would otherwise land in
-// the tiled buffer); a ROW_MAJOR output takes ttnn's stick kernel directly.
-func caseEmbedding(p *Pair, layout tt.Layout) error {
+// embeddingCase looks up idv in a 40×96 table into a [1,1,len(idv),96]
+// output of the layout, filled with values first when fill is set.
+func embeddingCase(p *Pair, layout tt.Layout, idv []uint32, fill bool) error {
 	r := rand.New(rand.NewPCG(5, 6))
-	// 32 ids, a whole tile: a TILE output is tilized by ttnn's fused kernel
-	// only then (embedding.cpp:46-58 at 622c6fb9).
-	const vocab, hidden, b = 40, 96, 32
+	const vocab, hidden = 40, 96
+	b := len(idv)
 	w, err := p.alloc(dram([]int{vocab, hidden}, tt.BF16, tt.RowMajor))
 	if err != nil {
 		return err
@@ -385,7 +365,12 @@ func caseEmbedding(p *Pair, layout tt.Layout) error {
 	if err := p.write(w, tt.HostBF16([]int{vocab, hidden}, tt.RowMajor, randBF16(r, vocab*hidden, 2))); err != nil {
 		return err
 	}
-	if err := p.write(ids, tt.HostUint32([]int{1, 1, 1, b}, tt.RowMajor, append([]uint32{0, 39, 7, 7, 21, 1}, make([]uint32, b-6)...))); err != nil {
+	if fill {
+		if err := p.write(out, tt.HostBF16([]int{1, 1, b, hidden}, layout, randBF16(r, b*hidden, 2))); err != nil {
+			return err
+		}
+	}
+	if err := p.write(ids, tt.HostUint32([]int{1, 1, 1, b}, tt.RowMajor, idv)); err != nil {
 		return err
 	}
 	if err := p.op("embedding", func(i int) tt.Op { return tt.Embedding{Input: ids[i], Weight: w[i], Output: out[i]} }); err != nil {
