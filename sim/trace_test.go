@@ -172,7 +172,7 @@ func TestTraceRegionBudget(t *testing.T) {
 }
 
 // A release marks allocations safe again only at a trace buffers size of 0
-// (mesh_device.cpp:1274-1277), so not while a failed end's bytes stay
+// (tt_metal/distributed/mesh_device.cpp:1274-1277), so not while a failed end's bytes stay
 // counted: in a 3072 B region A (2048 B) fits, B (2048 B more) fails and
 // leaves its 2048 B, C (1024 B) fits and marks allocations unsafe at its
 // end; with every trace released the next allocation still warns.

@@ -119,7 +119,7 @@ var Perturbations = []Mutant{
 	},
 	{
 		Name:   "sim-trace-failed-bytes-forgotten",
-		Idea:   "a failed end_trace_capture takes its bytes back (tt-metal keeps them in the trace buffers size: mesh_trace.cpp:59-60, 156-161)",
+		Idea:   "a failed end_trace_capture takes its bytes back (tt-metal keeps them in the trace buffers size: tt_metal/distributed/mesh_trace.cpp:59-60, 156-161)",
 		Expect: "TestTraceRegionBudget fails: an empty capture that no longer fits is accepted",
 		Edits: []Edit{{File: "sim/trace.go",
 			Old: "\t\td.failedBytes += size\n",
@@ -127,7 +127,7 @@ var Perturbations = []Mutant{
 	},
 	{
 		Name:   "sim-trace-release-safe-while-failed",
-		Idea:   "a release marks allocations safe once no trace is live, though a failed end's bytes keep the trace buffers size above 0 (release_mesh_trace marks them safe only at 0: mesh_device.cpp:1274-1277)",
+		Idea:   "a release marks allocations safe once no trace is live, though a failed end's bytes keep the trace buffers size above 0 (release_mesh_trace marks them safe only at 0: tt_metal/distributed/mesh_device.cpp:1274-1277)",
 		Expect: "TestTraceFailedEndKeepsAllocationsUnsafe fails: no unsafe-allocation warning after the releases",
 		Edits: []Edit{{File: "sim/trace.go",
 			Old: "if d.traceBytes() == 0 { // mesh_device.cpp:1274-1277",
