@@ -63,6 +63,9 @@ struct Hints {
     std::string width, mode, prefill, arch;
     int recapture_every = 0;
     bool strict = false, verify = false;
+    // trace_region: the device's trace region in bytes (ttnn's
+    // trace_region_size at open; 0: ttnn's default, no region).
+    std::uint64_t trace_region = 0;
 };
 
 // Hello is the first request: what to run.
@@ -242,6 +245,7 @@ inline Hello parse_hello(const nlohmann::json& r) {
         h.hints.recapture_every = x.value("recapture_every", 0);
         h.hints.strict = x.value("strict", false);
         h.hints.verify = x.value("verify", false);
+        h.hints.trace_region = x.value("trace_region", std::uint64_t{0});
     }
     return h;
 }
