@@ -151,6 +151,9 @@ func (m *regimeModel) decode(sc *Scenario, width int, act [MaxCapacity]bool, e T
 		want, why = "eager", "the engine is eager"
 	case m.refused:
 		want, why = "eager", "the device refused a capture earlier (its trace region cannot hold the decode graph's trace)"
+		if e.Refused > 0 {
+			obs = "capture (refused again)" // tried after a refusal: no capture can fit now
+		}
 	default:
 		if m.live {
 			switch {

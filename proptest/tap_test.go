@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/offcard/offcard/qwen3"
 	"github.com/offcard/offcard/sim"
 	"github.com/offcard/offcard/tt"
 )
@@ -78,4 +79,31 @@ func TestMemoryIntoIsMemory(t *testing.T) {
 	c := alloc()
 	tap.traces[2] = map[tt.TensorID]bool{c.ID: true}
 	check("a new one in a new trace")
+}
+
+// The cadence after a refused capture: the refused step is eager, so is
+// every later one, and a capture tried again (refused again) is a
+// finding, since the refused bytes stay counted and no capture can fit.
+func TestRegimeModelRefusal(t *testing.T) {
+	sc := Scenario{Mode: qwen3.ModeCaptured}
+	m := newRegimeModel()
+	var act [MaxCapacity]bool
+	act[0] = true
+	eager := TapEvents{EagerOps: 9}
+	refused := TapEvents{EagerOps: 9, Refused: 1}
+	for i, st := range []struct {
+		ev       TapEvents
+		want     string
+		mismatch bool
+	}{
+		{eager, "eager", false},   // cold: compiles the width
+		{refused, "eager", false}, // the capture the cadence wants, refused
+		{eager, "eager", false},   // eager from then on
+		{refused, "eager", true},  // tried again
+	} {
+		obs, want, why := m.decode(&sc, 1, act, st.ev)
+		if want != st.want || (obs != want) != st.mismatch {
+			t.Fatalf("step %d: observed %q, want %q (%s); want a mismatch: %v", i, obs, want, why, st.mismatch)
+		}
+	}
 }

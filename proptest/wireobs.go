@@ -303,7 +303,7 @@ func (r *runner) checkWireRegime(ps *[]problem, k call, raw wire.Observations, c
 		// protocol: with a trace region hinted, an eager step where the
 		// cadence wants a capture is taken as the device refusing it, and
 		// the cadence then wants eager for good (regimeModel.refused).
-		if r.sc.TraceRegion > 0 {
+		if r.sc.TraceRegion > 0 && !r.regime.refused {
 			ev.Refused = 1
 		}
 	}
