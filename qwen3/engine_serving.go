@@ -137,7 +137,11 @@ func (e *Engine) chunk(s int, seq SeqID, start int, toks []int32, blocks []int32
 	// padded with PagePad (to a multiple of 8 blocks for the tensor form).
 	w := (end-1)/bs + 1
 	if flex {
-		w = (w + 7) / 8 * 8
+		// The tensor form's program hash leaves the page table out
+		// (sdpa_device_operation.cpp:399-400), so the program compiled at
+		// the first chunk's width would serve every later one: one width,
+		// the cache's blocks padded to a multiple of 8, for every chunk.
+		w = (e.opt.NumBlocks + 7) / 8 * 8
 	}
 	row := make([]int32, w)
 	for i := range row {
