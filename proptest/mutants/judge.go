@@ -169,8 +169,8 @@ var JudgeCatalog = []Mutant{
 		Idea:   "through the protocol, an eager step where the cadence wants a capture is taken as the device refusing it even with no trace region hinted (the region condition dropped)",
 		Killer: "regime-all-eager",
 		Edits: []Edit{{File: judgeWireObs,
-			Old: "if r.sc.TraceRegion > 0 {",
-			New: "if true { // mutant"}},
+			Old: "if r.sc.TraceRegion > 0 && !r.regime.refused {",
+			New: "if !r.regime.refused { // mutant"}},
 	},
 	{
 		Name: "judge-refusal-forgotten",
