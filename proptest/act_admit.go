@@ -2,6 +2,7 @@ package proptest
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand"
 
 	"github.com/offcard/offcard/kvpage"
@@ -20,6 +21,9 @@ func drawAdmit(rng *rand.Rand, m model) (Cmd, bool) {
 	}
 	bs := m.sc.BlockSize
 	free := m.sc.NumBlocks - m.blocksInUse()
+	if c, ok := drawLongChunked(m, free); ok {
+		return c, m.check(c) == nil
+	}
 	limit := min(m.maxLen, free*bs, m.budget()-m.work+bs)
 	if limit < 1 {
 		return Cmd{}, false
@@ -45,6 +49,35 @@ func drawAdmit(rng *rand.Rand, m model) (Cmd, bool) {
 		c.Chunk = drawChunk(rng, bs)
 	}
 	return c, m.check(c) == nil
+}
+
+// drawLongChunked draws, in one eligible admit in three, a chunked
+// prompt past 8 blocks: the first chunk's table fits one 32-byte stick of
+// int32 block ids (8 blocks), a later chunk's does not, which is where a
+// program compiled for the first chunk's table width reads past its
+// stick (offcard's engine did: regression chunked-past-eight-blocks).
+// An admit is eligible when the SUT serves PrefillFrom, the pool and the
+// length limit hold more than 8 blocks, less than half the work budget
+// is spent, and 8 blocks fit twice the budget (the cap of a prompt that
+// fills the pool; so tiny's campaign draws them, the 0.6B shape's, at 72
+// positions a case, does not). The decision and the draw come from a
+// stream of their own, keyed by the scenario and the admission count, so
+// an admit that is not drawn long leaves the case's draws as they were.
+func drawLongChunked(m model, free int) (Cmd, bool) {
+	bs := m.sc.BlockSize
+	room := min(m.maxLen, free*bs, 2*m.budget())
+	if !m.serve.PrefillFrom || room <= 8*bs || 2*m.work >= m.budget() {
+		return Cmd{}, false
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\nlong chunked %d", m.sc, m.admits)
+	rng := rand.New(rand.NewSource(int64(h.Sum64())))
+	if rng.Intn(3) != 0 {
+		return Cmd{}, false
+	}
+	n := 8*bs + 1 + rng.Intn(min(room-8*bs, bs))
+	c := Cmd{Kind: Admit, Seq: newSeq(rng, m), Prompt: n, Salt: m.admits, Chunk: drawChunk(rng, bs)}
+	return c, true
 }
 
 // newSeq picks the id of a new sequence: the admission count's (mod
@@ -159,6 +192,9 @@ func (r *runner) prefill(c Cmd, q int, tab *kvpage.Table, toks []int32, start, c
 			last, next = want[len(want)-1], r.fedLast(got, want, f)
 			if chunk < N-start {
 				r.reach.add(ReachChunk)
+				if len(p.Blocks) > 8 {
+					r.reach.add(ReachChunkPastStick)
+				}
 			}
 		}
 	}

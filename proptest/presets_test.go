@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/offcard/offcard/kvpage"
 	"github.com/offcard/offcard/qwen3"
 )
 
@@ -217,5 +218,50 @@ func TestDrawTraceRegion(t *testing.T) {
 	}
 	if small == 0 || large == 0 {
 		t.Errorf("regions below tiny's 59 KiB graph: %d, at or above it: %d; want both", small, large)
+	}
+}
+
+// drawLongChunked draws a chunked prompt past 8 blocks in about one
+// eligible admit in three, within the pool and twice the work budget, and
+// never at the 0.6B shape's budget (8 blocks of 32 do not fit 2·72).
+func TestDrawLongChunked(t *testing.T) {
+	serve := Serving{PrefillFrom: true}
+	for _, tc := range []struct {
+		name       string
+		budget, bs int
+		blocks     int
+		serve      Serving
+		want       bool
+	}{
+		{"tiny", 0, 32, 64, serve, true},
+		{"tiny, block 64 (8 blocks past twice the budget)", 0, 64, 64, serve, false},
+		{"tiny, 8 blocks in the pool", 0, 32, 8, serve, false},
+		{"tiny, no prefill_from", 0, 32, 64, Serving{}, false},
+		{"0.6B scale", 72, 32, 64, serve, false},
+	} {
+		drawn := 0
+		for i := 0; i < 600; i++ {
+			sc := Scenario{Model: "tiny", ModelSeed: uint64(1 + i%3), BlockSize: tc.bs, NumBlocks: tc.blocks, Width: kvpage.Dynamic(), Capacity: 1 + i%4, budget: tc.budget}
+			m := newModel(&sc, tc.blocks*tc.bs)
+			m.serve = tc.serve
+			m.admits = i / 3
+			c, ok := drawLongChunked(m, tc.blocks)
+			if !ok {
+				continue
+			}
+			drawn++
+			if c.Prompt <= 8*tc.bs || c.Prompt > min(tc.blocks*tc.bs, 2*m.budget()) || c.Chunk < 1 || c.Chunk >= c.Prompt {
+				t.Fatalf("%s: drew %s", tc.name, c)
+			}
+			if err := m.check(c); err != nil {
+				t.Fatalf("%s: drew %s, which the model refuses: %v", tc.name, c, err)
+			}
+		}
+		if got := drawn > 0; got != tc.want {
+			t.Errorf("%s: drew %d long chunked prompts in 600 admits, want some: %v", tc.name, drawn, tc.want)
+		}
+		if tc.want && (drawn < 600/5 || drawn > 600/2) {
+			t.Errorf("%s: drew %d of 600, want about 1/3", tc.name, drawn)
+		}
 	}
 }

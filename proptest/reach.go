@@ -32,18 +32,19 @@ const (
 	ReachPrefillInterleave = "prefill_between_replays" // a replay after a prefill that followed a replay
 
 	// The serving actions (drawn only when the SUT serves their calls).
-	ReachShare             = "prefix_hit"             // a prefix-cache hit (share)
-	ReachShareAtBoundary   = "prefix_hit_at_boundary" // one of a whole number of blocks
-	ReachShareInBlock      = "prefix_hit_in_block"    // one ending inside a block (copied on write)
-	ReachSharedAfterEnd    = "shared_after_finish"    // a finish or preempt whose blocks another table still holds
-	ReachChunk             = "chunked_prefill"        // a prefill chunk of a prompt in several chunks
-	ReachVerify            = "verify"                 // a sequence's speculative verify
-	ReachVerifyAcrossBlock = "verify_across_block"    // one whose k positions cross a block boundary
-	ReachRollback          = "rollback"               // one that rejected drafts (rolled back)
-	ReachFork              = "fork"                   // a fork
-	ReachBlockCopy         = "block_copy"             // a CopyBlocks call (copy-on-write)
-	ReachPreempt           = "preempt"                // a preemption
-	ReachReadmit           = "readmit"                // a re-admit (recompute)
+	ReachShare             = "prefix_hit"              // a prefix-cache hit (share)
+	ReachShareAtBoundary   = "prefix_hit_at_boundary"  // one of a whole number of blocks
+	ReachShareInBlock      = "prefix_hit_in_block"     // one ending inside a block (copied on write)
+	ReachSharedAfterEnd    = "shared_after_finish"     // a finish or preempt whose blocks another table still holds
+	ReachChunk             = "chunked_prefill"         // a prefill chunk of a prompt in several chunks
+	ReachChunkPastStick    = "chunk_past_eight_blocks" // one whose table holds more than 8 blocks (one 32-byte stick of int32 block ids)
+	ReachVerify            = "verify"                  // a sequence's speculative verify
+	ReachVerifyAcrossBlock = "verify_across_block"     // one whose k positions cross a block boundary
+	ReachRollback          = "rollback"                // one that rejected drafts (rolled back)
+	ReachFork              = "fork"                    // a fork
+	ReachBlockCopy         = "block_copy"              // a CopyBlocks call (copy-on-write)
+	ReachPreempt           = "preempt"                 // a preemption
+	ReachReadmit           = "readmit"                 // a re-admit (recompute)
 )
 
 // Reach counts the visits of one run.
@@ -136,7 +137,7 @@ var AllReachKinds = []string{ReachStrict, ReachFaithful, ReachAdmit, ReachPrefil
 	ReachDecodeStart, ReachDecodeStartMany, ReachTeacherForced, ReachPositionJump, ReachSubsetDecode,
 	ReachPoolFull, ReachWidthFullCache, ReachEagerDecode, ReachCapture, ReachReplay, ReachSteadyReplay,
 	ReachCaptureRefused, ReachPrefillInterleave,
-	ReachShare, ReachShareAtBoundary, ReachShareInBlock, ReachSharedAfterEnd, ReachChunk,
+	ReachShare, ReachShareAtBoundary, ReachShareInBlock, ReachSharedAfterEnd, ReachChunk, ReachChunkPastStick,
 	ReachVerify, ReachVerifyAcrossBlock, ReachRollback, ReachFork, ReachBlockCopy, ReachPreempt, ReachReadmit}
 
 // ServingReach maps each serving reach kind to the serving calls it needs
@@ -144,7 +145,7 @@ var AllReachKinds = []string{ReachStrict, ReachFaithful, ReachAdmit, ReachPrefil
 var ServingReach = map[string][]string{
 	ReachShare: {qwen3.ServePrefillFrom}, ReachShareAtBoundary: {qwen3.ServePrefillFrom},
 	ReachShareInBlock: {qwen3.ServePrefillFrom, qwen3.ServeCopyBlocks},
-	ReachChunk:        {qwen3.ServePrefillFrom}, ReachVerify: {qwen3.ServeVerify}, ReachVerifyAcrossBlock: {qwen3.ServeVerify},
+	ReachChunk:        {qwen3.ServePrefillFrom}, ReachChunkPastStick: {qwen3.ServePrefillFrom}, ReachVerify: {qwen3.ServeVerify}, ReachVerifyAcrossBlock: {qwen3.ServeVerify},
 	ReachRollback: {qwen3.ServeVerify}, ReachBlockCopy: {qwen3.ServeCopyBlocks},
 }
 

@@ -556,4 +556,15 @@ var Catalog = []Mutant{
 				New: "\t\t_ = e.dev.Release(id)\n\t\tif tt.TraceRegionTooSmall(err) { // mutant: the capture's tensors kept\n\t\t\te.noRegion = true\n\t\t\treturn errNoRegion\n\t\t}\n\t\te.freeTensors(owned)\n\t\tif tt.TraceRegionTooSmall(err) {\n"},
 		},
 	},
+	{
+		Name:   "chunk-table-own-width",
+		Prop:   "sut-error",
+		Idea:   "each chunk of a chunked prefill gets a page table just wide enough for its own blocks (padded to 8), as if every chunk compiled its own program; chunked SDPA's tensor form hashes its program without the table (sdpa_device_operation.cpp:399-400), so the program built for the first chunk serves them all",
+		Expect: "red (sut-error) at the first chunk, in captured mode, whose table passes 8 blocks: the program compiled at width 8 reads its table's stick past 32 bytes and takes the next stick's bytes for a block id, and the read lands outside device memory (a NOC address overflow, on the card as on sim); in a strict case the sanitizer names the stick overrun first (page-table-read-past-cb)",
+		Edits: []Edit{
+			{File: engineServ,
+				Old: "w = (e.opt.NumBlocks + 7) / 8 * 8",
+				New: "w = (w + 7) / 8 * 8 // mutant: a width per chunk"},
+		},
+	},
 }
