@@ -1194,3 +1194,98 @@ func TestSimTextsInTable(t *testing.T) {
 		t.Fatalf("found only %d refusal texts: the scan is broken", n)
 	}
 }
+
+// A covered check of an op's wrapper (the function a caller calls, not its
+// device operation: the table's file is not under device/) runs before
+// launch's allocation check, so it gives its text even when the op's first
+// input is freed; a check of the device operation's validate gives
+// "Input Tensor is not allocated" then (ttnn/api/ttnn/device_operation.hpp:450-451).
+func TestWrapperChecksBeforeAllocation(t *testing.T) {
+	checks, err := tt.Checks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrappers, devices := 0, 0
+	for _, c := range checks {
+		if c.Status != "covered" || !strings.HasPrefix(c.File, "ttnn/cpp/ttnn/operations/") {
+			continue
+		}
+		d, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &ckFix{t: t, d: d, record: true}
+		if checkCases[c.ID](f) != nil || f.last == nil || len(f.last.Inputs()) == 0 {
+			continue // not a single op run on inputs
+		}
+		op := f.last
+		if err := d.Free(op.Inputs()[0]); err != nil {
+			t.Fatal(err)
+		}
+		want := tt.MsgInputNotAllocated
+		if wrapper := !strings.Contains(c.File, "/device/"); wrapper {
+			want = wantText(t, c)
+			wrappers++
+		} else {
+			devices++
+		}
+		_, err = d.Run(op)
+		var e *tt.Error
+		if !errors.As(err, &e) || e.Msg != want {
+			t.Errorf("%s (%s:%d) with its first input freed: got %v, want %q", c.ID, c.File, c.Line, err, want)
+		}
+	}
+	if wrappers < 8 || devices == 0 {
+		t.Errorf("%d wrapper checks and %d device checks tried; want the 8 wrapper checks and some device ones", wrappers, devices)
+	}
+}
+
+// Where an input breaks two checks, the simulator gives the text ttnn
+// reaches first: the wrapper's before the device operation's, and the
+// device operation's in its validate's order.
+func TestCheckOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(f *ckFix) error
+		want string // a table id
+	}{
+		{"create heads: dtype (line 26) before the output config (line 108)", func(f *ckFix) error {
+			return f.run(tt.NLPCreateQKVHeads{Input: f.alloc(tt.INT32, tt.Tile, dram, 1, 1, 32, 4*ckD), NumHeads: 2, NumKVHeads: 1,
+				Memory: tt.MemoryConfig{Layout: tt.HeightSharded, Buffer: tt.L1}})
+		}, "nlp_create_qkv_heads.7"},
+		{"create heads: the wrapper's shape before the device op's dtype", func(f *ckFix) error {
+			return f.run(tt.NLPCreateQKVHeads{Input: f.alloc(tt.INT32, tt.Tile, dram, 1, 1, 32, 4*ckD), NumHeads: 3, NumKVHeads: 1})
+		}, "nlp_create_qkv_heads.4"},
+		{"rms_norm: the wrapper's layout before the device op's dtype", func(f *ckFix) error {
+			o := f.rmsNorm()
+			o.Input = f.alloc(tt.INT32, tt.RowMajor, dram, 1, 1, 32, ckD)
+			return f.run(o)
+		}, "rms_norm.1"},
+	} {
+		d, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := checkByID(t, tc.want)
+		err = tc.run(&ckFix{t: t, d: d})
+		var e *tt.Error
+		if !errors.As(err, &e) || e.Msg != wantText(t, c) {
+			t.Errorf("%s: got %v, want %q (%s)", tc.name, err, wantText(t, c), tc.want)
+		}
+	}
+}
+
+func checkByID(t *testing.T, id string) tt.Check {
+	t.Helper()
+	checks, err := tt.Checks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		if c.ID == id {
+			return c
+		}
+	}
+	t.Fatalf("no check %s in the table", id)
+	return tt.Check{}
+}

@@ -385,12 +385,8 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 	const name = "rms_norm"
 	return d.launchOp(name, attrKey{uint64(math.Float32bits(o.Epsilon))}, []*tt.Tensor{&o.Input, &o.Weight, &output}, func(bs []*buffer) error {
 		in, w, out := bs[0], bs[1], bs[2]
-		// ttnn/cpp/ttnn/operations/normalization/rmsnorm/rmsnorm.cpp, then
 		// layernorm_device_operation.cpp (rms_norm is layernorm's RMS
-		// mode), in their order.
-		if in.spec.Layout == tt.RowMajor {
-			return opErr(name, "ttnn::rms_norm does not support ROW_MAJOR input tensors. Use TILE layout.")
-		}
+		// mode), in its order, after the wrapper's check (wrapperCheck).
 		if d := in.spec.DType; d != tt.FP32 && d != tt.BF16 { // (or BFLOAT8_B, which tt has no name for)
 			return opErr(name, "Input tensor must be FLOAT32, BFLOAT16, or BFLOAT8_B, got: %v", d)
 		}

@@ -50,7 +50,7 @@ func checkCreateHeadsShape(o tt.NLPCreateQKVHeads) error {
 	if o.Input.Spec.Width()%(o.NumHeads+2*o.KVHeads()) != 0 {
 		return opErr(name, "Unsupported input shape")
 	}
-	return checkInterleavedOut(name, o.Input.Spec, o.Memory)
+	return nil
 }
 
 // checkInterleavedOut: an interleaved input needs an interleaved output
@@ -63,6 +63,40 @@ func checkInterleavedOut(name string, in tt.Spec, m tt.MemoryConfig) error {
 	}
 	if m != (tt.MemoryConfig{}) && m.Layout != tt.Interleaved {
 		return opErr(name, "Output memory config layout must be INTERLEAVED but got %v", m.Layout)
+	}
+	return nil
+}
+
+// checkCreateHeadsDevice is
+// nlp_create_qkv_heads/device/nlp_create_qkv_heads_device_operation.cpp
+// validate_on_program_cache_miss, in its order (the cache-hit validator is
+// empty; the key holds everything checked here, so validating on every
+// call gives the same answers). It runs before the outputs are allocated
+// (checkAllocating), as ttnn validates before create_output_tensors.
+func checkCreateHeadsDevice(o tt.NLPCreateQKVHeads, in tt.Spec) error {
+	const name = opCreateHeadsPrefill
+	kv := o.KVHeads()
+	if !tmDType(in) {
+		return opErr(name, "Unsupported data format")
+	}
+	if in.Layout != tt.Tile {
+		return opErr(name, "Input tensor layout must be TILE but got %v", in.Layout)
+	}
+	p := in.PaddedShape()
+	if p[2]%tt.TileSize != 0 {
+		return opErr(name, "Unsupported input height %d is not tile aligned", p[2])
+	}
+	if p[1] != 1 {
+		return opErr(name, "Unsupported input sequence length %d is not equal to 1", p[1])
+	}
+	if in.Memory.Sharded() {
+		return notImplemented(name, "a sharded input")
+	}
+	if err := checkInterleavedOut(name, in, o.Memory); err != nil {
+		return err
+	}
+	if dh := p[3] / (o.NumHeads + 2*kv); dh%tt.TileSize != 0 {
+		return notImplemented(name, "head_dim %d (not a multiple of 32)", dh)
 	}
 	return nil
 }
@@ -80,34 +114,7 @@ func (d *Device) createHeadsPrefill(o tt.NLPCreateQKVHeads, outs []tt.Tensor) er
 	const name = opCreateHeadsPrefill
 	kv := o.KVHeads()
 	return d.launchOp(name, attrKey{uint64(o.NumHeads), uint64(kv)<<1 | b2u(o.TransposeK)}, []*tt.Tensor{&o.Input, &outs[0], &outs[1], &outs[2]}, func(bs []*buffer) error {
-		in := bs[0].spec
-		// nlp_create_qkv_heads/device/nlp_create_qkv_heads_device_operation.cpp
-		// validate_on_program_cache_miss (the cache-hit validator is empty;
-		// the key holds everything checked here, so validating on every
-		// call gives the same answers).
-		if !tmDType(in) {
-			return opErr(name, "Unsupported data format")
-		}
-		if in.Layout != tt.Tile {
-			return opErr(name, "Input tensor layout must be TILE but got %v", in.Layout)
-		}
-		p := in.PaddedShape()
-		if p[2]%tt.TileSize != 0 {
-			return opErr(name, "Unsupported input height %d is not tile aligned", p[2])
-		}
-		if p[1] != 1 {
-			return opErr(name, "Unsupported input sequence length %d is not equal to 1", p[1])
-		}
-		if in.Memory.Sharded() {
-			return notImplemented(name, "a sharded input")
-		}
-		if err := checkInterleavedOut(name, in, o.Memory); err != nil {
-			return err
-		}
-		if dh := p[3] / (o.NumHeads + 2*kv); dh%tt.TileSize != 0 {
-			return notImplemented(name, "head_dim %d (not a multiple of 32)", dh)
-		}
-		return nil
+		return checkCreateHeadsDevice(o, bs[0].spec)
 	}, opLaunch{n: o.NumHeads, f: float32(kv), flag: o.TransposeK, run: execCreateHeadsPrefill})
 }
 

@@ -170,6 +170,9 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 		// runs, nothing is recorded or observed.
 		return append(d.outSlice(1), tm.Input), nil
 	}
+	if err := wrapperCheck(op); err != nil {
+		return nil, err
+	}
 	var ins, outs []tt.Tensor
 	a, allocating := op.(tt.Allocating)
 	if allocating {
@@ -263,6 +266,44 @@ func (d *Device) dispatch(op tt.Op, outs []tt.Tensor) error {
 	return fmt.Errorf("sim: op %s is not implemented yet", op.Name())
 }
 
+// wrapperCheck runs the checks ttnn's op function (the one a caller
+// calls) makes on its arguments before it launches the device operation,
+// so before launch's allocation check of every tensor argument
+// ("Input Tensor is not allocated", ttnn/api/ttnn/device_operation.hpp:450-451):
+// they read only the tensors' specs, which a freed tensor keeps (and
+// Tensor::device(), which the decode wrappers call first, returns the
+// mesh device whether or not the buffer is allocated,
+// ttnn/core/tensor/tensor.cpp:487-492). The offcard contract's own
+// refusals of the same arguments (a rank the simulator does not model)
+// come first.
+func wrapperCheck(op tt.Op) error {
+	switch o := op.(type) {
+	case *tt.RMSNorm:
+		// ttnn/cpp/ttnn/operations/normalization/rmsnorm/rmsnorm.cpp:34-36.
+		if o.Input.Spec.Layout == tt.RowMajor {
+			return opErr(op.Name(), "ttnn::rms_norm does not support ROW_MAJOR input tensors. Use TILE layout.")
+		}
+	case *tt.NLPCreateQKVHeadsDecode:
+		// The wrapper infers head_dim (ttnn/cpp/ttnn/operations/
+		// experimental/transformer/nlp_create_qkv_heads_decode/
+		// nlp_create_qkv_heads_decode.cpp:47-50).
+		sh := o.Input.Spec.Shape
+		if len(sh) != 4 || o.NumHeads <= 0 || o.NumKVHeads <= 0 {
+			return contractErr(op.Name(), "Input must be rank 4 and num_heads (%d), num_kv_heads (%d) positive", o.NumHeads, o.NumKVHeads)
+		}
+		if p3 := o.Input.Spec.PaddedDim(3); p3%(o.NumHeads+2*o.NumKVHeads) != 0 {
+			return opErr(op.Name(), "Input shape %d must be divisible by num_heads + 2*num_kv_heads = %d", p3, o.NumHeads+2*o.NumKVHeads)
+		}
+	case *tt.NLPCreateQKVHeads:
+		return checkCreateHeadsShape(*o)
+	case *tt.PagedSDPADecode:
+		return checkKChunk(*o)
+	case *tt.Slice:
+		return validateSliceWrapper(op.Name(), *o, o.Input.Spec)
+	}
+	return nil
+}
+
 // checkAllocating runs the input checks an Allocating op needs (ins, its
 // Inputs) before its outputs (specs, its OutputSpecs) can be allocated
 // (ttnn validates before create_output_tensors).
@@ -274,20 +315,12 @@ func (d *Device) checkAllocating(op tt.Op, ins []tt.Tensor, specs []tt.Spec) err
 	}
 	switch o := op.(type) {
 	case *tt.NLPCreateQKVHeadsDecode:
-		// The wrapper infers head_dim (ttnn/cpp/ttnn/operations/
-		// experimental/transformer/nlp_create_qkv_heads_decode/
-		// nlp_create_qkv_heads_decode.cpp), then the device op validates
-		// (device/nlp_create_qkv_heads_decode_device_operation.cpp).
-		sh := o.Input.Spec.Shape
-		if len(sh) != 4 || o.NumHeads <= 0 || o.NumKVHeads <= 0 {
-			return contractErr(op.Name(), "Input must be rank 4 and num_heads (%d), num_kv_heads (%d) positive", o.NumHeads, o.NumKVHeads)
-		}
-		if p3 := o.Input.Spec.PaddedDim(3); p3%(o.NumHeads+2*o.NumKVHeads) != 0 {
-			return opErr(op.Name(), "Input shape %d must be divisible by num_heads + 2*num_kv_heads = %d", p3, o.NumHeads+2*o.NumKVHeads)
-		}
+		// The device op validates
+		// (device/nlp_create_qkv_heads_decode_device_operation.cpp) after
+		// the wrapper (wrapperCheck).
 		return checkCreateHeadsDecode(*o)
 	case *tt.NLPCreateQKVHeads:
-		return checkCreateHeadsShape(*o)
+		return checkCreateHeadsDevice(*o, o.Input.Spec)
 	case *tt.NLPConcatHeads:
 		return checkConcatHeadsShape(*o)
 	case *tt.SDPA:
@@ -299,8 +332,8 @@ func (d *Device) checkAllocating(op tt.Op, ins []tt.Tensor, specs []tt.Spec) err
 			return contractErr(op.Name(), "Q, K and V must be rank 4, got shape %v", o.Q.Spec.Shape)
 		}
 	case *tt.Slice:
-		// ttnn::slice checks the box before the device op allocates.
-		if err := validateSlice(op.Name(), *o, o.Input.Spec); err != nil {
+		// The device op's checks of the box, before it allocates.
+		if err := validateSliceDevice(op.Name(), *o, o.Input.Spec); err != nil {
 			return err
 		}
 	case *tt.ToMemoryConfig:

@@ -73,21 +73,25 @@ func (d *Device) sdpaDecode(o tt.PagedSDPADecode, output tt.Tensor) error {
 	return err
 }
 
+// checkKChunk is the wrapper's check of a user's k_chunk_size
+// (ttnn/cpp/ttnn/operations/transformer/sdpa_decode/sdpa_decode.cpp:143-152),
+// before the device op validates (wrapperCheck).
+func checkKChunk(o tt.PagedSDPADecode) error {
+	if o.KChunkSize < 0 || (o.KChunkSize > 0 && o.KChunkSize&(o.KChunkSize-1) != 0) {
+		return opErr(opSDPA, "User provided k_chunk_size must be power of 2, got: %d", o.KChunkSize)
+	}
+	if o.KChunkSize%tt.TileSize != 0 {
+		return opErr(opSDPA, "User provided k_chunk_size must be multiple of 32, got: %d", o.KChunkSize)
+	}
+	return nil
+}
+
 func validateSDPA(o tt.PagedSDPADecode, q, k, v, pt, cp, out *buffer) error {
 	const name = opSDPA
 	for i, b := range []*buffer{q, k, v, out} {
 		if err := wantRank(name, []string{"Q", "K", "V", "Output"}[i], b, 4); err != nil {
 			return err
 		}
-	}
-	// ExecutePagedScaledDotProductAttentionDecode::invoke
-	// (ttnn/cpp/ttnn/operations/transformer/sdpa_decode/sdpa_decode.cpp)
-	// checks a user's k_chunk_size before the device op validates.
-	if o.KChunkSize < 0 || (o.KChunkSize > 0 && o.KChunkSize&(o.KChunkSize-1) != 0) {
-		return opErr(name, "User provided k_chunk_size must be power of 2, got: %d", o.KChunkSize)
-	}
-	if o.KChunkSize%tt.TileSize != 0 {
-		return opErr(name, "User provided k_chunk_size must be multiple of 32, got: %d", o.KChunkSize)
 	}
 	// SdpaDecodeDeviceOperation::validate_on_program_cache_miss
 	// (…/sdpa_decode/device/sdpa_decode_device_operation.cpp), in its order.

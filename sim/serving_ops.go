@@ -537,7 +537,7 @@ func (d *Device) sliceOp(o tt.Slice, output tt.Tensor) error {
 	}
 	in, out := bs[0], bs[1]
 	key := d.opKey(name, sliceAttrs(o), in, out)
-	p, err := d.lookup(name, key, func() error { return validateSlice(name, o, in.spec) }, func() (program, error) {
+	p, err := d.lookup(name, key, func() error { return validateSliceDevice(name, o, in.spec) }, func() (program, error) {
 		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
 	})
 	if err != nil {
@@ -565,11 +565,12 @@ func sliceAttrs(o tt.Slice) attrKey {
 	return a
 }
 
-// validateSlice: ttnn::slice (data_movement/slice/slice.cpp:102-109, 180-183, 236-243,
-// 336-365), then SliceDeviceOperation::validate_on_program_cache_miss
-// (data_movement/slice/device/slice_device_operation.cpp:95-174), in that order, for what reaches the
-// device op.
-func validateSlice(name string, o tt.Slice, in tt.Spec) error {
+// validateSliceWrapper is ttnn::slice's checks (data_movement/slice/slice.cpp:102-109, 180-183,
+// 236-243, 336-365), before the device op is launched (wrapperCheck);
+// validateSliceDevice is SliceDeviceOperation::validate_on_program_cache_miss
+// (data_movement/slice/device/slice_device_operation.cpp:95-174) for what
+// reaches the device op.
+func validateSliceWrapper(name string, o tt.Slice, in tt.Spec) error {
 	rank := len(in.Shape)
 	if rank != len(o.Begin) {
 		return opErr(name, "Input rank %d and begins %d must have the same size", rank, len(o.Begin))
@@ -603,6 +604,11 @@ func validateSlice(name string, o tt.Slice, in tt.Spec) error {
 			return notImplemented(name, "an empty box (ttnn.empty)")
 		}
 	}
+	return nil
+}
+
+func validateSliceDevice(name string, o tt.Slice, in tt.Spec) error {
+	rank := len(in.Shape)
 	p := in.PaddedShape()
 	for i := range o.Begin {
 		end := o.End[i]

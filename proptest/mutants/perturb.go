@@ -134,6 +134,14 @@ var Perturbations = []Mutant{
 			New: "if len(d.traces) == 0 { // perturbation"}},
 	},
 	{
+		Name:   "sim-allocation-before-wrapper",
+		Idea:   "every input's allocation is checked before the op's wrapper checks (ttnn's wrapper runs first and reads only specs; launch checks allocation after: ttnn/api/ttnn/device_operation.hpp:450-451)",
+		Expect: "TestWrapperChecksBeforeAllocation fails: a freed input gives Input Tensor is not allocated where ttnn gives the wrapper's text",
+		Edits: []Edit{{File: "sim/program.go",
+			Old: "\tif err := wrapperCheck(op); err != nil {\n",
+			New: "\tfor _, t := range op.Inputs() { // perturbation\n\t\tif _, err := d.operandOf(op.Name(), t); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n\tif err := wrapperCheck(op); err != nil {\n"}},
+	},
+	{
 		Name:   "sim-to-memory-config-same-allocates",
 		Idea:   "to_memory_config to the input's own config allocates and copies (ttnn returns the input: to_memory_config_op.cpp:257-261)",
 		Expect: "TestToMemoryConfigSameConfigIsTheInput fails",
@@ -199,6 +207,7 @@ var caughtBy = map[string]string{
 	"sim-sdpa-kv-cb-single-buffered":         "^TestSDPACBOrderAndSizes$",
 	"sim-share-cache-unordered":              "^TestShareCacheUsersSerialised$",
 	"sim-trace-region-whole-per-bank":        "^TestDeviceAllocation$",
+	"sim-allocation-before-wrapper":          "^TestWrapperChecksBeforeAllocation$",
 	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
 	"sim-trace-failed-bytes-forgotten":       "^TestTraceRegionBudget$",
 	"sim-trace-release-safe-while-failed":    "^TestTraceFailedEndKeepsAllocationsUnsafe$",
