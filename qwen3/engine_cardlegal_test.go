@@ -56,7 +56,7 @@ func TestEngineCardLegalBothPresetsBothArchs(t *testing.T) {
 // A capture at the real Qwen3-0.6B depth fits L1 on both archs: the engine
 // frees each layer's intermediates inside the capture too (ttnn.deallocate,
 // as tt_transformers does), so the capture's L1 holds one layer's outputs,
-// not 28 layers' ("Statically allocated circular buffers in program clash
+// not 28 layers' ("Statically allocated circular buffers in program N clash
 // with L1 buffers" otherwise). All 28 layers of the 0.6B per-layer shape,
 // vocabulary cut; a capture and replays, bit-exact with ref, and no strict
 // finding (the trace replays through addresses freed during its own

@@ -163,6 +163,8 @@ type Device struct {
 	clock uint64 // write stamps of the memories (PeekInto); starts at 1
 
 	progs      map[string]program
+	progIDs    map[string]int // each cached program's id (ProgramImpl::id), in build order from 0
+	curProg    int            // the id of the program lookup returned last (checkCBRegion's text)
 	binaries   []uint64    // kernel-binary buffers, one per program-cache miss
 	ucLaunches uint64      // update-cache launches executed (the race order's stream)
 	kb         []byte      // program-cache key scratch
@@ -273,7 +275,7 @@ func New(o Options) (*Device, error) {
 	if o.DRAMUnreservedBase+p.tracePerBank(o.TraceRegionSize) > o.DRAMBankSize || o.L1UnreservedBase >= o.L1Size {
 		return nil, fmt.Errorf("sim: reserved regions leave no memory")
 	}
-	d := &Device{opt: o, arch: p, progs: map[string]program{}, nextID: 1, clock: 1}
+	d := &Device{opt: o, arch: p, progs: map[string]program{}, progIDs: map[string]int{}, nextID: 1, clock: 1}
 	d.wc = wcache{m: map[wcKey]*wcEntry{}, lo: ^uint64(0), bankSize: o.DRAMBankSize}
 	for i := 0; i < p.nbanks/p.banksPerChan; i++ {
 		d.chans = append(d.chans, newMem(o.DRAMBankSize*uint64(p.banksPerChan), o.Strict))

@@ -38,14 +38,26 @@ func (d *Device) placeCBs(specs []cbSpec) ([]cb, uint64) {
 	return out, end
 }
 
-// checkCBRegion is validate_circular_buffer_region (§6.5), run when a
+// checkCBRegion is ProgramImpl::validate_circular_buffer_region, run when a
 // program is enqueued (not on trace replay): the static CB region must end at
-// or below the lowest L1 buffer. The text past the fixed prefix is offcard's
-// rendering (the notes quote only the prefix).
+// or below the lowest L1 buffer (tt_metal/impl/program/program.cpp:1512-1551).
+// The text is ttnn's format with its arguments filled as sim knows them:
+//   - the program's id is its place in the order this device built its
+//     programs, from 0. On the card ProgramImpl::id is a process-wide
+//     counter (program.cpp:272-279) that also counts the programs tt-metal
+//     built before the first op (the dispatch's command-queue program at
+//     open, tt_metal/impl/dispatch/topology.cpp:704, and those of any other
+//     device), so the card's number is larger by that many;
+//   - the core range is the CB allocator's, a CoreRange printed as
+//     "[x-y - x-y]" (CoreRange::str, tt_metal/common/core_coord.cpp:115,
+//     umd's xy_pair str): sim places every program's CBs on all its worker
+//     cores, so the range is the worker grid's rectangle that holds them.
 func (d *Device) checkCBRegion(op string, end uint64) error {
 	if low := d.l1a.lowestUsed(); end > low {
-		return tt.Errorf(op, "Statically allocated circular buffers in program clash with L1 buffers on core range [(x=0,y=0) - (x=%d,y=0)]. L1 buffer allocated at %d and static circular buffer region ends at %d",
-			d.opt.NumCores-1, low, end)
+		gx := d.gridX()
+		x1, y1 := min(d.opt.NumCores, gx)-1, (d.opt.NumCores-1)/gx
+		return tt.Errorf(op, "Statically allocated circular buffers in program %d clash with L1 buffers on core range [0-0 - %d-%d]. L1 buffer allocated at %d and static circular buffer region ends at %d",
+			d.curProg, x1, y1, low, end)
 	}
 	return nil
 }
@@ -88,6 +100,7 @@ func (d *Device) lookup(op string, key []byte, validate func() error, build func
 	}
 	if p, ok := d.progs[string(key)]; ok {
 		d.hits++
+		d.curProg = d.progIDs[string(key)]
 		if len(d.uncommitted) > 0 {
 			if i, ok := d.uncommitted[string(key)]; ok {
 				if err := d.reloadBinaries(op, string(key), i); err != nil {
@@ -101,6 +114,8 @@ func (d *Device) lookup(op string, key []byte, validate func() error, build func
 	if err != nil {
 		return nil, err
 	}
+	d.curProg = d.misses
+	d.progIDs[string(key)] = d.misses
 	d.misses++
 	d.progs[string(key)] = p
 	if err := d.loadBinaries(op); err != nil {

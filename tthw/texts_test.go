@@ -32,13 +32,13 @@ func TestLoopbackTextsAreTTNNs(t *testing.T) {
 		}
 	}
 	runtime := []string{
-		"Out of Memory: Not enough space to allocate ",                                          // bank_manager.cpp
-		"Tensor is not allocated",                                                               // tt.MsgBufferNotAllocated
-		"Reads are not supported during trace capture.",                                         // fd_mesh_command_queue.cpp
-		"page table page size in bytes must be a multiple of 32 due to address alignment",       // paged_fill_cache_program_factory.cpp
-		"bad optional access",                                                                   // std::bad_optional_access::what()
-		"Statically allocated circular buffers in program clash with L1 buffers on core range ", // program.cpp
-		"page table stick size must be a multiple of 32",                                        // sdpa_program_factory.cpp:141
+		"Out of Memory: Not enough space to allocate ",                                    // bank_manager.cpp
+		"Tensor is not allocated",                                                         // tt.MsgBufferNotAllocated
+		"Reads are not supported during trace capture.",                                   // fd_mesh_command_queue.cpp
+		"page table page size in bytes must be a multiple of 32 due to address alignment", // paged_fill_cache_program_factory.cpp
+		"bad optional access",                                                             // std::bad_optional_access::what()
+		"Statically allocated circular buffers in program ",                               // program.cpp
+		"page table stick size must be a multiple of 32",                                  // sdpa_program_factory.cpp:141
 	}
 	lit := `"((?:[^"\\]|\\.)*)"`
 	forms := []*regexp.Regexp{

@@ -60,7 +60,7 @@ func TestFindingShowsEngineError(t *testing.T) {
 	}
 	for _, want := range []string{
 		"property: sut-error",
-		"Statically allocated circular buffers in program clash with L1 buffers",
+		"clash with L1 buffers on core range",
 		"also failed at that step: kv-write: seq 0: missing KV write",
 	} {
 		if !strings.Contains(out, want) {
