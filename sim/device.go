@@ -165,12 +165,12 @@ type Device struct {
 	progs      map[string]program
 	progIDs    map[string]int // each cached program's id (ProgramImpl::id), in build order from 0
 	curProg    int            // the id of the program lookup returned last (checkCBRegion's text)
-	binaries   []uint64    // kernel-binary buffers, one per program-cache miss
-	ucLaunches uint64      // update-cache launches executed (the race order's stream)
-	kb         []byte      // program-cache key scratch
-	opBufs     []*buffer   // operand scratch of the compute ops
-	spare      []*buffer   // freed tensors' buffers, for later allocations
-	outSlab    []tt.Tensor // room for Run's output slices (outSlice)
+	binaries   []uint64       // kernel-binary buffers, one per program-cache miss
+	ucLaunches uint64         // update-cache launches executed (the race order's stream)
+	kb         []byte         // program-cache key scratch
+	opBufs     []*buffer      // operand scratch of the compute ops
+	spare      []*buffer      // freed tensors' buffers, for later allocations
+	outSlab    []tt.Tensor    // room for Run's output slices (outSlice)
 	// runIns and runSpecs back the lists Run makes of an allocating op's
 	// inputs and output specs (an array local to Run would move to the heap
 	// at every launch: the interface's append forms may keep their
