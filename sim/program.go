@@ -40,7 +40,7 @@ func (d *Device) placeCBs(specs []cbSpec) ([]cb, uint64) {
 
 // checkCBRegion is ProgramImpl::validate_circular_buffer_region, run when a
 // program is enqueued (not on trace replay): the static CB region must end at
-// or below the lowest L1 buffer (tt_metal/impl/program/program.cpp:1512-1551).
+// or below the lowest L1 buffer (tt_metal/impl/program/program.cpp:1444-1552).
 // The text is ttnn's format with its arguments filled as sim knows them:
 //   - the program's id is its place in the order this device built its
 //     programs, from 0. On the card ProgramImpl::id is a process-wide
