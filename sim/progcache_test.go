@@ -216,12 +216,21 @@ func TestUpdateCacheNonPaged(t *testing.T) {
 func TestCBClash(t *testing.T) {
 	f := newUCFix(t, Options{Arch: Wormhole, L1Size: 160 << 10}, 2, 1, 32, 32, 4, 2)
 	f.setTable([][]int32{{0, 1}, {2, 3}})
+	// The update-cache program is built first (id 0), a linear's next
+	// (id 1); the clash comes at a cache hit of the first.
+	if err := f.step([]int32{0, 0}, [][]int32{{0, 1}, {2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	ck := &ckFix{t: t, d: f.d}
+	if err := ck.run(ck.linear()); err != nil {
+		t.Fatal(err)
+	}
 	big := mustAlloc(t, f.d, tt.Spec{Shape: []int{64, 12 * 1024}, DType: tt.INT32, Layout: tt.RowMajor, Memory: tt.L1Interleaved})
 	_ = big
 	err := run1(f.d, f.op())
 	// program.cpp:1544-1550's text; the program is the device's first
-	// (id 0 here; the card's counter also counts the programs built at
-	// open), on Wormhole's 8x8 worker grid.
+	// (id 0; the card's counter also counts the programs built at open),
+	// on Wormhole's 8x8 worker grid.
 	want := regexp.MustCompile(`^paged_update_cache: Statically allocated circular buffers in program 0 clash with L1 buffers on core range \[0-0 - 7-7\]\. L1 buffer allocated at \d+ and static circular buffer region ends at \d+$`)
 	if err == nil || !want.MatchString(err.Error()) {
 		t.Fatalf("got %v, want %v", err, want)

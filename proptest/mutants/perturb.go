@@ -142,6 +142,14 @@ var Perturbations = []Mutant{
 			New: "\tfor _, t := range op.Inputs() { // perturbation\n\t\tif _, err := d.operandOf(op.Name(), t); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n\tif err := wrapperCheck(op); err != nil {\n"}},
 	},
 	{
+		Name:   "sim-cb-clash-id-of-last-built",
+		Idea:   "the CB clash text names the program built last, not the one enqueued, when the enqueued one is a program-cache hit (ProgramImpl::id is the enqueued program's: tt_metal/impl/program/program.cpp:1544-1550)",
+		Expect: "TestCBClash fails: the clash at a hit of program 0 names program 1",
+		Edits: []Edit{{File: "sim/program.go",
+			Old: "\t\td.curProg = d.progIDs[string(key)]\n",
+			New: "\t\t// perturbation: the id left as the last build's\n"}},
+	},
+	{
 		Name:   "sim-to-memory-config-same-allocates",
 		Idea:   "to_memory_config to the input's own config allocates and copies (ttnn returns the input: to_memory_config_op.cpp:257-261)",
 		Expect: "TestToMemoryConfigSameConfigIsTheInput fails",
@@ -208,6 +216,7 @@ var caughtBy = map[string]string{
 	"sim-share-cache-unordered":              "^TestShareCacheUsersSerialised$",
 	"sim-trace-region-whole-per-bank":        "^TestDeviceAllocation$",
 	"sim-allocation-before-wrapper":          "^TestWrapperChecksBeforeAllocation$",
+	"sim-cb-clash-id-of-last-built":          "^TestCBClash$",
 	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
 	"sim-trace-failed-bytes-forgotten":       "^TestTraceRegionBudget$",
 	"sim-trace-release-safe-while-failed":    "^TestTraceFailedEndKeepsAllocationsUnsafe$",
