@@ -497,7 +497,7 @@ func (d *Device) runSimple(name string, attrs attrKey, bufs []*buffer, validate 
 	if err != nil {
 		return err
 	}
-	if err := d.checkCBRegion(name, p.cbEnd()); err != nil {
+	if err := d.checkCBRegion(name, p); err != nil {
 		return err
 	}
 	l.op = name

@@ -48,16 +48,26 @@ func (d *Device) placeCBs(specs []cbSpec) ([]cb, uint64) {
 //     built before the first op (the dispatch's command-queue program at
 //     open, tt_metal/impl/dispatch/topology.cpp:704, and those of any other
 //     device), so the card's number is larger by that many;
-//   - the core range is the CB allocator's, a CoreRange printed as
-//     "[x-y - x-y]" (CoreRange::str, tt_metal/common/core_coord.cpp:115,
-//     umd's xy_pair str): sim places every program's CBs on all its worker
-//     cores, so the range is the worker grid's rectangle that holds them.
-func (d *Device) checkCBRegion(op string, end uint64) error {
+//   - the core range is that of the first CB allocator, the first CB's
+//     first range (every CB of these programs sits on the same cores, and
+//     L1 buffers take the same address in every bank, so the first
+//     allocator is the one that clashes), printed as "[x-y - x-y]"
+//     (CoreRange::str, tt_metal/common/core_coord.cpp:115, umd's xy_pair
+//     str): the update-cache programs' is their input's shard grid
+//     (ucProgram.cbCores); SDPA decode and chunked SDPA put their CBs on
+//     the whole compute grid, CoreRange({0, 0}, {grid.x - 1, grid.y - 1})
+//     (transformer/sdpa_decode/device/sdpa_decode_program_factory.cpp:181,
+//     transformer/sdpa/device/sdpa_program_factory.cpp:320).
+func (d *Device) checkCBRegion(op string, p program) error {
+	end := p.cbEnd()
 	if low := d.l1a.lowestUsed(); end > low {
 		gx := d.gridX()
-		x1, y1 := min(d.opt.NumCores, gx)-1, (d.opt.NumCores-1)/gx
-		return tt.Errorf(op, "Statically allocated circular buffers in program %d clash with L1 buffers on core range [0-0 - %d-%d]. L1 buffer allocated at %d and static circular buffer region ends at %d",
-			d.curProg, x1, y1, low, end)
+		r := coreRange{{}, {min(d.opt.NumCores, gx) - 1, (d.opt.NumCores - 1) / gx}}
+		if u, ok := p.(*ucProgram); ok {
+			r = u.cbCores
+		}
+		return tt.Errorf(op, "Statically allocated circular buffers in program %d clash with L1 buffers on core range %v. L1 buffer allocated at %d and static circular buffer region ends at %d",
+			d.curProg, r, low, end)
 	}
 	return nil
 }
@@ -161,7 +171,7 @@ func (d *Device) reloadBinaries(op, key string, i int) error {
 // enqueue runs a launch now, or records it during capture. The CB-region
 // check runs at enqueue in both cases.
 func (d *Device) enqueue(op string, p program, l launch) error {
-	if err := d.checkCBRegion(op, p.cbEnd()); err != nil {
+	if err := d.checkCBRegion(op, p); err != nil {
 		return err
 	}
 	if d.capturing {

@@ -140,32 +140,58 @@ func validateUpdateCache(a *ucArgs) error {
 // 44455fa1, the pin's tt_metal/third_party/umd: device/types/xy_pair.cpp,
 // line 11).
 func coreRangeSet(g tt.ShardSpec, gridX int) string {
-	type xy struct{ x, y int }
-	var rs [][2]xy
+	b := []byte("{")
+	for i, r := range shardRanges(g, gridX) {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, r.String()...)
+	}
+	return string(append(b, '}'))
+}
+
+// coreRange is a CoreRange, from its start core to its end core.
+type coreRange [2]struct{ x, y int }
+
+// String is CoreRange::str(): "[" + start + " - " + end + "]", each core
+// as umd's "x-y".
+func (r coreRange) String() string {
+	return fmt.Sprintf("[%d-%d - %d-%d]", r[0].x, r[0].y, r[1].x, r[1].y)
+}
+
+// boundingBox is the smallest range holding every range of rs
+// (CoreRangeSet::bounding_box).
+func boundingBox(rs []coreRange) coreRange {
+	b := rs[0]
+	for _, r := range rs[1:] {
+		b[0].x, b[0].y = min(b[0].x, r[0].x), min(b[0].y, r[0].y)
+		b[1].x, b[1].y = max(b[1].x, r[1].x), max(b[1].y, r[1].y)
+	}
+	return b
+}
+
+// shardRanges is num_cores_to_corerangeset's ranges for a shard grid (see
+// coreRangeSet).
+func shardRanges(g tt.ShardSpec, gridX int) []coreRange {
+	type xy = struct{ x, y int }
+	var rs []coreRange
 	s := xy{g.FirstCore % gridX, g.FirstCore / gridX}
 	left := g.NumCores
 	if s.x != 0 && left > gridX-s.x {
-		rs = append(rs, [2]xy{s, {gridX - 1, s.y}})
+		rs = append(rs, coreRange{s, {gridX - 1, s.y}})
 		left -= gridX - s.x
 		s = xy{0, s.y + 1}
 	}
 	if left > gridX {
 		rows := left / gridX
-		rs = append(rs, [2]xy{s, {gridX - 1, s.y + rows - 1}})
+		rs = append(rs, coreRange{s, {gridX - 1, s.y + rows - 1}})
 		left -= rows * gridX
 		s = xy{0, s.y + rows}
 	}
 	if left > 0 {
-		rs = append(rs, [2]xy{s, {s.x + left - 1, s.y}})
+		rs = append(rs, coreRange{s, {s.x + left - 1, s.y}})
 	}
-	b := []byte("{")
-	for i, r := range rs {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = fmt.Appendf(b, "[%d-%d - %d-%d]", r[0].x, r[0].y, r[1].x, r[1].y)
-	}
-	return string(append(b, '}'))
+	return rs
 }
 
 // gridX is the width of the worker grid, compute_with_storage_grid_size().x:
@@ -337,6 +363,13 @@ type ucProgram struct {
 
 	c0, c16, c2, c3 cb // placed CBs the kernels write
 	end             uint64
+	// cbCores is the core range of the program's first CB, whose
+	// allocator ProgramImpl::validate_circular_buffer_region checks first
+	// (its text prints it): the input's shard grid's first range
+	// (update_cache/paged_update_cache_program_factory.cpp:166, 186), or
+	// for the fused op the bounding box of both inputs' grids
+	// (fused_update_cache/paged_tiled_fused_update_cache_program_factory.cpp:169-197).
+	cbCores coreRange
 }
 
 func (p *ucProgram) cbEnd() uint64 { return p.end }
@@ -374,6 +407,11 @@ func (d *Device) buildUpdateCache(a *ucArgs) *ucProgram {
 	cache, in, idx, pt := a.caches[0], a.inputs[0], a.idx, a.pt
 	cp, ip := padded4(cache.spec), padded4(in.spec)
 	p := &ucProgram{op: a.op, paged: pt != nil, tensorMode: idx != nil, share: a.share, cores: ip[1], cacheDT: cache.spec.DType, inDT: in.spec.DType}
+	rs := shardRanges(in.spec.Memory.Shard, a.gridX)
+	p.cbCores = rs[0]
+	if a.fused {
+		p.cbCores = boundingBox(append(rs, shardRanges(a.inputs[1].spec.Memory.Shard, a.gridX)...))
+	}
 	p.wt = uint32(ip[3] / tt.TileSize)
 	p.numHeads = uint32(cp[1])
 	p.blockSize = uint32(cp[2])
