@@ -304,3 +304,21 @@ func TestFusedUpdateCacheNarrowTable(t *testing.T) {
 		t.Errorf("past-row findings on cores %v, want [0 2]", cores)
 	}
 }
+
+// The fused program's first CB sits on the bounding box of both inputs'
+// shard grids (fused_update_cache/paged_tiled_fused_update_cache_program_factory.cpp:169-197),
+// so a CB clash names that range: two users from core 6 and two from core
+// 8 of Wormhole's 8-wide grid span [0-0 - 7-1]; the plain op's is its
+// input's first range.
+func TestFusedCBCoresBoundingBox(t *testing.T) {
+	f := newFusedFix(t, Options{}, 2, 1, 32, 32, 8, 1, 6, 8)
+	z := make([]bf16.BF16, 8*32*32)
+	in := cRand(rand.New(rand.NewPCG(1, 1)), 2*32, false)
+	f.load(z, z, in, in, []int32{3, 4}, [][]int32{{4}, {6}})
+	cRun(t, f.d, f.fused())
+	for _, pr := range f.d.progs {
+		if got := pr.(*ucProgram).cbCores.String(); got != "[0-0 - 7-1]" {
+			t.Errorf("fused program's first CB range %s, want [0-0 - 7-1]", got)
+		}
+	}
+}
