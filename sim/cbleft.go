@@ -49,6 +49,7 @@ import (
 type rmsNormCBs struct {
 	wt, wtUp, blk         int
 	in, out, xmm2, fusion cb
+	end                   uint64 // the static CB region's end
 }
 
 const rmsBlock = 8 // block_size with fp32_dest_acc_en false (:148)
@@ -60,7 +61,7 @@ func (d *Device) rmsNormLayout(in, out, gamma *buffer) rmsNormCBs {
 	single := tileB * 2 // Float16_b intermediates
 	inT, outT := tileB*uint64(in.spec.DType.Size()), tileB*uint64(out.spec.DType.Size())
 	gT := tileB * uint64(gamma.spec.DType.Size())
-	cbs, _ := d.placeCBs([]cbSpec{
+	cbs, end := d.placeCBs([]cbSpec{
 		{indices: []int{0}, size: uint64(wtUp) * inT},
 		{indices: []int{16}, size: 2 * rmsBlock * outT},
 		{indices: []int{2}, size: 2 * tileB * 2},
@@ -71,7 +72,20 @@ func (d *Device) rmsNormLayout(in, out, gamma *buffer) rmsNormCBs {
 		{indices: []int{22}, size: 2 * rmsBlock * single},
 		{indices: []int{5}, size: uint64(wtUp) * gT},
 	})
-	return rmsNormCBs{wt: wt, wtUp: wtUp, blk: rmsBlock, in: cbOf(cbs, 0), out: cbOf(cbs, 16), xmm2: cbOf(cbs, 20), fusion: cbOf(cbs, 22)}
+	return rmsNormCBs{wt: wt, wtUp: wtUp, blk: rmsBlock, in: cbOf(cbs, 0), out: cbOf(cbs, 16), xmm2: cbOf(cbs, 20), fusion: cbOf(cbs, 22), end: end}
+}
+
+// rmsNormProgramCBs is rms_norm's static CB region (rmsNormLayout) and
+// the core range of its first CB: every CB sits on all_cores, the cores
+// split_work_to_cores gives the input's tile rows, row-wise from core 0 of
+// the default grid (layernorm_op_multi_core.cpp:192-203, 667-675), so the
+// first range of num_cores_to_corerangeset(min(rows, cores)).
+func rmsNormProgramCBs(d *Device, bs []*buffer) (uint64, coreRange) {
+	in, w, out := bs[0], bs[1], bs[2]
+	lay := d.rmsNormLayout(in, out, w)
+	rows := in.g.outer * in.g.hp / tt.TileSize // NC·Ht tile rows (:192)
+	n := max(1, min(rows, d.opt.NumCores))
+	return lay.end, shardRanges(tt.ShardSpec{FirstCore: 0, NumCores: n}, d.gridX())[0]
 }
 
 // cbOf is the placed CB with index i.

@@ -131,6 +131,9 @@ type opLaunch struct {
 	// leave, when set, writes what the program's CBs leave in L1 under
 	// stale L1 (cbleft.go), in place of leaveInputs.
 	leave func(d *Device, l *opLaunch, s *scratch)
+	// cbs, when set, lays out the program's CBs at a program-cache miss:
+	// the static CB region's end and the core range of its first CB.
+	cbs func(d *Device, bs []*buffer) (end uint64, cores coreRange)
 }
 
 func (l *opLaunch) exec(d *Device) error {
@@ -431,7 +434,7 @@ func (d *Device) rmsNorm(o tt.RMSNorm, output tt.Tensor) error {
 			return contractErr(name, "Weight tensor has %d elements, want at least %d (the last dim)", w.spec.Volume(), in.g.w)
 		}
 		return nil
-	}, opLaunch{eps: o.Epsilon, run: execRMSNorm, leave: leaveRMSNormLaunch})
+	}, opLaunch{eps: o.Epsilon, run: execRMSNorm, leave: leaveRMSNormLaunch, cbs: rmsNormProgramCBs})
 }
 
 func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {

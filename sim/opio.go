@@ -478,9 +478,14 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-// simpleProgram is the compiled program of an op whose kernels the
-// simulator does not model at CB level: it keeps only its CB region end.
-type simpleProgram struct{ end uint64 }
+// simpleProgram is the compiled program of a compute op: it keeps only
+// its static CB region's end and the core range of its first CB
+// (checkCBRegion). An op whose CBs the simulator does not lay out
+// (opLaunch.cbs unset) has an empty region, at the L1 unreserved base.
+type simpleProgram struct {
+	end   uint64
+	cores coreRange
+}
 
 func (p simpleProgram) cbEnd() uint64 { return p.end }
 
@@ -492,6 +497,10 @@ func (p simpleProgram) cbEnd() uint64 { return p.end }
 func (d *Device) runSimple(name string, attrs attrKey, bufs []*buffer, validate func() error, l *opLaunch) error {
 	key := d.opKey(name, attrs, bufs...)
 	p, err := d.lookup(name, key, validate, func() (program, error) {
+		if l.cbs != nil {
+			end, cores := l.cbs(d, bufs)
+			return simpleProgram{end: end, cores: cores}, nil
+		}
 		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
 	})
 	if err != nil {

@@ -370,3 +370,38 @@ func TestOutSlicesDoNotOverlap(t *testing.T) {
 		}
 	}
 }
+
+// rms_norm's static CBs (rmsNormLayout) are checked at enqueue like any
+// program's (program.cpp:1444-1552): past the core's L1 they fail with the
+// size text, under the lowest L1 buffer with the clash text; the range is
+// the first CB's, on the cores the tile rows go to (one row: core 0-0).
+func TestRMSNormCBRegionChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		l1     uint64
+		buffer bool // an L1 buffer allocated first
+		want   string
+	}{
+		{"past L1", 200 << 10, false, `^rms_norm: Statically allocated circular buffers on core range \[0-0 - 0-0\] grow to \d+ B which is beyond max L1 size of 204800 B$`},
+		{"under an L1 buffer", 0, true, `^rms_norm: Statically allocated circular buffers in program 0 clash with L1 buffers on core range \[0-0 - 0-0\]\. L1 buffer allocated at \d+ and static circular buffer region ends at \d+$`},
+		{"fits", 0, false, ``},
+	} {
+		d, err := New(Options{Arch: Wormhole, L1Size: tc.l1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &ckFix{t: t, d: d}
+		if tc.buffer {
+			// Fill L1 from the top down to just above the base.
+			room := d.opt.L1Size - d.opt.L1UnreservedBase - 64<<10
+			f.alloc(tt.INT32, tt.RowMajor, l1, 64, int(room/4))
+		}
+		err = f.run(f.rmsNorm())
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !regexp.MustCompile(tc.want).MatchString(err.Error())):
+			t.Errorf("%s: got %v, want %s", tc.name, err, tc.want)
+		}
+	}
+}

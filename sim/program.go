@@ -58,14 +58,26 @@ func (d *Device) placeCBs(specs []cbSpec) ([]cb, uint64) {
 //     the whole compute grid, CoreRange({0, 0}, {grid.x - 1, grid.y - 1})
 //     (transformer/sdpa_decode/device/sdpa_decode_program_factory.cpp:181,
 //     transformer/sdpa/device/sdpa_program_factory.cpp:320).
+//
+// A region past the core's L1 fails first, with its own text
+// (program.cpp:1486-1493).
 func (d *Device) checkCBRegion(op string, p program) error {
 	end := p.cbEnd()
+	if end <= d.opt.L1UnreservedBase {
+		return nil // no static CBs
+	}
+	gx := d.gridX()
+	r := coreRange{{}, {min(d.opt.NumCores, gx) - 1, (d.opt.NumCores - 1) / gx}}
+	switch q := p.(type) {
+	case *ucProgram:
+		r = q.cbCores
+	case simpleProgram:
+		r = q.cores
+	}
+	if end > d.opt.L1Size {
+		return tt.Errorf(op, "Statically allocated circular buffers on core range %v grow to %d B which is beyond max L1 size of %d B", r, end, d.opt.L1Size)
+	}
 	if low := d.l1a.lowestUsed(); end > low {
-		gx := d.gridX()
-		r := coreRange{{}, {min(d.opt.NumCores, gx) - 1, (d.opt.NumCores - 1) / gx}}
-		if u, ok := p.(*ucProgram); ok {
-			r = u.cbCores
-		}
 		return tt.Errorf(op, "Statically allocated circular buffers in program %d clash with L1 buffers on core range %v. L1 buffer allocated at %d and static circular buffer region ends at %d",
 			d.curProg, r, low, end)
 	}

@@ -150,6 +150,14 @@ var Perturbations = []Mutant{
 			New: "\t\t// perturbation: the id left as the last build's\n"}},
 	},
 	{
+		Name:   "sim-rmsnorm-cbs-unchecked",
+		Idea:   "rms_norm's program keeps an empty CB region, so neither validate_circular_buffer_region check sees its CBs (tt_metal/impl/program/program.cpp:1444-1552; its CBs: layernorm_op_multi_core.cpp:667-798)",
+		Expect: "TestRMSNormCBRegionChecked fails: rms_norm past L1, or under an L1 buffer, runs",
+		Edits: []Edit{{File: "sim/compute.go",
+			Old: ", cbs: rmsNormProgramCBs})",
+			New: "}) // perturbation: no CBs laid out"}},
+	},
+	{
 		Name:   "sim-to-memory-config-same-allocates",
 		Idea:   "to_memory_config to the input's own config allocates and copies (ttnn returns the input: to_memory_config_op.cpp:257-261)",
 		Expect: "TestToMemoryConfigSameConfigIsTheInput fails",
@@ -217,6 +225,7 @@ var caughtBy = map[string]string{
 	"sim-trace-region-whole-per-bank":        "^TestDeviceAllocation$",
 	"sim-allocation-before-wrapper":          "^TestWrapperChecksBeforeAllocation$",
 	"sim-cb-clash-id-of-last-built":          "^TestCBClash$",
+	"sim-rmsnorm-cbs-unchecked":              "^TestRMSNormCBRegionChecked$",
 	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
 	"sim-trace-failed-bytes-forgotten":       "^TestTraceRegionBudget$",
 	"sim-trace-release-safe-while-failed":    "^TestTraceFailedEndKeepsAllocationsUnsafe$",
