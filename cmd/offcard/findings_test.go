@@ -60,7 +60,7 @@ func TestFindingShowsEngineError(t *testing.T) {
 	}
 	for _, want := range []string{
 		"property: sut-error",
-		"clash with L1 buffers on core range",
+		"grow to 2743392 B which is beyond max L1 size of 1499136 B", // program.cpp:1486-1493, checked before the clash
 		"also failed at that step: kv-write: seq 0: missing KV write",
 	} {
 		if !strings.Contains(out, want) {
