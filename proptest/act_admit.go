@@ -2,7 +2,6 @@ package proptest
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math/rand"
 
 	"github.com/offcard/offcard/kvpage"
@@ -69,9 +68,7 @@ func drawLongChunked(m model, free int) (Cmd, bool) {
 	if !m.serve.PrefillFrom || room <= 8*bs || 2*m.work >= m.budget() {
 		return Cmd{}, false
 	}
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s\nlong chunked %d", m.sc, m.admits)
-	rng := rand.New(rand.NewSource(int64(h.Sum64())))
+	rng := keyedRand(fmt.Sprintf("%s\nlong chunked %d", m.sc, m.admits))
 	if rng.Intn(3) != 0 {
 		return Cmd{}, false
 	}

@@ -180,13 +180,19 @@ func drawTraceRegion(sc Scenario) uint64 {
 	if sc.Mode != qwen3.ModeCaptured {
 		return 0
 	}
-	h := fnv.New64a()
-	h.Write([]byte(sc.String()))
-	rng := rand.New(rand.NewSource(int64(h.Sum64())))
+	rng := keyedRand(sc.String())
 	if rng.Intn(8) != 0 {
 		return 0
 	}
 	return 1 << (10 + rng.Intn(12))
+}
+
+// keyedRand is a stream of its own for a draw that must leave a case's
+// other draws as they were: seeded by the FNV-1a hash of key.
+func keyedRand(key string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return rand.New(rand.NewSource(int64(h.Sum64())))
 }
 
 // workBudget bounds the device steps (prompt positions + decode batches) a

@@ -63,25 +63,27 @@ func (d *Device) placeCBs(specs []cbSpec) ([]cb, uint64) {
 // (program.cpp:1486-1493).
 func (d *Device) checkCBRegion(op string, p program) error {
 	end := p.cbEnd()
-	if end <= d.opt.L1UnreservedBase {
-		return nil // no static CBs
-	}
-	gx := d.gridX()
-	r := coreRange{{}, {min(d.opt.NumCores, gx) - 1, (d.opt.NumCores - 1) / gx}}
-	switch q := p.(type) {
-	case *ucProgram:
-		r = q.cbCores
-	case simpleProgram:
-		r = q.cores
-	}
 	if end > d.opt.L1Size {
-		return tt.Errorf(op, "Statically allocated circular buffers on core range %v grow to %d B which is beyond max L1 size of %d B", r, end, d.opt.L1Size)
+		return tt.Errorf(op, "Statically allocated circular buffers on core range %v grow to %d B which is beyond max L1 size of %d B", d.firstCBRange(p), end, d.opt.L1Size)
 	}
 	if low := d.l1a.lowestUsed(); end > low {
 		return tt.Errorf(op, "Statically allocated circular buffers in program %d clash with L1 buffers on core range %v. L1 buffer allocated at %d and static circular buffer region ends at %d",
-			d.curProg, r, low, end)
+			d.curProg, d.firstCBRange(p), low, end)
 	}
 	return nil
+}
+
+// firstCBRange is the core range of p's first CB (checkCBRegion): the
+// update-cache programs' and rms_norm's own, else the compute grid.
+func (d *Device) firstCBRange(p program) coreRange {
+	switch q := p.(type) {
+	case *ucProgram:
+		return q.cbCores
+	case simpleProgram:
+		return q.cores
+	}
+	gx := d.gridX()
+	return coreRange{{}, {min(d.opt.NumCores, gx) - 1, (d.opt.NumCores - 1) / gx}}
 }
 
 // program is a compiled program held by the program cache (§1.1-1.2). Its
