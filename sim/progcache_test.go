@@ -374,17 +374,22 @@ func TestOutSlicesDoNotOverlap(t *testing.T) {
 // rms_norm's static CBs (rmsNormLayout) are checked at enqueue like any
 // program's (program.cpp:1444-1552): past the core's L1 they fail with the
 // size text, under the lowest L1 buffer with the clash text; the range is
-// the first CB's, on the cores the tile rows go to (one row: core 0-0).
+// the first CB's, on the cores the tile rows go to (one row: core 0-0;
+// 40 rows pad to two tile rows, cores 0-0 and 1-0; 2304 rows are 72 tile
+// rows, so every core of the 8x8 grid).
 func TestRMSNormCBRegionChecked(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		l1     uint64
 		buffer bool // an L1 buffer allocated first
+		rows   int  // the input's rows (default 32)
 		want   string
 	}{
-		{"past L1", 200 << 10, false, `^rms_norm: Statically allocated circular buffers on core range \[0-0 - 0-0\] grow to \d+ B which is beyond max L1 size of 204800 B$`},
-		{"under an L1 buffer", 0, true, `^rms_norm: Statically allocated circular buffers in program 0 clash with L1 buffers on core range \[0-0 - 0-0\]\. L1 buffer allocated at \d+ and static circular buffer region ends at \d+$`},
-		{"fits", 0, false, ``},
+		{"past L1", 200 << 10, false, 0, `^rms_norm: Statically allocated circular buffers on core range \[0-0 - 0-0\] grow to \d+ B which is beyond max L1 size of 204800 B$`},
+		{"under an L1 buffer", 0, true, 0, `^rms_norm: Statically allocated circular buffers in program 0 clash with L1 buffers on core range \[0-0 - 0-0\]\. L1 buffer allocated at \d+ and static circular buffer region ends at \d+$`},
+		{"two tile rows, one of them padding", 200 << 10, false, 40, `core range \[0-0 - 1-0\] grow to`},
+		{"more tile rows than cores", 200 << 10, false, 2304, `core range \[0-0 - 7-7\] grow to`},
+		{"fits", 0, false, 0, ``},
 	} {
 		d, err := New(Options{Arch: Wormhole, L1Size: tc.l1})
 		if err != nil {
@@ -396,7 +401,11 @@ func TestRMSNormCBRegionChecked(t *testing.T) {
 			room := d.opt.L1Size - d.opt.L1UnreservedBase - 64<<10
 			f.alloc(tt.INT32, tt.RowMajor, l1, 64, int(room/4))
 		}
-		err = f.run(f.rmsNorm())
+		o := f.rmsNorm()
+		if tc.rows != 0 {
+			o.Input = f.alloc(tt.BF16, tt.Tile, dram, 1, 1, tc.rows, ckD)
+		}
+		err = f.run(o)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
