@@ -291,7 +291,7 @@ func (d *Device) embedding(o tt.Embedding) error {
 			return contractErr(name, "Output tensor shape %v does not hold %d rows of %d", out.spec.Shape, n, w.spec.Width())
 		}
 		return nil
-	}, opLaunch{run: execEmbedding})
+	}, opLaunch{run: execEmbedding, cbs: embeddingCBs})
 }
 
 // embedFused is embedding.cpp's fused_tilized for the contract's call
@@ -1095,7 +1095,7 @@ func (d *Device) eltwise(name string, a, b, out tt.Tensor, silu bool) error {
 			}
 		}
 		return nil
-	}, opLaunch{flag: silu, run: execEltwise})
+	}, opLaunch{flag: silu, run: execEltwise, cbs: map[bool]func(*Device, []*buffer) (uint64, coreRange){false: addCBs, true: siluMulCBs}[silu]})
 }
 
 func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
@@ -1230,7 +1230,7 @@ func (d *Device) argmax(o tt.Argmax) error {
 			return contractErr(name, "Output tensor %v holds fewer than %d indices", out.spec.Shape, in.g.rows())
 		}
 		return nil
-	}, opLaunch{run: execArgmax})
+	}, opLaunch{run: execArgmax, cbs: argmaxCBs})
 }
 
 func execArgmax(l *opLaunch, x *opIO, s *scratch) error {

@@ -26,7 +26,7 @@ func (d *Device) plusOne(o tt.PlusOne) error {
 			return opErr(name, "must have 1 to 4 dimensions for input tensor")
 		}
 		return nil
-	}, opLaunch{flag: o.SkipNegativeEntries, run: execPlusOne})
+	}, opLaunch{flag: o.SkipNegativeEntries, run: execPlusOne, cbs: plusOneCBs})
 }
 
 func execPlusOne(l *opLaunch, x *opIO, s *scratch) error {

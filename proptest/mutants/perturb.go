@@ -158,6 +158,14 @@ var Perturbations = []Mutant{
 			New: "}) // perturbation: no CBs laid out"}},
 	},
 	{
+		Name:   "sim-compute-cbs-unchecked",
+		Idea:   "the compute ops' programs keep an empty CB region (binary_ng, embedding, argmax and plus_one lay out CBs at the pin: tt_metal/impl/program/program.cpp:1444-1552 checks them)",
+		Expect: "TestComputeCBRegions and TestComputeCBRegionChecked fail: an embedding past L1 runs",
+		Edits: []Edit{{File: "sim/opio.go",
+			Old: "\t\tif l.cbs != nil {",
+			New: "\t\tif false && l.cbs != nil { // perturbation"}},
+	},
+	{
 		Name:   "sim-to-memory-config-same-allocates",
 		Idea:   "to_memory_config to the input's own config allocates and copies (ttnn returns the input: to_memory_config_op.cpp:257-261)",
 		Expect: "TestToMemoryConfigSameConfigIsTheInput fails",
@@ -226,6 +234,7 @@ var caughtBy = map[string]string{
 	"sim-allocation-before-wrapper":          "^TestWrapperChecksBeforeAllocation$",
 	"sim-cb-clash-id-of-last-built":          "^TestCBClash$",
 	"sim-rmsnorm-cbs-unchecked":              "^TestRMSNormCBRegionChecked$",
+	"sim-compute-cbs-unchecked":              "^TestComputeCBRegions$|^TestComputeCBRegionChecked$",
 	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
 	"sim-trace-failed-bytes-forgotten":       "^TestTraceRegionBudget$",
 	"sim-trace-release-safe-while-failed":    "^TestTraceFailedEndKeepsAllocationsUnsafe$",

@@ -1,0 +1,99 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/offcard/offcard/tt"
+)
+
+// lastProgram is the program the device enqueued last.
+func lastProgram(d *Device) program {
+	for k, id := range d.progIDs {
+		if id == d.curProg {
+			return d.progs[k]
+		}
+	}
+	return nil
+}
+
+// ids is n zero token ids, UINT32 ROW_MAJOR [1,1,1,n].
+func (f *ckFix) ids(n int) tt.Tensor {
+	x := f.alloc(tt.UINT32, tt.RowMajor, dram, 1, 1, 1, n)
+	if err := f.d.WriteHost(x, tt.HostUint32([]int{1, 1, 1, n}, tt.RowMajor, make([]uint32, n))); err != nil {
+		f.t.Fatal(err)
+	}
+	return x
+}
+
+// TestComputeCBRegions: each op's static CB region ends where its factory's
+// CBs, in creation order, end (sizes from the factories at the pin, see
+// cbregion.go), and the first CB's core range is the factory's.
+func TestComputeCBRegions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		arch  Arch
+		op    func(f *ckFix) tt.Op
+		size  uint64 // end - L1 unreserved base
+		cores string
+	}{
+		{"add", Wormhole, func(f *ckFix) tt.Op {
+			x := func() tt.Tensor { return f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64) }
+			return tt.Add{A: x(), B: x(), Output: x()}
+		}, 3 * 4096, "[0-0 - 7-7]"},
+		{"silu_mul adds c_3", Blackhole, func(f *ckFix) tt.Op {
+			x := func() tt.Tensor { return f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64) }
+			return tt.SiluMul{Gate: x(), Up: x(), Output: x()}
+		}, 3*4096 + 2048, "[0-0 - 12-9]"},
+		{"embedding, row-major factory", Wormhole, func(f *ckFix) tt.Op {
+			return tt.Embedding{Input: f.ids(ckB), Weight: f.alloc(tt.BF16, tt.RowMajor, dram, 8, ckD), Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, ckB, ckD)}
+		}, 64 + 256, "[0-0 - 0-1]"},
+		{"embedding, fused, one block", Wormhole, func(f *ckFix) tt.Op {
+			return tt.Embedding{Input: f.ids(32), Weight: f.alloc(tt.BF16, tt.RowMajor, dram, 64, 128),
+				Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 128)}
+		}, 16384 + 128 + 16384, "[0-0 - 0-0]"},
+		{"embedding, fused, 32 blocks column-wise", Blackhole, func(f *ckFix) tt.Op {
+			return tt.Embedding{Input: f.ids(1024), Weight: f.alloc(tt.BF16, tt.RowMajor, dram, 64, 32),
+				Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1024, 32)}
+		}, 4096 + 128 + 4096, "[0-0 - 2-9]"},
+		{"argmax, TILE: single core", Wormhole, func(f *ckFix) tt.Op {
+			return tt.Argmax{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64), Output: f.ids(32)}
+		}, 2048 + 128, "[0-0 - 0-0]"},
+		{"argmax, ROW_MAJOR: multi core", Wormhole, func(f *ckFix) tt.Op { return f.argmax(f.argIn(), f.argOut()) }, 32 + 32 + 128 + 128, "[0-0 - 0-3]"},
+		{"plus_one", Wormhole, func(f *ckFix) tt.Op {
+			return tt.PlusOne{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 32)}
+		}, 128, "[0-0 - 0-0]"},
+	} {
+		d, err := New(Options{Arch: tc.arch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &ckFix{t: t, d: d}
+		if err := f.run(tc.op(f)); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		p := lastProgram(d)
+		if got := p.cbEnd() - d.opt.L1UnreservedBase; got != tc.size {
+			t.Errorf("%s: CB region of %d B, want %d", tc.name, got, tc.size)
+		}
+		if got := d.firstCBRange(p).String(); got != tc.cores {
+			t.Errorf("%s: first CB on %s, want %s", tc.name, got, tc.cores)
+		}
+	}
+}
+
+// TestComputeCBRegionChecked: the region is checked at enqueue, with the
+// op's own text.
+func TestComputeCBRegionChecked(t *testing.T) {
+	d, err := New(Options{Arch: Wormhole, L1Size: 120 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &ckFix{t: t, d: d}
+	err = f.run(tt.Embedding{Input: f.ids(32), Weight: f.alloc(tt.BF16, tt.RowMajor, dram, 64, 128),
+		Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 128)})
+	want := "embedding: Statically allocated circular buffers on core range [0-0 - 0-0] grow to 131200 B which is beyond max L1 size of 122880 B"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}
