@@ -200,3 +200,39 @@ func plusOneCBs(d *Device, bs []*buffer) (uint64, coreRange) {
 	sh := in.spec.Shape
 	return d.cbRegion([]cbSpec{{indices: []int{0}, size: alignUp(4*uint64(sh[len(sh)-1]), al), global: in.spec.Memory.Sharded()}}, coreRange{})
 }
+
+// rowwiseFirst is the first range of split_work_to_cores(grid, n,
+// row_wise = true): cores fill row by row from (0,0).
+func (d *Device) rowwiseFirst(n int) coreRange {
+	return shardRanges(tt.ShardSpec{FirstCore: 0, NumCores: max(1, min(n, d.opt.NumCores))}, d.gridX())[0]
+}
+
+// fillCacheProgram: ttnn::fill_cache is update_cache in FILL mode
+// (ttnn/cpp/ttnn/operations/kv_cache/kv_cache.cpp:42-49), whose
+// FillCacheMultiCoreProgramFactory (kv_cache/device/
+// update_cache_device_operation.cpp:12-18) makes one CB, c_0, of 2 input
+// tiles for an interleaved input (fill_cache_multi_core_program_factory.cpp:
+// 82, 96-105), on the cores split_work_to_cores gives the input's
+// padded[1]·padded[-2]/32 tile rows row-wise (:38, 72-81).
+func (d *Device) fillCacheProgram(in *buffer) simpleProgram {
+	t := tileBF16 / 2 * uint64(in.spec.DType.Size())
+	end, cores := d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * t}}, d.rowwiseFirst(in.g.outer*in.g.hp/tt.TileSize))
+	return simpleProgram{end: end, cores: cores}
+}
+
+// pagedFillProgram: PagedFillCacheProgramFactory
+// (paged_cache/device/fill_cache/paged_fill_cache_device_operation.cpp:
+// 17-24; paged_fill_cache_program_factory.cpp): c_0 2·Wt input tiles
+// (:151, 157-165), c_1 one aligned page-table page (:101, 166-174), c_2
+// the batch-index tensor's 4 bytes when one is given (:117-126, 175-187),
+// on the cores split_work_to_cores gives padded[0]·heads·S/32 tile rows
+// row-wise (:81-97, 147-150).
+func (d *Device) pagedFillProgram(in, pt *buffer, bidx bool) simpleProgram {
+	t := tileBF16 / 2 * uint64(in.spec.DType.Size())
+	specs := []cbSpec{{indices: []int{0}, size: 2 * uint64(in.g.wp/tt.TileSize) * t}, {indices: []int{1}, size: pt.aligned}}
+	if bidx {
+		specs = append(specs, cbSpec{indices: []int{2}, size: 4})
+	}
+	end, cores := d.cbRegion(specs, d.rowwiseFirst(in.g.outer*in.g.hp/tt.TileSize))
+	return simpleProgram{end: end, cores: cores}
+}

@@ -25,6 +25,19 @@ func (f *ckFix) ids(n int) tt.Tensor {
 	return x
 }
 
+// table is a page table of rows×w INT32 entries, row r's entry i block i.
+func (f *ckFix) table(rows, w int) tt.Tensor {
+	x := f.alloc(tt.INT32, tt.RowMajor, dram, rows, w)
+	v := make([]int32, rows*w)
+	for i := range v {
+		v[i] = int32(i % w)
+	}
+	if err := f.d.WriteHost(x, tt.HostInt32([]int{rows, w}, tt.RowMajor, v)); err != nil {
+		f.t.Fatal(err)
+	}
+	return x
+}
+
 // TestComputeCBRegions: each op's static CB region ends where its factory's
 // CBs, in creation order, end (sizes from the factories at the pin, see
 // cbregion.go), and the first CB's core range is the factory's.
@@ -59,6 +72,23 @@ func TestComputeCBRegions(t *testing.T) {
 			return tt.Argmax{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64), Output: f.ids(32)}
 		}, 2048 + 128, "[0-0 - 0-0]"},
 		{"argmax, ROW_MAJOR: multi core", Wormhole, func(f *ckFix) tt.Op { return f.argmax(f.argIn(), f.argOut()) }, 32 + 32 + 128 + 128, "[0-0 - 0-3]"},
+		{"fill_cache", Wormhole, func(f *ckFix) tt.Op {
+			return tt.FillCache{Cache: f.alloc(tt.BF16, tt.Tile, dram, ckBlocks, 2, ckBS, ckD), Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 2, ckBS, ckD), BatchIdx: 1}
+		}, 4096, "[0-0 - 1-0]"},
+		{"paged_fill_cache", Wormhole, func(f *ckFix) tt.Op {
+			return tt.PagedFillCache{Cache: f.alloc(tt.BF16, tt.Tile, dram, 4, 1, 32, 128), Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 96, 128),
+				PageTable: f.table(2, 4)}
+		}, 16384 + 32, "[0-0 - 2-0]"},
+		{"paged_fill_cache, batch-index tensor, Blackhole", Blackhole, func(f *ckFix) tt.Op {
+			o := f.fill()
+			o.PageTable = f.table(2, 4)
+			bi := f.alloc(tt.INT32, tt.RowMajor, dram, 1)
+			if err := f.d.WriteHost(bi, tt.HostInt32([]int{1}, tt.RowMajor, []int32{0})); err != nil {
+				f.t.Fatal(err)
+			}
+			o.BatchIdxTensor = &bi
+			return o
+		}, 4096 + 64 + 4, "[0-0 - 0-0]"},
 		{"plus_one", Wormhole, func(f *ckFix) tt.Op {
 			return tt.PlusOne{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 32)}
 		}, 128, "[0-0 - 0-0]"},

@@ -108,7 +108,7 @@ func (d *Device) fillCache(o tt.PagedFillCache) error {
 	}
 	key := d.opKey(name, attrKey{b2u(bi != nil)}, cache, in, pt, bi)
 	p, err := d.lookup(name, key, validate, func() (program, error) {
-		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
+		return d.pagedFillProgram(in, pt, bi != nil), nil
 	})
 	if err != nil {
 		return err

@@ -413,7 +413,7 @@ func (d *Device) fillCacheOp(o tt.FillCache) error {
 	validate := func() error { return validateFill(name, o, cache, in) }
 	key := d.opKey(name, attrKey{}, cache, in)
 	p, err := d.lookup(name, key, validate, func() (program, error) {
-		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
+		return d.fillCacheProgram(in), nil
 	})
 	if err != nil {
 		return err
