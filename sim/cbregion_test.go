@@ -64,6 +64,12 @@ func TestComputeCBRegions(t *testing.T) {
 			return tt.Embedding{Input: f.ids(32), Weight: f.alloc(tt.BF16, tt.RowMajor, dram, 64, 128),
 				Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 128)}
 		}, 16384 + 128 + 16384, "[0-0 - 0-0]"},
+		{"embedding, fused, 64 tiles still double-buffered", Wormhole, func(f *ckFix) tt.Op {
+			return tt.Embedding{Input: f.ids(32), Weight: f.alloc(tt.BF16, tt.RowMajor, dram, 64, 2048), Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 2048)}
+		}, 2*262144 + 128, "[0-0 - 0-0]"},
+		{"embedding, fused, 72 tiles single-buffered", Wormhole, func(f *ckFix) tt.Op {
+			return tt.Embedding{Input: f.ids(32), Weight: f.alloc(tt.BF16, tt.RowMajor, dram, 64, 2304), Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 2304)}
+		}, 2*147456 + 128, "[0-0 - 0-0]"},
 		{"embedding, fused, 32 blocks column-wise", Blackhole, func(f *ckFix) tt.Op {
 			return tt.Embedding{Input: f.ids(1024), Weight: f.alloc(tt.BF16, tt.RowMajor, dram, 64, 32),
 				Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1024, 32)}
