@@ -38,17 +38,18 @@ func (d *Device) cbRegion(specs []cbSpec, cores coreRange) (uint64, coreRange) {
 	return end, cores
 }
 
-// eltwiseCBs: ttnn::add and ttnn::multiply go through binary_ng, whose one
-// factory (binary_ng_device_operation.hpp:67-74) puts every CB on the
-// worker grid, the whole compute grid for these calls
-// (binary_ng_device_operation.cpp:113-196). In creation order
-// (binary_ng_program_factory.cpp): c_0 2 tiles of a (:559-572); c_3 one
-// tile of a after the LHS activations, only when there are some (silu:
-// :574-588); c_1 2 tiles of b (:590-603); c_2 2 tiles of c (:650-663).
-// When all three are sharded alike in L1 (native sharding,
-// binary_ng_utils.cpp:757-844) each of c_0, c_1, c_2 is the tensor's shard
-// (globally allocated) and c_3 holds num_tiles_per_cycle = 2 tiles (SFPU,
-// :530-552).
+// eltwiseCBs: ttnn::add and ttnn::multiply go through binary_ng, in
+// ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/, whose one factory
+// (eltwise/binary_ng/device/binary_ng_device_operation.hpp:67-74) puts
+// every CB on the worker grid, the whole compute grid for these calls
+// (eltwise/binary_ng/device/binary_ng_device_operation.cpp:113-196). In
+// creation order (binary_ng_program_factory.cpp): c_0 2 tiles of a
+// (:559-572); c_3 one tile of a after the LHS activations, only when there
+// are some (silu: :574-588); c_1 2 tiles of b (:590-603); c_2 2 tiles of c
+// (:650-663). When all three are sharded alike in L1 (native sharding,
+// eltwise/binary_ng/device/binary_ng_utils.cpp:757-844) each of c_0, c_1,
+// c_2 is the tensor's shard (globally allocated) and c_3 holds
+// num_tiles_per_cycle = 2 tiles (SFPU, :530-552).
 var (
 	addCBs     = eltwiseCBs(false)
 	siluMulCBs = eltwiseCBs(true)
