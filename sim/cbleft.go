@@ -80,12 +80,12 @@ func (d *Device) rmsNormLayout(in, out, gamma *buffer) rmsNormCBs {
 // split_work_to_cores gives the input's tile rows, row-wise from core 0 of
 // the default grid (layernorm_op_multi_core.cpp:192-203, 667-675), so the
 // first range of num_cores_to_corerangeset(min(rows, cores)).
-func rmsNormProgramCBs(d *Device, bs []*buffer) (uint64, coreRange) {
+func rmsNormProgramCBs(d *Device, bs []*buffer) simpleProgram {
 	in, w, out := bs[0], bs[1], bs[2]
 	lay := d.rmsNormLayout(in, out, w)
 	rows := in.g.outer * in.g.hp / tt.TileSize // NC·Ht tile rows (:192)
 	n := max(1, min(rows, d.opt.NumCores))
-	return lay.end, shardRanges(tt.ShardSpec{FirstCore: 0, NumCores: n}, d.gridX())[0]
+	return simpleProgram{end: lay.end, cores: d.rowwiseFirst(n)}
 }
 
 // cbOf is the placed CB with index i.

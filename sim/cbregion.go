@@ -10,7 +10,8 @@ import "github.com/offcard/offcard/tt"
 // (program.cpp:1333-1344). Every CB of these programs sits on the same
 // cores, so placeCBs' single chain is the card's placement.
 
-const tileBF16 = uint64(tt.TileSize * tt.TileSize * 2)
+// tileBytes is one tile of dt.
+func tileBytes(dt tt.DType) uint64 { return uint64(tt.TileSize * tt.TileSize * dt.Size()) }
 
 // colwiseFirst is the first range of split_work_to_cores(grid, n) with its
 // default row_wise = false (tt_metal/api/tt-metalium/work_split.hpp:46-47;
@@ -28,14 +29,18 @@ func (d *Device) colwiseFirst(n int) coreRange {
 	return coreRange{{}, {0, max(n, 1) - 1}}
 }
 
+// wholeGrid is the compute grid as one range, CoreRange({0, 0},
+// {grid.x - 1, grid.y - 1}).
 func (d *Device) wholeGrid() coreRange {
 	gx := d.gridX()
-	return coreRange{{}, {gx - 1, (d.opt.NumCores+gx-1)/gx - 1}}
+	return coreRange{{}, {min(d.opt.NumCores, gx) - 1, (d.opt.NumCores - 1) / gx}}
 }
 
-func (d *Device) cbRegion(specs []cbSpec, cores coreRange) (uint64, coreRange) {
+// cbRegion is the program whose CBs are specs, in creation order, the
+// first on cores.
+func (d *Device) cbRegion(specs []cbSpec, cores coreRange) simpleProgram {
 	_, end := d.placeCBs(specs)
-	return end, cores
+	return simpleProgram{end: end, cores: cores}
 }
 
 // eltwiseCBs: ttnn::add and ttnn::multiply go through binary_ng, in
@@ -50,16 +55,13 @@ func (d *Device) cbRegion(specs []cbSpec, cores coreRange) (uint64, coreRange) {
 // eltwise/binary_ng/device/binary_ng_utils.cpp:757-844) each of c_0, c_1,
 // c_2 is the tensor's shard (globally allocated) and c_3 holds
 // num_tiles_per_cycle = 2 tiles (SFPU, :530-552).
-var (
-	addCBs     = eltwiseCBs(false)
-	siluMulCBs = eltwiseCBs(true)
-)
+var binaryNGCBs = [2]func(d *Device, bs []*buffer) simpleProgram{eltwiseCBs(false), eltwiseCBs(true)}
 
-func eltwiseCBs(silu bool) func(d *Device, bs []*buffer) (uint64, coreRange) {
-	return func(d *Device, bs []*buffer) (uint64, coreRange) {
+func eltwiseCBs(silu bool) func(d *Device, bs []*buffer) simpleProgram {
+	return func(d *Device, bs []*buffer) simpleProgram {
 		a, b, c := bs[0], bs[1], bs[2]
 		native := a.spec.Memory.Sharded() && a.spec.Memory == b.spec.Memory && a.spec.Memory == c.spec.Memory
-		t := func(x *buffer) uint64 { return tileBF16 / 2 * uint64(x.spec.DType.Size()) }
+		t := func(x *buffer) uint64 { return tileBytes(x.spec.DType) }
 		specs := []cbSpec{{indices: []int{0}, size: 2 * t(a), global: native}}
 		if silu {
 			n := uint64(1)
@@ -89,7 +91,7 @@ func eltwiseCBs(silu bool) func(d *Device, bs []*buffer) (uint64, coreRange) {
 //     when a core takes more than one id (:121); c_0 that (the output's
 //     buffer when sharded, :98-136), c_1 (al/id size)·32 (:138-148).
 //     Cores: split_work_to_cores over n_ids blocks (:69-90).
-func embeddingCBs(d *Device, bs []*buffer) (uint64, coreRange) {
+func embeddingCBs(d *Device, bs []*buffer) simpleProgram {
 	in, w, out := bs[0], bs[1], bs[2]
 	sh := in.spec.Shape
 	nIDs := sh[0] * sh[len(sh)-1]
@@ -110,17 +112,13 @@ func embeddingCBs(d *Device, bs []*buffer) (uint64, coreRange) {
 		case wt > 64:
 			buf = 1
 		}
-		outT := tileBF16 / 2 * uint64(out.spec.DType.Size())
 		return d.cbRegion([]cbSpec{
-			{indices: []int{0}, size: buf * tpc * 2048},
+			{indices: []int{0}, size: buf * tpc * tileBytes(tt.BF16)},
 			{indices: []int{1}, size: 32 * idSize},
-			{indices: []int{2}, size: buf * tpc * outT, global: outSharded},
+			{indices: []int{2}, size: buf * tpc * tileBytes(out.spec.DType), global: outSharded},
 		}, cores(nIDs/tt.TileSize))
 	}
-	al := d.arch.dramAlign
-	if in.spec.Memory.Buffer == tt.L1 {
-		al = d.arch.l1Align
-	}
+	al := d.alignOf(in.spec.Memory.Buffer)
 	chunk := alignUp(uint64(w.spec.Width())*2, al)
 	if chunk > 1<<20 && !outSharded {
 		chunk = 1 << 20
@@ -150,12 +148,12 @@ func embeddingCBs(d *Device, bs []*buffer) (uint64, coreRange) {
 //     moves the region's end), c_1 rnd32(4L) (:242-252), c_2 rnd32(4L)·T
 //     (:254-265), c_3 rnd32(2L)·T (:267-278), T the cores used. The range
 //     is the first group's first.
-func argmaxCBs(d *Device, bs []*buffer) (uint64, coreRange) {
+func argmaxCBs(d *Device, bs []*buffer) simpleProgram {
 	in, out := bs[0], bs[1]
 	if in.spec.Layout == tt.Tile {
 		osh := out.spec.Shape
 		return d.cbRegion([]cbSpec{
-			{indices: []int{0}, size: tileBF16 / 2 * uint64(in.spec.DType.Size())},
+			{indices: []int{0}, size: tileBytes(in.spec.DType)},
 			{indices: []int{1}, size: 4 * uint64(osh[len(osh)-1])},
 		}, coreRange{})
 	}
@@ -165,10 +163,7 @@ func argmaxCBs(d *Device, bs []*buffer) (uint64, coreRange) {
 	if len(sh) >= 2 {
 		l = sh[len(sh)-2]
 	}
-	al := d.arch.dramAlign
-	if in.spec.Memory.Buffer == tt.L1 {
-		al = d.arch.l1Align
-	}
+	al := d.alignOf(in.spec.Memory.Buffer)
 	m := int(al / 2)
 	u := (v + m - 1) / m
 	n := d.opt.NumCores
@@ -192,12 +187,9 @@ func argmaxCBs(d *Device, bs []*buffer) (uint64, coreRange) {
 // (plusone_program_factory.cpp:28): c_0 one row of the input,
 // align(4·W, the buffer's alignment), the input's buffer when sharded
 // (:36-66).
-func plusOneCBs(d *Device, bs []*buffer) (uint64, coreRange) {
+func plusOneCBs(d *Device, bs []*buffer) simpleProgram {
 	in := bs[0]
-	al := d.arch.dramAlign
-	if in.spec.Memory.Buffer == tt.L1 {
-		al = d.arch.l1Align
-	}
+	al := d.alignOf(in.spec.Memory.Buffer)
 	sh := in.spec.Shape
 	return d.cbRegion([]cbSpec{{indices: []int{0}, size: alignUp(4*uint64(sh[len(sh)-1]), al), global: in.spec.Memory.Sharded()}}, coreRange{})
 }
@@ -216,9 +208,7 @@ func (d *Device) rowwiseFirst(n int) coreRange {
 // 82, 96-105), on the cores split_work_to_cores gives the input's
 // padded[1]·padded[-2]/32 tile rows row-wise (:38, 72-81).
 func (d *Device) fillCacheProgram(in *buffer) simpleProgram {
-	t := tileBF16 / 2 * uint64(in.spec.DType.Size())
-	end, cores := d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * t}}, d.rowwiseFirst(in.g.outer*in.g.hp/tt.TileSize))
-	return simpleProgram{end: end, cores: cores}
+	return d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * tileBytes(in.spec.DType)}}, d.rowwiseFirst(in.g.outer*in.g.hp/tt.TileSize))
 }
 
 // pagedFillProgram: PagedFillCacheProgramFactory
@@ -229,11 +219,9 @@ func (d *Device) fillCacheProgram(in *buffer) simpleProgram {
 // on the cores split_work_to_cores gives padded[0]·heads·S/32 tile rows
 // row-wise (:81-97, 147-150).
 func (d *Device) pagedFillProgram(in, pt *buffer, bidx bool) simpleProgram {
-	t := tileBF16 / 2 * uint64(in.spec.DType.Size())
-	specs := []cbSpec{{indices: []int{0}, size: 2 * uint64(in.g.wp/tt.TileSize) * t}, {indices: []int{1}, size: pt.aligned}}
+	specs := []cbSpec{{indices: []int{0}, size: 2 * uint64(in.g.wp/tt.TileSize) * tileBytes(in.spec.DType)}, {indices: []int{1}, size: pt.aligned}}
 	if bidx {
 		specs = append(specs, cbSpec{indices: []int{2}, size: 4})
 	}
-	end, cores := d.cbRegion(specs, d.rowwiseFirst(in.g.outer*in.g.hp/tt.TileSize))
-	return simpleProgram{end: end, cores: cores}
+	return d.cbRegion(specs, d.rowwiseFirst(in.g.outer*in.g.hp/tt.TileSize))
 }

@@ -53,6 +53,16 @@ func TestComputeCBRegions(t *testing.T) {
 			x := func() tt.Tensor { return f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64) }
 			return tt.Add{A: x(), B: x(), Output: x()}
 		}, 3 * 4096, "[0-0 - 7-7]"},
+		{"add, all three sharded alike: native, no static CB", Wormhole, func(f *ckFix) tt.Op {
+			x := func() tt.Tensor {
+				return f.alloc(tt.BF16, tt.Tile, tt.L1HeightSharded(1, [2]int{32, 64}), 1, 1, 32, 64)
+			}
+			return tt.Add{A: x(), B: x(), Output: x()}
+		}, 0, "[0-0 - 7-7]"},
+		{"add, a sharded alone: not native, all static", Wormhole, func(f *ckFix) tt.Op {
+			x := func() tt.Tensor { return f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64) }
+			return tt.Add{A: f.alloc(tt.BF16, tt.Tile, tt.L1HeightSharded(1, [2]int{32, 64}), 1, 1, 32, 64), B: x(), Output: x()}
+		}, 3 * 4096, "[0-0 - 7-7]"},
 		{"silu_mul adds c_3", Blackhole, func(f *ckFix) tt.Op {
 			x := func() tt.Tensor { return f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64) }
 			return tt.SiluMul{Gate: x(), Up: x(), Output: x()}

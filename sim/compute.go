@@ -133,7 +133,7 @@ type opLaunch struct {
 	leave func(d *Device, l *opLaunch, s *scratch)
 	// cbs, when set, lays out the program's CBs at a program-cache miss:
 	// the static CB region's end and the core range of its first CB.
-	cbs func(d *Device, bs []*buffer) (end uint64, cores coreRange)
+	cbs func(d *Device, bs []*buffer) simpleProgram
 }
 
 func (l *opLaunch) exec(d *Device) error {
@@ -1095,7 +1095,7 @@ func (d *Device) eltwise(name string, a, b, out tt.Tensor, silu bool) error {
 			}
 		}
 		return nil
-	}, opLaunch{flag: silu, run: execEltwise, cbs: map[bool]func(*Device, []*buffer) (uint64, coreRange){false: addCBs, true: siluMulCBs}[silu]})
+	}, opLaunch{flag: silu, run: execEltwise, cbs: binaryNGCBs[b2u(silu)]})
 }
 
 func execEltwise(l *opLaunch, x *opIO, s *scratch) error {

@@ -419,17 +419,22 @@ func (d *Device) spareCopy(g *buffer, spec tt.Spec) *buffer {
 	return b
 }
 
+// alignOf is a buffer type's allocator alignment (Buffer::alignment):
+// the DRAM alignment, or the L1 alignment.
+func (d *Device) alignOf(bt tt.BufferType) uint64 {
+	if bt == tt.L1 {
+		return d.arch.l1Align
+	}
+	return d.arch.dramAlign
+}
+
 // geometryOf validates spec and works out its buffer's geometry.
 func (d *Device) geometryOf(spec tt.Spec) (*buffer, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	b := &buffer{spec: spec, bt: spec.Memory.Buffer, pageSize: uint64(spec.PageSize()), numPages: spec.NumPages(), g: geomOf(spec)}
-	al := d.arch.dramAlign
-	if b.bt == tt.L1 {
-		al = d.arch.l1Align
-	}
-	b.aligned = alignUp(b.pageSize, al)
+	b.aligned = alignUp(b.pageSize, d.alignOf(b.bt))
 	if spec.Memory.Sharded() {
 		sh := spec.Memory.Shard
 		if sh.FirstCore+sh.NumCores > d.opt.NumCores {

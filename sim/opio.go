@@ -498,8 +498,7 @@ func (d *Device) runSimple(name string, attrs attrKey, bufs []*buffer, validate 
 	key := d.opKey(name, attrs, bufs...)
 	p, err := d.lookup(name, key, validate, func() (program, error) {
 		if l.cbs != nil {
-			end, cores := l.cbs(d, bufs)
-			return simpleProgram{end: end, cores: cores}, nil
+			return l.cbs(d, bufs), nil
 		}
 		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
 	})

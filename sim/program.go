@@ -82,8 +82,7 @@ func (d *Device) firstCBRange(p program) coreRange {
 	case simpleProgram:
 		return q.cores
 	}
-	gx := d.gridX()
-	return coreRange{{}, {min(d.opt.NumCores, gx) - 1, (d.opt.NumCores - 1) / gx}}
+	return d.wholeGrid()
 }
 
 // program is a compiled program held by the program cache (§1.1-1.2). Its
