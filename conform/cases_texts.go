@@ -99,10 +99,29 @@ func caseRefusalTexts(p *Pair) error {
 			return tt.PagedFusedUpdateCache{Cache1: ts[0][i], Input1: ts[1][i], Cache2: ts[2][i], Input2: ts[3][i], UpdateIdxs: &ts[4][i], PageTable: &ts[5][i]}
 		}, nil
 	}
+	// concat: nlp_concat_heads_decode of an input sharded by m, users
+	// users of one head (the refusals come before the output's checks).
+	concat := func(users int, m tt.MemoryConfig) mk {
+		return func() (func(i int) tt.Op, error) {
+			in, err := t(spec(tt.BF16, tt.Tile, m, 1, users, 1, d))
+			if err != nil {
+				return nil, err
+			}
+			out, err := t(spec(tt.BF16, tt.Tile, tt.L1WidthSharded(1, [2]int{32, d}), 1, 1, 32, d))
+			if err != nil {
+				return nil, err
+			}
+			return func(i int) tt.Op { return tt.ConcatHeads{Input: in[i], Output: out[i], NumHeads: 1} }, nil
+		}
+	}
 	for _, c := range []struct {
 		name string
 		mk   mk
 	}{
+		{"concat heads, users' grid from core 1 (on_subcoregrids without sub-core grids)", concat(b, tt.L1HeightShardedAt(1, b, [2]int{32, d}))},
+		{"concat heads, 14 users' grid past a row of either arch", concat(14, tt.L1HeightSharded(14, [2]int{32, d}))},
+		{"concat heads, more cores than users", concat(b, tt.L1HeightSharded(b+1, [2]int{32, d}))},
+		{"concat heads, a shard two tiles high", concat(b, tt.L1HeightSharded(b, [2]int{64, d}))},
 		{"sdpa decode, a UINT32 cur_pos (DataType)", sdpa(swap("pos", dramT(tt.UINT32, tt.RowMajor, b)))},
 		{"sdpa decode, a TILE cur_pos (Layout)", sdpa(swap("pos", dramT(tt.INT32, tt.Tile, 1, b)))},
 		{"sdpa decode, an L1-interleaved Q (BufferType)", sdpa(swap("q", spec(tt.BF16, tt.Tile, tt.L1Interleaved, 1, b, 2, d)))},

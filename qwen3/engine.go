@@ -127,7 +127,11 @@ func (r Regime) String() string {
 type EngineOptions struct {
 	// Capacity is the number of slots C: the batch dimension of every
 	// device tensor (default 1). A sequence holds one slot from its first
-	// Prefill or Decode until Finish.
+	// Prefill or Decode until Finish. Decode shards the users one per
+	// core from core (0,0) for nlp_concat_heads_decode, which the card
+	// accepts only as one rectangle: up to a row of the worker grid, or
+	// whole rows (Wormhole 8 wide, Blackhole 13). Other capacities above 8
+	// fail the first decode step with ttnn's text, on sim as on the card.
 	Capacity int
 	// BlockSize is the number of positions per KV block (default 32; a
 	// multiple of 32).

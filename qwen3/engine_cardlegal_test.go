@@ -1,6 +1,7 @@
 package qwen3_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/offcard/offcard/kvpage"
@@ -93,5 +94,48 @@ func TestEngineCapture06BDepthFitsL1BothArchs(t *testing.T) {
 				t.Fatalf("captures %d, replays %d: the run never captured and replayed", st.Captures, st.StepsByRegime[qwen3.RegimeReplay])
 			}
 		})
+	}
+}
+
+// Above 8 slots the engine's decode batch is card-legal only where its
+// users' shard grid is one rectangle from core (0,0): ttnn::prim::
+// nlp_concat_heads_decode takes the sub-core-grid path for any other grid
+// and refuses it without sub-core grids (ttnn/cpp/ttnn/operations/
+// experimental/transformer/nlp_concat_heads_decode/device/
+// nlp_concat_heads_decode_device_operation.cpp:133-140, :61-66). 16 slots
+// are two whole rows of Wormhole's 8-wide grid, a row and 3 cores of
+// Blackhole's 13-wide one: the first decode step runs on Wormhole and is
+// refused on Blackhole with ttnn's text.
+func TestEngineSixteenSlotsRectangleRule(t *testing.T) {
+	w := tiny(t)
+	for _, c := range []struct {
+		arch sim.Arch
+		want string // "" runs
+	}{
+		{sim.Wormhole, ""},
+		{sim.Blackhole, "nlp_concat_heads_decode: Subcoregrids must be provided if on_subcoregrids is true"},
+	} {
+		dev, err := sim.New(sim.Options{Arch: c.arch, Strict: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := qwen3.NewEngine(dev, w, qwen3.EngineOptions{Capacity: 16, BlockSize: 32, NumBlocks: 32, Mode: qwen3.ModeEager})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var batch []qwen3.Step
+		for s := range 16 {
+			batch = append(batch, qwen3.Step{Seq: qwen3.SeqID(s + 1), Token: int32(s + 3), Pos: 0, Blocks: []int32{int32(s)}})
+		}
+		_, err = e.Decode(batch)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: 16 slots refused: %v", c.arch, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: 16 slots: got %v, want %q", c.arch, err, c.want)
+		}
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -923,6 +923,22 @@ var checkCases = map[string]func(f *ckFix) error{
 	"nlp_concat_heads_decode.10": func(f *ckFix) error {
 		return f.run(f.concat(f.concatIn(tt.BF16, tt.Tile, tt.L1WidthSharded(1, [2]int{64, ckD}))))
 	},
+	"nlp_concat_heads_decode.12": func(f *ckFix) error {
+		return f.run(f.concat(f.concatIn(tt.BF16, tt.Tile, tt.L1HeightSharded(ckB, [2]int{64, ckD}))))
+	},
+	// Too many cores: on Wormhole, 10 cores are two ranges (the
+	// sub-core-grid branch, :62), 3 cores one range from (0,0) (:68).
+	"nlp_concat_heads_decode.13": func(f *ckFix) error {
+		return f.run(f.concat(f.concatIn(tt.BF16, tt.Tile, tt.L1HeightSharded(10, [2]int{32, ckD}))))
+	},
+	"nlp_concat_heads_decode.16": func(f *ckFix) error {
+		return f.run(f.concat(f.concatIn(tt.BF16, tt.Tile, tt.L1HeightSharded(3, [2]int{32, ckD}))))
+	},
+	// The users' grid not one rectangle from (0,0): 10 users on Wormhole's
+	// 8-wide grid (the engine's grid for 10 slots).
+	"nlp_concat_heads_decode.14": func(f *ckFix) error {
+		return f.run(f.concat(f.concatIn(tt.BF16, tt.Tile, tt.MemoryConfig{}, 1, 10, 1, ckD)))
+	},
 	// argmax_device_operation.cpp (a preallocated output).
 	"argmax.7": func(f *ckFix) error {
 		return f.run(f.argmax(f.alloc(tt.BF16, tt.RowMajor, tt.L1HeightSharded(1, [2]int{1, 64}), 1, 1, 1, 64), f.argOut()))

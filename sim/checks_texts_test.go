@@ -69,6 +69,7 @@ var checkTexts = map[string]string{
 	"paged_sdpa_decode.69":           "GQA expects Q to have a multiple of K heads, but got 3 and 2",
 	"nlp_concat_heads_decode.4":      "Input tensor layout must be TILE but got Layout::ROW_MAJOR",
 	"nlp_concat_heads_decode.10":     "Input tensor memory layout must be HEIGHT_SHARDED but got TensorMemoryLayout::WIDTH_SHARDED",
+	"nlp_concat_heads_decode.12":     "Shard spec shape[0] (64) must match input tensor padded shape[-2] (32)",
 	"sdpa.6":                         "Data type of input tensor must be BFLOAT16, BFLOAT8_B, or BFLOAT4_B and is DataType::FLOAT32",
 	"sdpa.22":                        "Causal SDPA requires Q and K to have the same sequence length. Got Q: 32, K: 64",
 	"sdpa.25":                        "K and V batch must match. Got K: 2, V: 2",

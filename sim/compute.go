@@ -1038,6 +1038,25 @@ func (d *Device) concatHeads(o tt.ConcatHeads) error {
 		if in.spec.Memory.Layout != tt.HeightSharded {
 			return opErr(name, "Input tensor memory layout must be HEIGHT_SHARDED but got %v", in.spec.Memory.Layout)
 		}
+		shard := in.spec.Memory.Shard
+		// Shard spec shape[1] == padded shape[-1] (:50) holds: tt.Spec's
+		// Validate requires a height shard as wide as the tensor.
+		if h := in.spec.PaddedDim(2); shard.Shape[0] != h {
+			return opErr(name, "Shard spec shape[0] (%d) must match input tensor padded shape[-2] (%d)", shard.Shape[0], h)
+		}
+		if shard.NumCores != sh[1] {
+			return opErr(name, "Input core grid num_cores must be equal to num users")
+		}
+		// ttnn::prim::nlp_concat_heads_decode (the same file, :133-140)
+		// takes the sub-core-grid path when the input's shard grid is more
+		// than one range or does not start at core (0,0); without sub-core
+		// grids (the contract has none) that path refuses. So on the card
+		// the users' grid must be one rectangle from (0,0): at most a row
+		// of the worker grid, or whole rows (Blackhole, 13 wide: 32 users
+		// are refused).
+		if rs := shardRanges(shard, d.gridX()); len(rs) > 1 || rs[0][0].x != 0 || rs[0][0].y != 0 {
+			return opErr(name, "Subcoregrids must be provided if on_subcoregrids is true")
+		}
 		if err := wantBF16(name, "Input tensor", in); err != nil {
 			return err
 		}

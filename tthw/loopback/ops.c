@@ -718,6 +718,15 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (lb_padded(&t[0].s, 2) < o->i[0]) FAIL("head_dim must be multiple of TILE_WIDTH");
       if (t[0].s.memory == OFFCARD_TT_INTERLEAVED) FAIL("Input tensor must be sharded");
       if (t[0].s.memory != OFFCARD_TT_HEIGHT_SHARDED) FAIL("Input tensor memory layout must be HEIGHT_SHARDED but got TensorMemoryLayout::WIDTH_SHARDED");
+      /* shard width == padded width (:50) holds for every spec the ABI admits */
+      if (t[0].s.shard_h != lb_padded(&t[0].s, 2))
+        FAIL("Shard spec shape[0] (%lld) must match input tensor padded shape[-2] (%lld)", (long long)t[0].s.shard_h, (long long)lb_padded(&t[0].s, 2));
+      if (t[0].s.shard_cores != sh[1]) FAIL("Input core grid num_cores must be equal to num users");
+      /* ttnn::prim::nlp_concat_heads_decode (:133-140): a grid that is not
+       * one range from core (0,0) takes the sub-core-grid path, which the
+       * ABI cannot give sub-core grids for (:63) */
+      if (t[0].s.shard_first != 0 || (t[0].s.shard_cores > d->grid_x && t[0].s.shard_cores % d->grid_x))
+        FAIL("Subcoregrids must be provided if on_subcoregrids is true");
       if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Output tensor", &t[1])) return OFFCARD_TT_EDEVICE;
       if (t[1].s.memory == OFFCARD_TT_INTERLEAVED) FAIL("bad optional access"); /* the factory's output shard_spec().value() */
       if (o->i[0] <= 0) FAIL("offcard: num_heads %lld out of range", (long long)o->i[0]);
