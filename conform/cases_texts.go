@@ -118,6 +118,13 @@ func caseRefusalTexts(p *Pair) error {
 		name string
 		mk   mk
 	}{
+		{"add of two ROW_MAJOR operands into an output", func() (func(i int) tt.Op, error) {
+			x, err := t(dramT(tt.BF16, tt.RowMajor, 1, 1, 2, 64))
+			if err != nil {
+				return nil, err
+			}
+			return func(i int) tt.Op { return tt.Add{A: x[i], B: x[i], Output: x[i]} }, nil
+		}},
 		{"concat heads, users' grid from core 1 (on_subcoregrids without sub-core grids)", concat(b, tt.L1HeightShardedAt(1, b, [2]int{32, d}))},
 		{"concat heads, 14 users' grid past a row of either arch", concat(14, tt.L1HeightSharded(14, [2]int{32, d}))},
 		{"concat heads, more cores than users", concat(b, tt.L1HeightSharded(b+1, [2]int{32, d}))},

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -938,6 +939,17 @@ var checkCases = map[string]func(f *ckFix) error{
 	// 8-wide grid (the engine's grid for 10 slots).
 	"nlp_concat_heads_decode.14": func(f *ckFix) error {
 		return f.run(f.concat(f.concatIn(tt.BF16, tt.Tile, tt.MemoryConfig{}, 1, 10, 1, ckD)))
+	},
+	// binary.cpp's wrapper: two ROW_MAJOR operands with an output, for add
+	// and for the SILU multiply.
+	"binary.14": func(f *ckFix) error {
+		x := f.alloc(tt.BF16, tt.RowMajor, dram, 1, 1, 2, 64)
+		if !f.record {
+			if err := f.run(tt.SiluMul{Gate: x, Up: x, Output: x}); err == nil || !strings.Contains(err.Error(), "Row Major input") {
+				return fmt.Errorf("silu mul: %v", err)
+			}
+		}
+		return f.run(tt.Add{A: x, B: x, Output: x})
 	},
 	// argmax_device_operation.cpp (a preallocated output).
 	"argmax.7": func(f *ckFix) error {

@@ -1102,6 +1102,13 @@ func execConcat(l *opLaunch, x *opIO, s *scratch) error {
 // page by page over the raw elements (padding included): ref.Add, or
 // ref.SiluMul(A, B) for mul with a SILU activation on A.
 func (d *Device) eltwise(name string, a, b, out tt.Tensor, silu bool) error {
+	// The wrapper, before any device operation (so before launch's
+	// allocation check): the contract always passes an output tensor,
+	// which ttnn refuses for two ROW_MAJOR operands
+	// (ttnn/cpp/ttnn/operations/eltwise/binary/binary.cpp:531-535).
+	if a.Spec.Layout == tt.RowMajor && b.Spec.Layout == tt.RowMajor {
+		return opErr(name, "Optional output tensor with Row Major input is not supported right now for Elementwise operations")
+	}
 	return d.launchOp(name, attrKey{b2u(silu)}, []*tt.Tensor{&a, &b, &out}, func(bs []*buffer) error {
 		for i, x := range bs {
 			if err := wantBF16(name, []string{"Input tensor a", "Input tensor b", "Output tensor"}[i], x); err != nil {
