@@ -1134,12 +1134,7 @@ func execEltwise(l *opLaunch, x *opIO, s *scratch) error {
 	// used: the rows of page p that hold logical rows (a speed hint for
 	// eltwisePage, which computes or checks every element either way).
 	g := a.g
-	used := func(p int) int {
-		if a.spec.Layout != tt.Tile {
-			return tt.TileSize
-		}
-		return g.tileRowsUsed(p / (g.wp / tt.TileSize))
-	}
+	used := func(p int) int { return g.tileRowsUsed(p / (g.wp / tt.TileSize)) }
 	for p := 0; p < a.numPages; p++ {
 		// Views of the input pages: the output is written only after
 		// both are read, so an in-place add reads its input whole.

@@ -351,7 +351,9 @@ func TestHeadsRotaryConcatMatchRef(t *testing.T) {
 func TestEltwiseMatchesRef(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	d := cDev(t, Options{})
-	for _, l := range []tt.Layout{tt.Tile, tt.RowMajor} {
+	// TILE only: ttnn refuses two ROW_MAJOR operands with an output
+	// (binary.cpp:531-535; the checks table's binary.14).
+	for _, l := range []tt.Layout{tt.Tile} {
 		shape := []int{1, 1, 7, 256}
 		n := 7 * 256
 		a, b := cRand(r, n, true), cRand(r, n, true)

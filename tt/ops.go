@@ -278,13 +278,14 @@ type ConcatHeads struct {
 	NumHeads      int
 }
 
-// Add is ttnn.add (same shapes, BF16).
+// Add is ttnn.add (same shapes and layouts, BF16). The Output is always
+// passed, so two ROW_MAJOR operands are refused, as ttnn refuses them.
 type Add struct {
 	A, B, Output Tensor
 }
 
 // SiluMul is ttnn.mul(Gate, Up, input_tensor_a_activations=[SILU]):
-// Output = silu(Gate) * Up.
+// Output = silu(Gate) * Up; operands as Add's.
 type SiluMul struct {
 	Gate, Up, Output Tensor
 }
