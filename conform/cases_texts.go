@@ -114,10 +114,28 @@ func caseRefusalTexts(p *Pair) error {
 			return func(i int) tt.Op { return tt.ConcatHeads{Input: in[i], Output: out[i], NumHeads: 1} }, nil
 		}
 	}
+	// rope: decode rotary_embedding_hf of users users, heads heads of
+	// head_dim hd, one user per core, into an output of config m.
+	rope := func(users, heads, hd int, m tt.MemoryConfig) mk {
+		return func() (func(i int) tt.Op, error) {
+			sh := tt.L1HeightSharded(users, [2]int{32, hd})
+			in, err := t(spec(tt.BF16, tt.Tile, sh, 1, users, heads, hd))
+			if err != nil {
+				return nil, err
+			}
+			cs, err := t(spec(tt.BF16, tt.Tile, sh, 1, users, 1, hd))
+			if err != nil {
+				return nil, err
+			}
+			return func(i int) tt.Op { return tt.RotaryEmbeddingHF{Input: in[i], Cos: cs[i], Sin: cs[i], Memory: m} }, nil
+		}
+	}
 	for _, c := range []struct {
 		name string
 		mk   mk
 	}{
+		{"decode rotary into DRAM (its output CB is bound to the output's buffer)", rope(b, 1, d, tt.DRAMInterleaved)},
+		{"decode rotary of 32 users into L1 interleaved: fewer tiles per bank than a shard", rope(32, 16, 128, tt.L1Interleaved)},
 		{"add of two ROW_MAJOR operands into an output", func() (func(i int) tt.Op, error) {
 			x, err := t(dramT(tt.BF16, tt.RowMajor, 1, 1, 2, 64))
 			if err != nil {

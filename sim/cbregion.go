@@ -225,3 +225,83 @@ func (d *Device) pagedFillProgram(in, pt *buffer, bidx bool) simpleProgram {
 	}
 	return d.cbRegion(specs, d.rowwiseFirst(in.g.outer*in.g.hp/tt.TileSize))
 }
+
+// rotaryDecodeCBs: the decode factories of rotary_embedding_hf
+// (ttnn/cpp/ttnn/operations/experimental/transformer/rotary_embedding_hf/
+// device/rotary_embedding_hf_sharded_program_factory.cpp; one tile of
+// head_dim :78-169, more :269-361) and rotary_embedding_llama
+// (.../rotary_embedding_llama/device/
+// rotary_embedding_llama_sharded_program_factory.cpp:78-172). Every CB sits
+// on the bounding box of the input's shard grid (hf :61, :250; llama :55).
+// Dt = shard width / 32 (1 for hf's single-tile form), n = shard height /
+// 32. In creation order: c_0 the input (n·Dt tiles), c_1 cos and c_2 sin
+// (Dt·users per core tiles each), bound to their buffers; then static: hf
+// with one tile c_3 (the transformation matrix the reader builds) and c_24,
+// c_25, c_26 of a tile each; hf with more, c_3 one Float16_b scalar tile
+// and c_24, c_25, c_26 of Dt tiles; llama c_3 bound to the matrix, c_24,
+// c_25, c_26 of Dt tiles; last c_16 the output (n·Dt tiles), bound to its
+// buffer.
+type rotaryCBs struct {
+	dt, n, perCore int
+	cores          coreRange
+}
+
+func (d *Device) rotaryCBsOf(in *buffer) rotaryCBs {
+	sh := in.spec.Memory.Shard
+	box := boundingBox(shardRanges(sh, d.gridX()))
+	users := in.spec.PaddedDim(1)
+	par := min(users, (box[1].x-box[0].x+1)*(box[1].y-box[0].y+1))
+	return rotaryCBs{dt: sh.Shape[1] / tt.TileSize, n: sh.Shape[0] / tt.TileSize, perCore: (users + par - 1) / par, cores: box}
+}
+
+var rotaryDecodePrograms = [2]func(d *Device, bs []*buffer) simpleProgram{rotaryDecodeCBs(false), rotaryDecodeCBs(true)}
+
+func rotaryDecodeCBs(llama bool) func(d *Device, bs []*buffer) simpleProgram {
+	return func(d *Device, bs []*buffer) simpleProgram {
+		r := d.rotaryCBsOf(bs[0])
+		t := tileBytes(tt.BF16)
+		interm := uint64(r.dt) * t
+		var specs []cbSpec
+		switch {
+		case llama:
+		default: // hf: the matrix (one tile of head_dim) or the scalar, one Float16_b tile
+			specs = append(specs, cbSpec{indices: []int{3}, size: t})
+		}
+		for _, i := range []int{24, 25, 26} {
+			specs = append(specs, cbSpec{indices: []int{i}, size: interm})
+		}
+		return d.cbRegion(specs, r.cores)
+	}
+}
+
+// rotaryBound is what binding rotary decode's CBs to their buffers
+// refuses, in creation order (the factories above):
+// CircularBufferConfig(const CBDescriptor&) binds a CB with a buffer
+// through set_globally_allocated_address_and_total_size, which throws for
+// a buffer not in L1 and then for a CB larger than the buffer's aligned
+// size per bank (tt_metal/impl/buffers/circular_buffer_config.cpp:65-75,
+// 193-201, 217-229). Input, cos and sin are sharded in L1 (validate says
+// so), so on the card it is the output (a DRAM output, or an L1-interleaved
+// one smaller per bank than a shard) and llama's matrix that fail here.
+func (d *Device) rotaryBound(name string, bs []*buffer, llama bool) error {
+	r := d.rotaryCBsOf(bs[0])
+	t := tileBytes(tt.BF16)
+	type bind struct {
+		b     *buffer
+		tiles int
+	}
+	binds := []bind{{bs[0], r.n * r.dt}, {bs[1], r.dt * r.perCore}, {bs[2], r.dt * r.perCore}}
+	if llama {
+		binds = append(binds, bind{bs[4], 1})
+	}
+	binds = append(binds, bind{bs[3], r.n * r.dt})
+	for _, c := range binds {
+		if c.b.bt != tt.L1 {
+			return opErr(name, tt.MsgCBNotL1)
+		}
+		if size := uint64(c.tiles) * t; size > c.b.perBank {
+			return opErr(name, tt.MsgCBBankSize, size, c.b.perBank)
+		}
+	}
+	return nil
+}

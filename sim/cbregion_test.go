@@ -105,6 +105,16 @@ func TestComputeCBRegions(t *testing.T) {
 			o.BatchIdxTensor = &bi
 			return o
 		}, 4096 + 64 + 4, "[0-0 - 0-0]"},
+		{"rotary_embedding_hf decode, one tile of head_dim", Wormhole, func(f *ckFix) tt.Op {
+			in, cs := f.ropeSpec(ckD)
+			return f.rope(in, cs, cs)
+		}, 4 * 2048, "[0-0 - 1-0]"},
+		{"rotary_embedding_hf decode, Qwen3's head_dim and 32 users: the shard grid's bounding box", Blackhole, func(f *ckFix) tt.Op {
+			return f.rope(rope32(16), rope32(1), rope32(1))
+		}, (1 + 3*4) * 2048, "[0-0 - 12-2]"},
+		{"rotary_embedding_llama decode", Wormhole, func(f *ckFix) tt.Op {
+			return f.llama(func(in, cs, sn, tm *tt.Spec) {})
+		}, 3 * 2048, "[0-0 - 1-0]"},
 		{"plus_one", Wormhole, func(f *ckFix) tt.Op {
 			return tt.PlusOne{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 32)}
 		}, 128, "[0-0 - 0-0]"},
@@ -141,5 +151,59 @@ func TestComputeCBRegionChecked(t *testing.T) {
 	want := "embedding: Statically allocated circular buffers on core range [0-0 - 0-0] grow to 131200 B which is beyond max L1 size of 122880 B"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
+	}
+}
+
+// rope32 is a decode rotary operand of 32 users, heads heads of head_dim
+// 128, one user per core.
+func rope32(heads int) tt.Spec {
+	return tt.Spec{Shape: []int{1, 32, heads, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(32, [2]int{32, 128})}
+}
+
+// TestRotaryDecodeBindsOutput: decode rotary's output CB is bound to the
+// output's buffer (rotary_embedding_hf_sharded_program_factory.cpp:351-361),
+// so the program build refuses an output outside L1, or one whose size per
+// bank is less than a shard (tt_metal/impl/buffers/circular_buffer_config.cpp:
+// 193-201, 217-222); validate does not check either. Each refusal leaves
+// nothing allocated.
+func TestRotaryDecodeBindsOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   tt.Spec
+		mem  tt.MemoryConfig
+		want string // "" accepted
+	}{
+		{"DRAM output", rope32(16), tt.DRAMInterleaved, "rotary_embedding_hf: Only L1 buffers can have an associated circular buffer!"},
+		{"L1-interleaved output, 2 tiles per bank of a 4-tile shard", rope32(16), tt.L1Interleaved,
+			"rotary_embedding_hf: Cannot set circular buffer size to 8192. This is larger than the associated dynamically allocated L1 buffer bank size of 4096 B"},
+		{"L1-interleaved output, a tile per bank of a 1-tile shard", tt.Spec{Shape: []int{1, ckB, 1, ckD}, DType: tt.BF16, Layout: tt.Tile,
+			Memory: tt.L1HeightSharded(ckB, [2]int{32, ckD})}, tt.L1Interleaved, ""},
+		{"the input's config", rope32(16), tt.MemoryConfig{}, ""},
+	} {
+		d, err := New(Options{Arch: Wormhole})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &ckFix{t: t, d: d}
+		cs := ropeWith(tc.in, func(s *tt.Spec) { s.Shape[2] = 1 })
+		o := f.rope(tc.in, cs, cs)
+		o.Memory = tc.mem
+		used := func() (n uint64) {
+			for _, a := range []*allocator{d.dram, d.l1a} {
+				_, x, _, _ := a.stats()
+				n += x
+			}
+			return n
+		}
+		before := used()
+		_, err = d.Run(o)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%s: got %v, want %s", tc.name, err, tc.want)
+		case tc.want != "" && used() != before:
+			t.Errorf("%s: %d B allocated after the refusal, %d B before", tc.name, used(), before)
+		}
 	}
 }

@@ -794,8 +794,9 @@ func (d *Device) rotary(o rotaryArgs) error {
 				return contractErr(name, "Transformation matrix must be [1, 1, 32, 32] TILE, got %v", tm)
 			}
 		}
-		return nil
-	}, opLaunch{flag: llama, run: execRotary})
+		// The program build: binding the CBs to their buffers.
+		return d.rotaryBound(name, bs, llama)
+	}, opLaunch{flag: llama, run: execRotary, cbs: rotaryDecodePrograms[b2u(llama)]})
 }
 
 // checkRopeLlamaDecode is rotary_embedding_llama's

@@ -105,6 +105,12 @@ const (
 	// (ttnn/api/ttnn/device_operation.hpp launch).
 	MsgInputNotAllocated = "Input Tensor is not allocated"
 
+	// A circular buffer bound to a tensor's buffer: the buffer must be in
+	// L1, and the CB no larger than the buffer's aligned size per bank
+	// (tt_metal/impl/buffers/circular_buffer_config.cpp:193-201, 217-222).
+	MsgCBNotL1    = "Only L1 buffers can have an associated circular buffer!"
+	MsgCBBankSize = "Cannot set circular buffer size to %d. This is larger than the associated dynamically allocated L1 buffer bank size of %d B"
+
 	// §4 plus_one.
 	MsgPlusOneDType = "Only INT32 and UINT32 is supported for inputs!"
 )

@@ -39,6 +39,8 @@ func TestLoopbackTextsAreTTNNs(t *testing.T) {
 		"bad optional access",                                                             // std::bad_optional_access::what()
 		"Statically allocated circular buffers in program ",                               // program.cpp
 		"page table stick size must be a multiple of 32",                                  // sdpa_program_factory.cpp:141
+		tt.MsgCBNotL1,                         // circular_buffer_config.cpp
+		"Cannot set circular buffer size to ", // circular_buffer_config.cpp
 	}
 	lit := `"((?:[^"\\]|\\.)*)"`
 	forms := []*regexp.Regexp{

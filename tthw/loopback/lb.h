@@ -113,6 +113,8 @@ int lb_tile_elem(int r, int c);
 
 /* ops (ops.c): validate, then execute */
 int lb_validate(offcard_tt_device *d, const lb_op *o);
+/* lb_geometry fills t's page size, pages and size per bank from t->s. */
+int lb_geometry(offcard_tt_device *d, lb_tensor *t);
 /* lb_op_form gives an op's tensor count, required tensors, own int
  * attributes (-1: variable, the update-cache list) and allocated outputs; 0
  * for an unknown op. */

@@ -302,7 +302,7 @@ static int spec_parse(const int64_t *w, uint32_t n, lb_spec *s) {
   return 0;
 }
 
-static int geometry(offcard_tt_device *d, lb_tensor *t) {
+int lb_geometry(offcard_tt_device *d, lb_tensor *t) {
   lb_spec *s = &t->s;
   int e = lb_esize(s->dtype);
   uint64_t h = 1;
@@ -629,7 +629,7 @@ static int alloc_tensor(offcard_tt_device *d, const lb_spec *spec, lb_tensor **o
   lb_tensor t;
   memset(&t, 0, sizeof t);
   t.s = *spec;
-  if (geometry(d, &t)) return OFFCARD_TT_EARG;
+  if (lb_geometry(d, &t)) return OFFCARD_TT_EARG;
   d->n_alloc++;
   if (d->fail_alloc && d->n_alloc == d->fail_alloc)
     return lb_err(OFFCARD_TT_EINJECTED, "allocate", "injected failure of allocation %ld", d->n_alloc);

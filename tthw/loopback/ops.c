@@ -504,6 +504,36 @@ static int validate_slice(const lb_op *o) {
   return 0;
 }
 
+/* rotary_bound: the decode program binds its input, cos, sin, (llama's
+ * matrix) and output CBs to their buffers, in that order; the bind throws
+ * for a buffer outside L1, then for a CB larger than the buffer's size per
+ * bank (tt_metal/impl/buffers/circular_buffer_config.cpp:193-201, 217-222).
+ * CB sizes from the shard of the input: n x Dt tiles for input and
+ * output, Dt x users per core of the shard grid's bounding box for cos and
+ * sin, one tile for the matrix (rotary_embedding_hf_sharded_program_factory.cpp
+ * :269-361, rotary_embedding_llama_sharded_program_factory.cpp:78-172). */
+static int rotary_bound(offcard_tt_device *d, const lb_op *o, const char *name) {
+  const lb_spec *is = &o->t[0].s;
+  int64_t dt = is->shard_w / LB_TILE, n = is->shard_h / LB_TILE, users = lb_padded(is, 1), gx = d->grid_x;
+  int64_t rows = (is->shard_first + is->shard_cores - 1) / gx - is->shard_first / gx + 1;
+  int64_t box = rows == 1 ? is->shard_cores : rows * gx, par = users < box ? users : box;
+  int64_t per_core = (users + par - 1) / par;
+  int llama = o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA;
+  lb_tensor out = {0};
+  out.s = o->out[0].s;
+  if (lb_geometry(d, &out)) return OFFCARD_TT_EARG;
+  const lb_tensor *bind[5] = {&o->t[0], &o->t[1], &o->t[2], llama ? &o->t[3] : &out, &out};
+  int64_t tiles[5] = {n * dt, dt * per_core, dt * per_core, llama ? 1 : n * dt, n * dt};
+  for (int i = 0; i < (llama ? 5 : 4); i++) {
+    if (bind[i]->s.buffer != OFFCARD_TT_L1) FAIL("Only L1 buffers can have an associated circular buffer!");
+    uint64_t size = (uint64_t)tiles[i] * LB_TILE * LB_TILE * 2;
+    if (size > bind[i]->per_bank)
+      FAIL("Cannot set circular buffer size to %llu. This is larger than the associated dynamically allocated L1 buffer bank size of %llu B", (unsigned long long)size,
+           (unsigned long long)bind[i]->per_bank);
+  }
+  return 0;
+}
+
 int lb_validate(offcard_tt_device *d, const lb_op *o) {
   const char *name = lb_op_name(o->code);
   const lb_tensor *t = o->t;
@@ -641,7 +671,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       }
       uint64_t want = (uint64_t)(sh[0] * sh[1] * sh[3]);
       if (lb_volume(&t[1].s) != want || lb_volume(&t[2].s) != want) FAIL("offcard: Cos/Sin must hold %lld users of %lld", (long long)(sh[0] * sh[1]), (long long)sh[3]);
-      return 0;
+      return rotary_bound(d, o, name);
     }
     case OFFCARD_TT_OP_PAGED_UPDATE_CACHE:
       return validate_uc(d, o, 0);
