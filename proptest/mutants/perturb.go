@@ -172,6 +172,14 @@ var Perturbations = []Mutant{
 				New: "return simpleProgram{end: d.opt.L1UnreservedBase}, nil // perturbation"}},
 	},
 	{
+		Name:   "sim-rotary-cb-binds-unchecked",
+		Idea:   "decode rotary binds no CB to a buffer, so a DRAM output or an L1-interleaved one smaller per bank than a shard runs (rotary_embedding_hf_sharded_program_factory.cpp:351-361; tt_metal/impl/buffers/circular_buffer_config.cpp:193-222 throws)",
+		Expect: "TestRotaryDecodeBindsOutput fails: a decode rotary into DRAM runs",
+		Edits: []Edit{{File: "sim/compute.go",
+			Old: "		return d.rotaryBound(name, bs, llama)",
+			New: "		return nil // perturbation"}},
+	},
+	{
 		Name:   "sim-to-memory-config-same-allocates",
 		Idea:   "to_memory_config to the input's own config allocates and copies (ttnn returns the input: to_memory_config_op.cpp:257-261)",
 		Expect: "TestToMemoryConfigSameConfigIsTheInput fails",
@@ -241,6 +249,7 @@ var caughtBy = map[string]string{
 	"sim-cb-clash-id-of-last-built":          "^TestCBClash$",
 	"sim-rmsnorm-cbs-unchecked":              "^TestRMSNormCBRegionChecked$",
 	"sim-compute-cbs-unchecked":              "^TestComputeCBRegions$|^TestComputeCBRegionChecked$",
+	"sim-rotary-cb-binds-unchecked":          "^TestRotaryDecodeBindsOutput$",
 	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
 	"sim-trace-failed-bytes-forgotten":       "^TestTraceRegionBudget$",
 	"sim-trace-release-safe-while-failed":    "^TestTraceFailedEndKeepsAllocationsUnsafe$",
