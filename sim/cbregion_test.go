@@ -115,6 +115,30 @@ func TestComputeCBRegions(t *testing.T) {
 		{"rotary_embedding_llama decode", Wormhole, func(f *ckFix) tt.Op {
 			return f.llama(func(in, cs, sn, tm *tt.Spec) {})
 		}, 3 * 2048, "[0-0 - 1-0]"},
+		// sdpa_program_factory.cpp's 16 CBs (sdpa_cbs.go); head_dim 128,
+		// 16 query heads over 8 KV heads, chunks of 32.
+		{"sdpa prefill, causal, one Q chunk", Wormhole, func(f *ckFix) tt.Op {
+			return f.sdpaPre([]int{1, 16, 32, 128}, []int{1, 8, 32, 128}, []int{1, 8, 32, 128})
+		}, 96256, "[0-0 - 7-7]"},
+		{"sdpa prefill, causal, two Q chunks: Q double-buffered", Blackhole, func(f *ckFix) tt.Op {
+			return f.sdpaPre([]int{1, 16, 64, 128}, []int{1, 8, 64, 128}, []int{1, 8, 64, 128})
+		}, 104448, "[0-0 - 12-9]"},
+		{"sdpa prefill, fp32 dest acc: no recip scratch, out one row of tiles", Wormhole, func(f *ckFix) tt.Op {
+			o := f.sdpaPre([]int{1, 16, 32, 128}, []int{1, 8, 32, 128}, []int{1, 8, 32, 128})
+			o.FP32DestAcc = true
+			return o
+		}, 86016, "[0-0 - 7-7]"},
+		{"sdpa prefill, non-causal, 40 rows: a padding mask with a partial K tile", Wormhole, func(f *ckFix) tt.Op {
+			o := f.sdpaPre([]int{1, 1, 40, 32}, []int{1, 1, 40, 32}, []int{1, 1, 40, 32})
+			o.Causal = false
+			return o
+		}, 40960, "[0-0 - 7-7]"},
+		{"chunked sdpa, integer start: the page table's 32 B after col_identity", Wormhole, func(f *ckFix) tt.Op {
+			return f.chunked06(false)
+		}, 96256 + 32, "[0-0 - 7-7]"},
+		{"chunked sdpa, tensor start: the page table and two 32 B chunk-start CBs", Blackhole, func(f *ckFix) tt.Op {
+			return f.chunked06(true)
+		}, 96256 + 64 + 64 + 64, "[0-0 - 12-9]"},
 		{"plus_one", Wormhole, func(f *ckFix) tt.Op {
 			return tt.PlusOne{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 32)}
 		}, 128, "[0-0 - 0-0]"},
@@ -204,6 +228,54 @@ func TestRotaryDecodeBindsOutput(t *testing.T) {
 			t.Errorf("%s: got %v, want %s", tc.name, err, tc.want)
 		case tc.want != "" && used() != before:
 			t.Errorf("%s: %d B allocated after the refusal, %d B before", tc.name, used(), before)
+		}
+	}
+}
+
+// chunked06 is a chunked SDPA of the 0.6B's attention shape: a chunk of 32
+// rows at start 32, 16 query heads over 8 KV heads of head_dim 128, caches
+// of 4 blocks of 32, a [1,2] table (tensor: [1,8] and the start tensor).
+func (f *ckFix) chunked06(tensor bool) tt.ChunkedSDPA {
+	cache := []int{ckBlocks, 8, ckBS, 128}
+	o := tt.ChunkedSDPA{Q: f.alloc(tt.BF16, tt.Tile, dram, 1, 16, 32, 128), K: f.alloc(tt.BF16, tt.Tile, dram, cache...),
+		V: f.alloc(tt.BF16, tt.Tile, dram, cache...), ChunkStart: 32}
+	w := 2
+	if tensor {
+		w = 8
+		cs := f.alloc(tt.INT32, tt.RowMajor, dram, 1)
+		if err := f.d.WriteHost(cs, tt.HostInt32([]int{1}, tt.RowMajor, []int32{32})); err != nil {
+			f.t.Fatal(err)
+		}
+		o.ChunkStartTensor = &cs
+	}
+	o.PageTable = f.table(1, w)
+	return o
+}
+
+// TestChunkedSDPAPageTableCB: the page-table CB is the seventh of chunked
+// SDPA's CBs, after q_in, k_in, v_in, the causal mask and the two identity
+// tiles (sdpa_program_factory.cpp:680-699): 49152 B above the base at
+// head_dim 128 with one Q chunk per core, 57344 B with two (Q
+// double-buffered, :334-352: 72 heads on 64 cores).
+func TestChunkedSDPAPageTableCB(t *testing.T) {
+	for _, tc := range []struct {
+		heads int
+		want  uint64
+	}{{16, 49152}, {72, 57344}} {
+		d, err := New(Options{Arch: Wormhole})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &ckFix{t: t, d: d}
+		o := f.chunked06(false)
+		if tc.heads != 16 {
+			o.Q = f.alloc(tt.BF16, tt.Tile, dram, 1, tc.heads, 32, 128)
+		}
+		if err := f.run(o); err != nil {
+			t.Fatalf("%d heads: %v", tc.heads, err)
+		}
+		if got := lastProgram(d).(*chunkedProgram).ptCB - d.opt.L1UnreservedBase; got != tc.want {
+			t.Errorf("%d heads: page-table CB at base + %d, want + %d", tc.heads, got, tc.want)
 		}
 	}
 }

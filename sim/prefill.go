@@ -383,7 +383,16 @@ func (d *Device) sdpaPrefill(o tt.SDPA, output tt.Tensor) error {
 			}
 		}
 		return nil
-	}, opLaunch{f: o.Scale, flag: o.Causal, run: execSDPAPrefill})
+	}, opLaunch{f: o.Scale, flag: o.Causal, run: execSDPAPrefill, cbs: func(d *Device, bs []*buffer) simpleProgram {
+		qs, ks := bs[0].spec.Shape, bs[1].spec.Shape
+		qc, kc := o.QChunkSize, o.KChunkSize
+		if qc == 0 && kc == 0 {
+			qc, kc = tt.TileSize, tt.TileSize
+		}
+		specs, _ := d.sdpaProgramCBs(sdpaShape{b: qs[0], nqh: qs[1], sq: qs[2], sk: ks[2], dh: qs[3],
+			qChunk: qc, kChunk: kc, causal: o.Causal, fp32: o.FP32DestAcc})
+		return d.cbRegion(specs, d.wholeGrid())
+	}})
 }
 
 func execSDPAPrefill(l *opLaunch, x *opIO, s *scratch) error {

@@ -37,8 +37,10 @@ const ChunkKeysCut FindingClass = "chunk-keys-cut"
 // 138-141): the card's behaviour, modelled.
 type chunkedProgram struct {
 	end   uint64
-	w     int    // page-table width at the miss (padded_shape()[1])
-	stick uint64 // page-table bytes the reader copies into L1
+	w     int       // page-table width at the miss (padded_shape()[1])
+	stick uint64    // page-table bytes the reader copies into L1
+	ptCB  uint64    // the page-table CB's L1 address (sdpaProgramCBs)
+	csCB  [2]uint64 // the tensor form's chunk-start CBs' addresses
 }
 
 func (p *chunkedProgram) cbEnd() uint64 { return p.end }
@@ -103,14 +105,21 @@ func (d *Device) chunkedSDPA(o tt.ChunkedSDPA, output tt.Tensor) error {
 	}
 	prog, err := d.lookup(name, key, validate, func() (program, error) {
 		w := pt.spec.PaddedDim(1)
-		p := &chunkedProgram{end: d.opt.L1UnreservedBase + alignUp(pt.aligned, d.arch.dramAlign), w: w, stick: pt.aligned}
+		p := &chunkedProgram{w: w, stick: pt.aligned}
 		if flex {
 			p.stick = uint64(4 * w)
 			// sdpa_program_factory.cpp:141 (compute_chunked_params).
 			if p.stick%32 != 0 {
 				return nil, opErr(name, "page table stick size must be a multiple of 32")
 			}
-			p.end = d.opt.L1UnreservedBase + alignUp(p.stick, d.arch.dramAlign)
+		}
+		qs := q.spec.Shape
+		specs, at := d.sdpaProgramCBs(sdpaShape{b: qs[0], nqh: qs[1], sq: qs[2], dh: qs[3], qChunk: qc, kChunk: kc,
+			causal: true, fp32: o.FP32DestAcc, chunked: true, flexible: flex, stick: p.stick})
+		cbs, end := d.placeCBs(specs)
+		p.end, p.ptCB = end, cbs[at].addr
+		if flex {
+			p.csCB = [2]uint64{cbs[at+1].addr, cbs[at+2].addr}
 		}
 		return p, nil
 	})
@@ -120,7 +129,7 @@ func (d *Device) chunkedSDPA(o tt.ChunkedSDPA, output tt.Tensor) error {
 	cp := prog.(*chunkedProgram)
 	l := &chunkedLaunch{p: cp, q: snapshot(q), k: snapshot(k), v: snapshot(v), pt: snapshot(pt), out: snapshot(out),
 		start: o.ChunkStart, qChunk: qc, kChunk: kc, scale: o.Scale, name: name,
-		ptCB: alignUp(d.opt.L1UnreservedBase, d.arch.dramAlign), ptWidth: uint32(pt.spec.Shape[1]),
+		ptCB: cp.ptCB, ptWidth: uint32(pt.spec.Shape[1]),
 		nblocks: uint32(k.spec.Shape[0]), kvh: k.spec.Shape[1], bs: k.spec.Shape[2], dh: q.spec.Shape[3], nqh: q.spec.Shape[1],
 		sq: q.spec.Shape[2], cacheTileAligned: uint32(k.aligned), cacheTile: int(k.pageSize), outG: out.g, qG: q.g,
 		cacheID: k.id, cacheVID: v.id}
@@ -254,6 +263,15 @@ func (l *chunkedLaunch) exec(d *Device) error {
 		}
 		x.checkReads = false
 		start = w[0]
+		// Into both chunk-start CBs (:241-256), which follow the page
+		// table's: a read just past the stick sees the start.
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], start)
+		for _, a := range l.p.csCB {
+			if err := d.l1IO(l.name, 0, a, b[:], true); err != nil {
+				return err
+			}
+		}
 	}
 	qc, kc := uint32(l.qChunk), uint32(l.kChunk)
 	offset := start / qc
