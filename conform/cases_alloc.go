@@ -231,11 +231,16 @@ func caseRotary(p *Pair, llama bool) error {
 	name := "rotary_embedding_hf"
 	if llama {
 		name = "rotary_embedding_llama"
-		ts := tt.Spec{Shape: []int{1, 1, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(1, [2]int{32, 32})}
-		m := make([]bf16.BF16, 32*32)
-		for i := 0; i < 16; i++ {
-			m[(2*i)*32+2*i+1] = bf16.FromFloat32(1)
-			m[(2*i+1)*32+2*i] = bf16.FromFloat32(-1)
+		// One copy per user's core, as tt_transformers shards it
+		// (models/tt_transformers/tt/rope.py:829-849): each core reads the
+		// matrix at the buffer's address in its own L1.
+		ts := tt.Spec{Shape: []int{1, 1, 32 * b, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(b, [2]int{32, 32})}
+		m := make([]bf16.BF16, 32*32*b)
+		for u := range b {
+			for i := 0; i < 16; i++ {
+				m[u*1024+(2*i)*32+2*i+1] = bf16.FromFloat32(1)
+				m[u*1024+(2*i+1)*32+2*i] = bf16.FromFloat32(-1)
+			}
 		}
 		if tm, err = p.alloc(ts); err != nil {
 			return err

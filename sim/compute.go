@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/offcard/offcard/bf16"
@@ -790,8 +791,8 @@ func (d *Device) rotary(o rotaryArgs) error {
 			return contractErr(name, "Cos/Sin must hold %d users of %d, got shapes %v and %v", sh[0]*sh[1], sh[3], bs[1].spec.Shape, bs[2].spec.Shape)
 		}
 		if llama {
-			if tm := bs[4].spec; !shapeEqual(tm.Shape, []int{1, 1, tt.TileSize, tt.TileSize}) || tm.Layout != tt.Tile {
-				return contractErr(name, "Transformation matrix must be [1, 1, 32, 32] TILE, got %v", tm)
+			if tm := bs[4].spec; len(tm.Shape) != 4 || tm.Shape[2]%tt.TileSize != 0 || tm.Shape[3] != tt.TileSize || tm.Layout != tt.Tile {
+				return contractErr(name, "Transformation matrix must be [1, 1, 32·k, 32] TILE, got %v", tm)
 			}
 		}
 		// The program build: binding the CBs to their buffers.
@@ -916,12 +917,7 @@ func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 		return err
 	}
 	var tm []bf16.BF16
-	if l.flag {
-		tm = s.buf(5, tt.TileSize*tt.TileSize)
-		if err := x.readLogical(s, 3, l.bufs[4], tm); err != nil {
-			return err
-		}
-	}
+	tmUser := -1 // the user whose core's matrix tm holds
 	dst := s.buf(4, gout.size())
 	for r := 0; r < gi.rows(); r++ {
 		// The cos/sin row: decode mode, the user's (row / heads); prefill
@@ -932,12 +928,47 @@ func execRotary(l *opLaunch, x *opIO, s *scratch) error {
 		}
 		a, b := gi.prow(r)*gi.wp, gout.prow(r)*gout.wp
 		if l.flag {
+			if u != tmUser {
+				var err error
+				if tm, err = transMatOnCore(x, s, in, l.bufs[4], u); err != nil {
+					return err
+				}
+				tmUser = u
+			}
 			ropeLlama(dst[b:b+dh], src[a:a+dh], cos[u*dh:(u+1)*dh], sin[u*dh:(u+1)*dh], tm)
 			continue
 		}
 		ref.Rope(dst[b:b+dh], src[a:a+dh], cos[u*dh:(u+1)*dh], sin[u*dh:(u+1)*dh])
 	}
 	return x.writeRows(s, out, dst)
+}
+
+// TransMatOffCore: rotary_embedding_llama's transformation-matrix CB is
+// bound to the matrix buffer's address on every core of the input's grid
+// (rotary_embedding_llama_sharded_program_factory.cpp:114-126), so each
+// user's core reads the tile at that address in its own L1; a core outside
+// the matrix's shard grid reads whatever its L1 holds there.
+// tt_transformers repeats the matrix over the batch grid, [1,1,32·B,32]
+// sharded [32,32] (models/tt_transformers/tt/rope.py:829-849).
+const TransMatOffCore FindingClass = "trans-mat-off-core"
+
+// transMatOnCore is the 32x32 matrix user u's core reads: the tile at the
+// matrix buffer's address in the L1 of the core that holds u's input shard.
+func transMatOnCore(x *opIO, s *scratch, in, tm *buffer, u int) ([]bf16.BF16, error) {
+	d := x.d
+	core := in.spec.Memory.Shard.FirstCore + u*in.g.hp/in.spec.Memory.Shard.Shape[0]
+	page := s.bytesN(3, int(tm.pageSize))
+	if err := d.l1IO(x.op, core, tm.addr, page, false); err != nil {
+		return nil, err
+	}
+	g := tm.spec.Memory.Shard
+	if d.opt.Strict && (core < g.FirstCore || core >= g.FirstCore+g.NumCores) {
+		d.find(Finding{Class: TransMatOffCore, Op: x.op, Core: core, User: u, Index: -1, Tensor: tm.id, Addr: tm.addr,
+			Detail: fmt.Sprintf("user %d's core %d reads the transformation matrix at L1 %#x, but the matrix is sharded on cores %d..%d: the tile there is that core's own L1", u, core, tm.addr, g.FirstCore, g.FirstCore+g.NumCores-1)})
+	}
+	m := s.buf(5, tt.TileSize*tt.TileSize)
+	untilizeTileRows(m, tt.TileSize, bf16.FromBytes(page), tt.TileSize)
+	return m, nil
 }
 
 // rotaryPrefillRows in a rotary launch's n selects prefill mode's cos/sin

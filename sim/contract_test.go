@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/offcard/offcard/bf16"
@@ -102,7 +103,12 @@ func TestRotaryLlamaInterleavedPairs(t *testing.T) {
 		tm[i*32+i+1] = bf16.FromFloat32(1)
 		tm[(i+1)*32+i] = bf16.FromFloat32(-1)
 	}
-	trans := cUpload(t, d, tt.Spec{Shape: []int{1, 1, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(1, [2]int{32, 32})}, tm)
+	// One copy of the matrix per user's core, as tt_transformers shards it.
+	var reps []bf16.BF16
+	for range B {
+		reps = append(reps, tm...)
+	}
+	trans := cUpload(t, d, tt.Spec{Shape: []int{1, 1, 32 * B, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(B, [2]int{32, 32})}, reps)
 	got := cDown(t, d, cOut(t, d, tt.RotaryEmbeddingLlama{Input: in, Cos: ct, Sin: st, TransMat: trans}))
 	rr := func(f float32) float32 { return bf16.FromFloat32(f).Float32() }
 	for b := 0; b < B; b++ {
@@ -122,6 +128,28 @@ func TestRotaryLlamaInterleavedPairs(t *testing.T) {
 	}
 	if op := (tt.RotaryEmbeddingHF{}); op.Name() != "rotary_embedding_hf" || (tt.RotaryEmbeddingLlama{}).Name() != "rotary_embedding_llama" {
 		t.Fatal("op names are not ttnn's")
+	}
+
+	// The matrix on one core only: the matrix CB is bound to its address
+	// on every user's core (rotary_embedding_llama_sharded_program_factory.cpp:
+	// 114-126), so users 1 and 2 rotate with whatever their own L1 holds
+	// there (poison here), user 0 with the matrix; strict names users 1 and 2.
+	sd := cDev(t, Options{Strict: true})
+	one := tt.RotaryEmbeddingLlama{Input: cUpload(t, sd, in.Spec, x), Cos: cUpload(t, sd, rows, cos), Sin: cUpload(t, sd, rows, sin),
+		TransMat: cUpload(t, sd, tt.Spec{Shape: []int{1, 1, 32, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(1, [2]int{32, 32})}, tm)}
+	bad := cDown(t, sd, cOut(t, sd, one))
+	if !slices.Equal(bad[:H*D], got[:H*D]) || slices.Equal(bad[H*D:2*H*D], got[H*D:2*H*D]) {
+		t.Errorf("one-core matrix: user 0 equal %v (want true), user 1 equal %v (want false)",
+			slices.Equal(bad[:H*D], got[:H*D]), slices.Equal(bad[H*D:2*H*D], got[H*D:2*H*D]))
+	}
+	var users []int
+	for _, f := range sd.Findings() {
+		if f.Class == TransMatOffCore {
+			users = append(users, f.User)
+		}
+	}
+	if !slices.Equal(users, []int{1, 2}) {
+		t.Errorf("findings %v: want %s for users 1 and 2", sd.Findings(), TransMatOffCore)
 	}
 }
 

@@ -150,8 +150,13 @@ type RotaryEmbeddingHF struct {
 // RotaryEmbeddingLlama is ttnn.experimental.rotary_embedding_llama in decode
 // mode (ttnn/cpp/ttnn/operations/experimental/transformer/
 // rotary_embedding_llama): Meta's interleaved-pair form,
-// out = x*cos + (x·TransMat)*sin, where TransMat [1,1,32,32] BF16 TILE
-// HEIGHT_SHARDED (shard [32,32]) acts on each 32-wide column tile of x
+// out = x*cos + (x·TransMat)*sin, where TransMat [1,1,32·k,32] BF16 TILE
+// HEIGHT_SHARDED (shard [32,32]) acts on each 32-wide column tile of x.
+// Each user's core reads the matrix at the buffer's address in its own L1
+// (the matrix CB is bound to that address on every core), so shard one
+// copy per user's core, as tt_transformers does; a matrix on one core
+// rotates the other users with whatever their L1 holds there
+// (strict: sim.TransMatOffCore)
 // (tt_transformers' get_rot_transformation_mat: TransMat[2i][2i+1] = 1,
 // TransMat[2i+1][2i] = -1, so (x0,x1) -> (-x1,x0)). Input, Cos, Sin as for
 // RotaryEmbeddingHF but cos/sin rows in interleaved order (cos[2i] =

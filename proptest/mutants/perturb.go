@@ -196,6 +196,14 @@ var Perturbations = []Mutant{
 			New: "\t\tfor _, a := range l.p.csCB[:0] { // perturbation"}},
 	},
 	{
+		Name:   "sim-llama-trans-mat-shared",
+		Idea:   "rotary_embedding_llama's users all read the matrix from its buffer wherever it is sharded, not from the L1 of their own cores (rotary_embedding_llama_sharded_program_factory.cpp:114-126 binds the CB to the address on every core)",
+		Expect: "TestRotaryLlamaInterleavedPairs fails: a one-core matrix rotates every user correctly",
+		Edits: []Edit{{File: "sim/compute.go",
+			Old: "\tcore := in.spec.Memory.Shard.FirstCore + u*in.g.hp/in.spec.Memory.Shard.Shape[0]",
+			New: "\tcore := tm.spec.Memory.Shard.FirstCore + 0*u*in.g.hp/in.spec.Memory.Shard.Shape[0] // perturbation"}},
+	},
+	{
 		Name:   "sim-to-memory-config-same-allocates",
 		Idea:   "to_memory_config to the input's own config allocates and copies (ttnn returns the input: to_memory_config_op.cpp:257-261)",
 		Expect: "TestToMemoryConfigSameConfigIsTheInput fails",
@@ -268,6 +276,7 @@ var caughtBy = map[string]string{
 	"sim-rotary-cb-binds-unchecked":          "^TestRotaryDecodeBindsOutput$",
 	"sim-chunked-page-table-cb-first":        "^TestChunkedSDPAPageTableCB$",
 	"sim-chunked-start-cbs-unwritten":        "^TestChunkedSDPATableHazards$",
+	"sim-llama-trans-mat-shared":             "^TestRotaryLlamaInterleavedPairs$",
 	"sim-to-memory-config-same-allocates":    "^TestToMemoryConfigSameConfigIsTheInput$",
 	"sim-trace-failed-bytes-forgotten":       "^TestTraceRegionBudget$",
 	"sim-trace-release-safe-while-failed":    "^TestTraceFailedEndKeepsAllocationsUnsafe$",

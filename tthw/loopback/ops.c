@@ -654,8 +654,8 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       for (uint32_t i = 0; i < o->nt; i++)
         if (want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
       if (t[0].s.rank != 4) FAIL("offcard: Input tensor must be rank 4");
-      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && (lb_volume(&t[3].s) != LB_TILE * LB_TILE || t[0].s.dims[3] % LB_TILE))
-        FAIL("offcard: trans_mat must be [1,1,32,32] and head_dim a multiple of 32");
+      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && (t[3].s.dims[2] % LB_TILE || t[3].s.dims[3] != LB_TILE || t[0].s.dims[3] % LB_TILE))
+        FAIL("offcard: trans_mat must be [1,1,32k,32] and head_dim a multiple of 32");
       const int64_t *sh = t[0].s.dims;
       if (sh[3] % 2) FAIL("offcard: head_dim %lld must be even", (long long)sh[3]);
       if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_HF && o->i[0] == 0) { /* prefill */
@@ -1516,9 +1516,18 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
     case OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA: {
       float *tm = NULL;
       if (!(a = read_f(d, name, &t[0], &rc)) || !(b = read_f(d, name, &t[1], &rc)) || !(c = read_f(d, name, &t[2], &rc))) break;
-      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && !(tm = read_f(d, name, &t[3], &rc))) break;
+      /* llama: the matrix CB sits at the matrix buffer's address on every
+       * user's core (rotary_embedding_llama_sharded_program_factory.cpp:
+       * 114-126): user u rotates with the tile at that address in the L1
+       * of the core holding its input shard */
+      if (o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_LLAMA && !(tm = malloc(LB_TILE * LB_TILE * sizeof *tm))) {
+        rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
+        break;
+      }
+      int64_t tm_user = -1;
       uint64_t dh = (uint64_t)t[0].s.dims[3], hh = (uint64_t)t[0].s.dims[2], rows = rows_of(&t[0].s), half = dh / 2;
       if (!(r = malloc(lb_volume(&t[0].s) * sizeof *r + 4))) {
+        free(tm);
         rc = lb_err(OFFCARD_TT_EINTERNAL, name, "out of host memory");
         break;
       }
@@ -1526,6 +1535,14 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
         /* decode: user i / heads; prefill: sequence row i % S */
         uint64_t crow = o->code == OFFCARD_TT_OP_ROTARY_EMBEDDING_HF && o->i[0] == 0 ? i % hh : i / hh;
         const float *x = a + i * dh, *cs = b + crow * dh, *sn = c + crow * dh;
+        if (tm && (int64_t)crow != tm_user) {
+          uint16_t page[LB_TILE * LB_TILE];
+          int64_t core = t[0].s.shard_first + (int64_t)crow * lb_padded(&t[0].s, 2) / t[0].s.shard_h;
+          if ((rc = lb_io(d, name, 1, (int)core, t[3].addr, page, sizeof page, 0))) break;
+          for (int rr = 0; rr < LB_TILE; rr++)
+            for (int cc = 0; cc < LB_TILE; cc++) tm[rr * LB_TILE + cc] = lb_bf16_to_f32(page[lb_tile_elem(rr, cc)]);
+          tm_user = (int64_t)crow;
+        }
         for (uint64_t j = 0; j < dh; j++) {
           float rot = j < half ? -x[j + half] : x[j - half];
           if (tm) { /* (x . trans_mat) on the 32-wide column tile of j */
@@ -1537,7 +1554,7 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
         }
       }
       free(tm);
-      rc = write_f(d, name, &o->out[0], r);
+      if (!rc) rc = write_f(d, name, &o->out[0], r);
       break;
     }
     case OFFCARD_TT_OP_NLP_CONCAT_HEADS_DECODE: {
