@@ -558,9 +558,9 @@ var Catalog = []Mutant{
 	},
 	{
 		Name:   "chunk-table-own-width",
-		Prop:   "sut-error",
+		Prop:   "kv-write",
 		Idea:   "each chunk of a chunked prefill gets a page table just wide enough for its own blocks (padded to 8), as if every chunk compiled its own program; chunked SDPA's tensor form hashes its program without the table (sdpa_device_operation.cpp:399-400), so the program built for the first chunk serves them all",
-		Expect: "red (sut-error) at the first chunk, in captured mode, whose table passes 8 blocks: the program compiled at width 8 reads its table's stick past 32 bytes and takes the next stick's bytes for a block id, and the read lands outside device memory (a NOC address overflow, on the card as on sim); in a strict case the sanitizer names the stick overrun first (page-table-read-past-cb)",
+		Expect: "red (kv-write) at the first chunk, in captured mode, whose table passes 8 blocks: the program compiled at width 8 reads its table's 32-byte stick past its end, where the tensor form's chunk-start CB follows on Wormhole (sdpa_program_factory.cpp:697-704, reader_interleaved.cpp:241-256), and takes the chunk start (256 at 8 blocks of 32) for a block id: key rows come from past the cache, so the chunk's attention and the KV it writes next go wrong; in a strict case the sanitizer names the stick overrun first (page-table-read-past-cb)",
 		Edits: []Edit{
 			{File: engineServ,
 				Old: "w = (e.opt.NumBlocks + 7) / 8 * 8",
