@@ -352,7 +352,7 @@ func TestEltwiseMatchesRef(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	d := cDev(t, Options{})
 	// TILE only: ttnn refuses two ROW_MAJOR operands with an output
-	// (binary.cpp:531-535; the checks table's binary.14).
+	// (ttnn/cpp/ttnn/operations/eltwise/binary/binary.cpp:531-535; the checks table's binary.14).
 	for _, l := range []tt.Layout{tt.Tile} {
 		shape := []int{1, 1, 7, 256}
 		n := 7 * 256

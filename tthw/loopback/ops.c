@@ -765,7 +765,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
     }
     case OFFCARD_TT_OP_ADD:
     case OFFCARD_TT_OP_SILU_MUL:
-      /* binary.cpp:531-535: the ABI always passes an output */
+      /* eltwise/binary/binary.cpp:531-535: the ABI always passes an output */
       if (t[0].s.layout == OFFCARD_TT_ROW_MAJOR && t[1].s.layout == OFFCARD_TT_ROW_MAJOR)
         FAIL("Optional output tensor with Row Major input is not supported right now for Elementwise operations");
       for (int i = 0; i < 3; i++)
