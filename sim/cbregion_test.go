@@ -232,25 +232,9 @@ func TestRotaryDecodeBindsOutput(t *testing.T) {
 	}
 }
 
-// chunked06 is a chunked SDPA of the 0.6B's attention shape: a chunk of 32
-// rows at start 32, 16 query heads over 8 KV heads of head_dim 128, caches
-// of 4 blocks of 32, a [1,2] table (tensor: [1,8] and the start tensor).
-func (f *ckFix) chunked06(tensor bool) tt.ChunkedSDPA {
-	cache := []int{ckBlocks, 8, ckBS, 128}
-	o := tt.ChunkedSDPA{Q: f.alloc(tt.BF16, tt.Tile, dram, 1, 16, 32, 128), K: f.alloc(tt.BF16, tt.Tile, dram, cache...),
-		V: f.alloc(tt.BF16, tt.Tile, dram, cache...), ChunkStart: 32}
-	w := 2
-	if tensor {
-		w = 8
-		cs := f.alloc(tt.INT32, tt.RowMajor, dram, 1)
-		if err := f.d.WriteHost(cs, tt.HostInt32([]int{1}, tt.RowMajor, []int32{32})); err != nil {
-			f.t.Fatal(err)
-		}
-		o.ChunkStartTensor = &cs
-	}
-	o.PageTable = f.table(1, w)
-	return o
-}
+// chunked06 is a chunked SDPA of the 0.6B's attention shape: 16 query
+// heads over 8 KV heads of head_dim 128 (ckFix.chunkedOf).
+func (f *ckFix) chunked06(tensor bool) tt.ChunkedSDPA { return f.chunkedOf(tensor, 16, 8, 128) }
 
 // TestChunkedSDPAPageTableCB: the page-table CB is the seventh of chunked
 // SDPA's CBs, after q_in, k_in, v_in, the causal mask and the two identity

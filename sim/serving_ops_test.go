@@ -19,9 +19,13 @@ const ckBlocks, ckBS = 4, 32
 // chunked is a good chunked SDPA: Q [1,2,32,D] at start 32 over caches
 // [4,1,32,D] through a [1,2] table; tensor: the flexible form ([1,8]
 // table).
-func (f *ckFix) chunked(tensor bool) tt.ChunkedSDPA {
-	cache := []int{ckBlocks, 1, ckBS, ckD}
-	o := tt.ChunkedSDPA{Q: f.alloc(tt.BF16, tt.Tile, dram, 1, 2, 32, ckD), K: f.alloc(tt.BF16, tt.Tile, dram, cache...),
+func (f *ckFix) chunked(tensor bool) tt.ChunkedSDPA { return f.chunkedOf(tensor, 2, 1, ckD) }
+
+// chunkedOf is chunked with qh query heads over kvh KV heads of head_dim
+// dh; the table's row holds blocks 0, 1, ... (ckFix.table).
+func (f *ckFix) chunkedOf(tensor bool, qh, kvh, dh int) tt.ChunkedSDPA {
+	cache := []int{ckBlocks, kvh, ckBS, dh}
+	o := tt.ChunkedSDPA{Q: f.alloc(tt.BF16, tt.Tile, dram, 1, qh, 32, dh), K: f.alloc(tt.BF16, tt.Tile, dram, cache...),
 		V: f.alloc(tt.BF16, tt.Tile, dram, cache...), ChunkStart: 32}
 	w := 2
 	if tensor {
@@ -32,7 +36,7 @@ func (f *ckFix) chunked(tensor bool) tt.ChunkedSDPA {
 		}
 		o.ChunkStartTensor = &cs
 	}
-	o.PageTable = f.alloc(tt.INT32, tt.RowMajor, dram, 1, w)
+	o.PageTable = f.table(1, w)
 	return o
 }
 
