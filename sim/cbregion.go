@@ -262,9 +262,7 @@ func rotaryDecodeCBs(llama bool) func(d *Device, bs []*buffer) simpleProgram {
 		t := tileBytes(tt.BF16)
 		interm := uint64(r.dt) * t
 		var specs []cbSpec
-		switch {
-		case llama:
-		default: // hf: the matrix (one tile of head_dim) or the scalar, one Float16_b tile
+		if !llama { // hf: the matrix (one tile of head_dim) or the scalar, one Float16_b tile
 			specs = append(specs, cbSpec{indices: []int{3}, size: t})
 		}
 		for _, i := range []int{24, 25, 26} {
@@ -283,19 +281,20 @@ func rotaryDecodeCBs(llama bool) func(d *Device, bs []*buffer) simpleProgram {
 // 193-201, 217-229). Input, cos and sin are sharded in L1 (validate says
 // so), so on the card it is the output (a DRAM output, or an L1-interleaved
 // one smaller per bank than a shard) and llama's matrix that fail here.
-func (d *Device) rotaryBound(name string, bs []*buffer, llama bool) error {
+// bs: input, cos, sin, output and (llama) the matrix.
+func rotaryBound(d *Device, name string, bs []*buffer) error {
 	r := d.rotaryCBsOf(bs[0])
 	t := tileBytes(tt.BF16)
 	type bind struct {
 		b     *buffer
 		tiles int
 	}
-	binds := []bind{{bs[0], r.n * r.dt}, {bs[1], r.dt * r.perCore}, {bs[2], r.dt * r.perCore}}
-	if llama {
-		binds = append(binds, bind{bs[4], 1})
+	binds := [5]bind{{bs[0], r.n * r.dt}, {bs[1], r.dt * r.perCore}, {bs[2], r.dt * r.perCore}, {bs[3], r.n * r.dt}}
+	n := 4
+	if len(bs) == 5 { // llama: the matrix before the output
+		binds[3], binds[4], n = bind{bs[4], 1}, binds[3], 5
 	}
-	binds = append(binds, bind{bs[3], r.n * r.dt})
-	for _, c := range binds {
+	for _, c := range binds[:n] {
 		if c.b.bt != tt.L1 {
 			return opErr(name, tt.MsgCBNotL1)
 		}

@@ -135,6 +135,10 @@ type opLaunch struct {
 	// cbs, when set, lays out the program's CBs at a program-cache miss:
 	// the static CB region's end and the core range of its first CB.
 	cbs func(d *Device, bs []*buffer) simpleProgram
+	// bind, when set, binds CBs to their tensors' buffers at the same
+	// miss, which can fail (circular_buffer_config.cpp:193-222): a failed
+	// build caches no program.
+	bind func(d *Device, name string, bs []*buffer) error
 }
 
 func (l *opLaunch) exec(d *Device) error {
@@ -795,9 +799,8 @@ func (d *Device) rotary(o rotaryArgs) error {
 				return contractErr(name, "Transformation matrix must be [1, 1, 32·k, 32] TILE, got %v", tm)
 			}
 		}
-		// The program build: binding the CBs to their buffers.
-		return d.rotaryBound(name, bs, llama)
-	}, opLaunch{flag: llama, run: execRotary, cbs: rotaryDecodePrograms[b2u(llama)]})
+		return nil
+	}, opLaunch{flag: llama, run: execRotary, cbs: rotaryDecodePrograms[b2u(llama)], bind: rotaryBound})
 }
 
 // checkRopeLlamaDecode is rotary_embedding_llama's

@@ -497,6 +497,11 @@ func (p simpleProgram) cbEnd() uint64 { return p.end }
 func (d *Device) runSimple(name string, attrs attrKey, bufs []*buffer, validate func() error, l *opLaunch) error {
 	key := d.opKey(name, attrs, bufs...)
 	p, err := d.lookup(name, key, validate, func() (program, error) {
+		if l.bind != nil {
+			if err := l.bind(d, name, bufs); err != nil {
+				return nil, err
+			}
+		}
 		if l.cbs != nil {
 			return l.cbs(d, bufs), nil
 		}

@@ -176,8 +176,8 @@ var Perturbations = []Mutant{
 		Idea:   "decode rotary binds no CB to a buffer, so a DRAM output or an L1-interleaved one smaller per bank than a shard runs (rotary_embedding_hf_sharded_program_factory.cpp:351-361; tt_metal/impl/buffers/circular_buffer_config.cpp:193-222 throws)",
 		Expect: "TestRotaryDecodeBindsOutput fails: a decode rotary into DRAM runs",
 		Edits: []Edit{{File: "sim/compute.go",
-			Old: "		return d.rotaryBound(name, bs, llama)",
-			New: "		return nil // perturbation"}},
+			Old: ", bind: rotaryBound})",
+			New: "}) // perturbation: no binds"}},
 	},
 	{
 		Name:   "sim-chunked-page-table-cb-first",
