@@ -935,9 +935,16 @@ var checkCases = map[string]func(f *ckFix) error{
 	"nlp_concat_heads_decode.16": func(f *ckFix) error {
 		return f.run(f.concat(f.concatIn(tt.BF16, tt.Tile, tt.L1HeightSharded(3, [2]int{32, ckD}))))
 	},
-	// The users' grid not one rectangle from (0,0): 10 users on Wormhole's
-	// 8-wide grid (the engine's grid for 10 slots).
+	// The users' grid not one rectangle from (0,0): one range from core 1,
+	// then 10 users on Wormhole's 8-wide grid (the engine's grid for 10
+	// slots).
 	"nlp_concat_heads_decode.14": func(f *ckFix) error {
+		if !f.record {
+			in := f.concatIn(tt.BF16, tt.Tile, tt.L1HeightShardedAt(1, ckB, [2]int{32, ckD}))
+			if err := f.run(f.concat(in)); err == nil || !strings.Contains(err.Error(), "Subcoregrids") {
+				return fmt.Errorf("grid from core 1: %v", err)
+			}
+		}
 		return f.run(f.concat(f.concatIn(tt.BF16, tt.Tile, tt.MemoryConfig{}, 1, 10, 1, ckD)))
 	},
 	// binary.cpp's wrapper: two ROW_MAJOR operands with an output, for add
