@@ -255,8 +255,8 @@ func PerturbationByName(name string) (Mutant, bool) {
 }
 
 // caughtBy names, per perturbation, the sim tests that catch it (a go test
-// -run pattern): TestSimPerturbationsCaught runs only those, so it builds
-// sim's tests once per perturbation but runs seconds of them.
+// -run pattern): TestSimPerturbationsCaught runs only those, seconds of
+// sim's tests per perturbation (one schema build serves those that fold).
 var caughtBy = map[string]string{
 	"sim-sdpa-gqa-sharded-output":            "^TestSDPAOutputAndQMemoryRules$",
 	"sim-sdpa-width-sharded-output":          "^TestSDPAOutputAndQMemoryRules$",
