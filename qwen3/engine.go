@@ -129,9 +129,11 @@ type EngineOptions struct {
 	// device tensor (default 1). A sequence holds one slot from its first
 	// Prefill or Decode until Finish. Decode shards the users one per
 	// core from core (0,0) for nlp_concat_heads_decode, which the card
-	// accepts only as one rectangle: up to a row of the worker grid, or
-	// whole rows (Wormhole 8 wide, Blackhole 13). Other capacities above 8
-	// fail the first decode step with ttnn's text, on sim as on the card.
+	// accepts only as one rectangle: a multiple of 8 users is a rectangle
+	// 8 wide on both archs (tt_transformers' num_to_corerange); any other
+	// count walks the device's grid, one rectangle up to a row of it
+	// (Wormhole 8, Blackhole 13). Other capacities fail the first decode
+	// step with ttnn's text, on sim as on the card.
 	Capacity int
 	// BlockSize is the number of positions per KV block (default 32; a
 	// multiple of 32).
@@ -561,11 +563,28 @@ func userRows(C, d int) tt.Spec {
 // userSharded is the height-sharded L1 config of a [1, C, n, D] TILE tensor,
 // one user per core (shard [n rounded up to 32, D]): what
 // nlp_create_qkv_heads_decode produces and rotary_embedding_hf and
-// paged_update_cache want (§1.1).
+// paged_update_cache want (§1.1). A multiple of usersGridWidth users past
+// the first is a rectangle usersGridWidth wide; other counts walk the
+// device's grid.
 func userSharded(C, n, d int) tt.MemoryConfig {
 	rows := (n + tt.TileSize - 1) / tt.TileSize * tt.TileSize
-	return tt.L1HeightSharded(C, [2]int{rows, d})
+	m := tt.L1HeightSharded(C, [2]int{rows, d})
+	if C > usersGridWidth && C%usersGridWidth == 0 {
+		m.Shard.GridWidth = usersGridWidth
+	}
+	return m
 }
+
+// usersGridWidth is the width of the users' grid: tt_transformers shards
+// its decode users over an 8-wide rectangle from core (0,0) on any arch
+// (num_to_corerange, models/tt_transformers/tt/model_config.py:4544-4597,
+// for the SDPA output that nlp_concat_heads_decode takes, :1806-1811; the
+// 8x4 create-heads grid on Blackhole, :1769-1777), so that 16 or 32 users
+// are the one range nlp_concat_heads_decode accepts; Blackhole's own
+// 13-wide walk would make 16 users a row and 3 cores, which it refuses.
+// Other counts keep the device's walk: up to a row of it is one range (12
+// users on Blackhole), where the 8-wide one would be a row and 4 cores.
+const usersGridWidth = 8
 
 // zerosFor is a host tensor of zeros for spec. Its bytes are shared by
 // every engine of the process and must only be read (WriteHost only

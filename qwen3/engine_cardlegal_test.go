@@ -1,6 +1,7 @@
 package qwen3_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -102,40 +103,57 @@ func TestEngineCapture06BDepthFitsL1BothArchs(t *testing.T) {
 // nlp_concat_heads_decode takes the sub-core-grid path for any other grid
 // and refuses it without sub-core grids (ttnn/cpp/ttnn/operations/
 // experimental/transformer/nlp_concat_heads_decode/device/
-// nlp_concat_heads_decode_device_operation.cpp:133-140, :61-66). 16 slots
-// are two whole rows of Wormhole's 8-wide grid, a row and 3 cores of
-// Blackhole's 13-wide one: the first decode step runs on Wormhole and is
-// refused on Blackhole with ttnn's text.
-func TestEngineSixteenSlotsRectangleRule(t *testing.T) {
+// nlp_concat_heads_decode_device_operation.cpp:133-140, :61-66). The
+// engine's users' grid is 8 wide on both archs, as tt_transformers' is: 16
+// and 32 slots are two and four whole rows of it, and decode bit-exact with
+// ref on both archs (Blackhole's own 13-wide walk would make 16 users a row
+// and 3 cores). 12 slots walk the device's grid: one row of Blackhole's,
+// bit-exact, and a row and 4 cores of Wormhole's, refused with ttnn's
+// text.
+func TestEngineUsersGridRectangleRule(t *testing.T) {
 	w := tiny(t)
 	for _, c := range []struct {
-		arch sim.Arch
-		want string // "" runs
+		arch  sim.Arch
+		slots int
+		want  string // "" runs, bit-exact with ref
 	}{
-		{sim.Wormhole, ""},
-		{sim.Blackhole, "nlp_concat_heads_decode: Subcoregrids must be provided if on_subcoregrids is true"},
+		{sim.Wormhole, 16, ""},
+		{sim.Blackhole, 16, ""},
+		{sim.Blackhole, 32, ""},
+		{sim.Wormhole, 12, "nlp_concat_heads_decode: Subcoregrids must be provided if on_subcoregrids is true"},
+		{sim.Blackhole, 12, ""},
 	} {
-		dev, err := sim.New(sim.Options{Arch: c.arch, Strict: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := qwen3.NewEngine(dev, w, qwen3.EngineOptions{Capacity: 16, BlockSize: 32, NumBlocks: 32, Mode: qwen3.ModeEager})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var batch []qwen3.Step
-		for s := range 16 {
-			batch = append(batch, qwen3.Step{Seq: qwen3.SeqID(s + 1), Token: int32(s + 3), Pos: 0, Blocks: []int32{int32(s)}})
-		}
-		_, err = e.Decode(batch)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%v: 16 slots refused: %v", c.arch, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%v: 16 slots: got %v, want %q", c.arch, err, c.want)
-		}
-		if err := e.Close(); err != nil {
-			t.Error(err)
-		}
+		t.Run(fmt.Sprintf("%v/%d", c.arch, c.slots), func(t *testing.T) {
+			eo := qwen3.EngineOptions{Capacity: c.slots, BlockSize: 32, NumBlocks: 2 * c.slots, Mode: qwen3.ModeEager}
+			if c.want == "" {
+				tw := newTwin(t, w, sim.Options{Arch: c.arch}, eo)
+				var seqs []qwen3.SeqID
+				for s := range c.slots {
+					seq := qwen3.SeqID(s + 1)
+					tw.from(seq, 0, prompt(seq, 2, w.Config.VocabSize))
+					seqs = append(seqs, seq)
+				}
+				tw.decodeN(2, seqs...)
+				return
+			}
+			dev, err := sim.New(sim.Options{Arch: c.arch, Strict: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := qwen3.NewEngine(dev, w, eo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var batch []qwen3.Step
+			for s := range c.slots {
+				batch = append(batch, qwen3.Step{Seq: qwen3.SeqID(s + 1), Token: int32(s + 3), Pos: 0, Blocks: []int32{int32(s)}})
+			}
+			if _, err = e.Decode(batch); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want %q", err, c.want)
+			}
+			if err := e.Close(); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

@@ -801,7 +801,7 @@ func (e *Engine) forward() error {
 		normed := f.one(reuse(&o.RMSNorm, tt.RMSNorm{Input: a.x, Weight: L.inNorm, Epsilon: e.eps}))
 		f.run(reuse(&o.Linear, tt.Linear{Input: normed, Weight: L.qkv, Output: a.qkv, TransposeB: true}))
 		qkv := f.run(reuse(&o.NLPCreateQKVHeadsDecode, tt.NLPCreateQKVHeadsDecode{Input: a.qkv,
-			NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads}))
+			NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads, Memory: userSharded(C, c.NumAttentionHeads, hd)}))
 		if f.err != nil {
 			break
 		}

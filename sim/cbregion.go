@@ -60,7 +60,7 @@ var binaryNGCBs = [2]func(d *Device, bs []*buffer) simpleProgram{eltwiseCBs(fals
 func eltwiseCBs(silu bool) func(d *Device, bs []*buffer) simpleProgram {
 	return func(d *Device, bs []*buffer) simpleProgram {
 		a, b, c := bs[0], bs[1], bs[2]
-		native := a.spec.Memory.Sharded() && a.spec.Memory == b.spec.Memory && a.spec.Memory == c.spec.Memory
+		native := a.spec.Memory.Sharded() && d.sameCores(a.spec.Memory) == d.sameCores(b.spec.Memory) && d.sameCores(a.spec.Memory) == d.sameCores(c.spec.Memory)
 		t := func(x *buffer) uint64 { return tileBytes(x.spec.DType) }
 		specs := []cbSpec{{indices: []int{0}, size: 2 * t(a), global: native}}
 		if silu {

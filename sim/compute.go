@@ -959,15 +959,15 @@ const TransMatOffCore FindingClass = "trans-mat-off-core"
 // matrix buffer's address in the L1 of the core that holds u's input shard.
 func transMatOnCore(x *opIO, s *scratch, in, tm *buffer, u int) ([]bf16.BF16, error) {
 	d := x.d
-	core := in.spec.Memory.Shard.FirstCore + u*in.g.hp/in.spec.Memory.Shard.Shape[0]
+	core := d.shardCore(in.spec.Memory.Shard, u*in.g.hp/in.spec.Memory.Shard.Shape[0])
 	page := s.bytesN(3, int(tm.pageSize))
 	if err := d.l1IO(x.op, core, tm.addr, page, false); err != nil {
 		return nil, err
 	}
 	g := tm.spec.Memory.Shard
-	if d.opt.Strict && (core < g.FirstCore || core >= g.FirstCore+g.NumCores) {
+	if d.opt.Strict && !d.onGrid(g, core) {
 		d.find(Finding{Class: TransMatOffCore, Op: x.op, Core: core, User: u, Index: -1, Tensor: tm.id, Addr: tm.addr,
-			Detail: fmt.Sprintf("user %d's core %d reads the transformation matrix at L1 %#x, but the matrix is sharded on cores %d..%d: the tile there is that core's own L1", u, core, tm.addr, g.FirstCore, g.FirstCore+g.NumCores-1)})
+			Detail: fmt.Sprintf("user %d's core %d reads the transformation matrix at L1 %#x, but the matrix is sharded on %s: the tile there is that core's own L1", u, core, tm.addr, coreRangeSet(g, d.gridX()))})
 	}
 	m := s.buf(5, tt.TileSize*tt.TileSize)
 	untilizeTileRows(m, tt.TileSize, bf16.FromBytes(page), tt.TileSize)

@@ -213,3 +213,69 @@ func TestWidthShardedPlacement(t *testing.T) {
 		cSame(t, fmt.Sprintf("width-sharded round trip (width %d)", w), cDown(t, d, x), v)
 	}
 }
+
+// tt.ShardSpec.GridWidth numbers a grid's cores row-major over the leftmost
+// GridWidth columns (num_cores_to_corerangeset_in_subcoregrids over that
+// rectangle, row-wise, its rows merged: tt_metal/common/work_split.cpp:
+// 150-310): on Blackhole (13 wide) 16 users 8 wide are the one range
+// (0,0)-(7,1), shard i on worker core (i/8)*13 + i%8; the whole-grid walk
+// is a row and 3 cores. A width past the grid's, or a grid past the
+// columns' cores, is refused. On Wormhole (8 wide) width 8 and width 0 are
+// the same cores: one program-cache name, and to_memory_config between
+// them returns its input.
+func TestShardGridWidth(t *testing.T) {
+	users := func(w int) tt.Spec {
+		m := tt.L1HeightSharded(16, [2]int{32, 128})
+		m.Shard.GridWidth = w
+		return tt.Spec{Shape: []int{1, 16, 32, 128}, DType: tt.BF16, Layout: tt.Tile, Memory: m}
+	}
+	bh := cDev(t, Options{Arch: Blackhole})
+	for _, c := range []struct {
+		w    int
+		want string
+	}{{8, "{[0-0 - 7-1]}"}, {0, "{[0-0 - 12-0], [0-1 - 2-1]}"}} {
+		if got := coreRangeSet(users(c.w).Memory.Shard, bh.gridX()); got != c.want {
+			t.Errorf("width %d: grid %s, want %s", c.w, got, c.want)
+		}
+	}
+	spec := users(8)
+	x := mustAlloc(t, bh, spec)
+	b := bh.bufs.at(x.ID)
+	for shard, core := range map[int]int{0: 0, 7: 7, 8: 13, 15: 20} {
+		for tile := range 4 {
+			if l := bh.pageLoc(b, shard*4+tile); l.Bank != core || l.Addr != x.Addr+uint64(tile)*b.aligned {
+				t.Errorf("shard %d tile %d at core %d %#x, want core %d slot %d", shard, tile, l.Bank, l.Addr, core, tile)
+			}
+		}
+	}
+	v := cRand(rand.New(rand.NewPCG(49, 50)), 16*32*128, false)
+	if err := bh.WriteHost(x, tt.HostBF16(spec.Shape, tt.Tile, v)); err != nil {
+		t.Fatal(err)
+	}
+	cSame(t, "8-wide round trip", cDown(t, bh, x), v)
+	for _, c := range []struct {
+		spec tt.Spec
+		want string
+	}{
+		{users(14), "sim: shard grid width 14 exceeds the worker grid's 13 columns"},
+		{tt.Spec{Shape: []int{1, 81, 32, 128}, DType: tt.BF16, Layout: tt.Tile,
+			Memory: tt.MemoryConfig{Layout: tt.HeightSharded, Buffer: tt.L1, Shard: tt.ShardSpec{NumCores: 81, Shape: [2]int{32, 128}, GridWidth: 8}}},
+			"sim: shard grid of 81 cores from core 0 exceeds the 80 cores of the leftmost 8 columns"},
+	} {
+		if _, err := bh.Allocate(c.spec); err == nil || err.Error() != c.want {
+			t.Errorf("%s: got %v, want %q", c.spec, err, c.want)
+		}
+	}
+	wh := cDev(t, Options{Arch: Wormhole})
+	if k8, k0 := wh.specKey(users(8)), wh.specKey(users(0)); k8 != k0 {
+		t.Errorf("Wormhole: width 8 named %q, width 0 %q: the same cores", k8, k0)
+	}
+	if k8, k0 := bh.specKey(users(8)), bh.specKey(users(0)); k8 == k0 {
+		t.Errorf("Blackhole: width 8 and width 0 share the name %q", k8)
+	}
+	y := cUpload(t, wh, users(0), v)
+	outs, err := wh.Run(tt.ToMemoryConfig{Input: y, Memory: users(8).Memory})
+	if err != nil || len(outs) != 1 || outs[0].ID != y.ID {
+		t.Fatalf("Wormhole: to_memory_config to width 8 from width 0: outs %v err %v, want the input", outs, err)
+	}
+}

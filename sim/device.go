@@ -368,10 +368,10 @@ func (d *Device) pageLoc(b *buffer, p int) PageLoc {
 		wt := b.g.wp / tt.TileSize // Width(): the padded width
 		swt := m.Shard.Shape[1] / tt.TileSize
 		tr, tc := p/wt, p%wt
-		return PageLoc{tt.L1, m.Shard.FirstCore + tc/swt, b.addr + uint64(tr*swt+tc%swt)*b.aligned}
+		return PageLoc{tt.L1, d.shardCore(m.Shard, tc/swt), b.addr + uint64(tr*swt+tc%swt)*b.aligned}
 	}
 	if b.spec.Memory.Sharded() {
-		return PageLoc{tt.L1, b.spec.Memory.Shard.FirstCore + p/b.shardPage, b.addr + uint64(p%b.shardPage)*b.aligned}
+		return PageLoc{tt.L1, d.shardCore(b.spec.Memory.Shard, p/b.shardPage), b.addr + uint64(p%b.shardPage)*b.aligned}
 	}
 	n := b.nbanks(d)
 	return PageLoc{b.bt, p % n, b.addr + uint64(p/n)*b.aligned}
@@ -437,6 +437,12 @@ func (d *Device) geometryOf(spec tt.Spec) (*buffer, error) {
 	b.aligned = alignUp(b.pageSize, d.alignOf(b.bt))
 	if spec.Memory.Sharded() {
 		sh := spec.Memory.Shard
+		if sh.GridWidth > d.gridX() {
+			return nil, fmt.Errorf("sim: shard grid width %d exceeds the worker grid's %d columns", sh.GridWidth, d.gridX())
+		}
+		if w := sh.GridWidth; w != 0 && sh.FirstCore+sh.NumCores > w*(d.opt.NumCores/d.gridX()) {
+			return nil, fmt.Errorf("sim: shard grid of %d cores from core %d exceeds the %d cores of the leftmost %d columns", sh.NumCores, sh.FirstCore, w*(d.opt.NumCores/d.gridX()), w)
+		}
 		if sh.FirstCore+sh.NumCores > d.opt.NumCores {
 			return nil, fmt.Errorf("sim: shard grid of %d cores from core %d exceeds the %d worker cores", sh.NumCores, sh.FirstCore, d.opt.NumCores)
 		}
@@ -467,8 +473,10 @@ type specID struct {
 // equal specs get equal names, different specs different ones. A spec is
 // named when first seen ("#" and a number: a decode step allocates the
 // same few specs over and over, and short keys hash fast); one of rank
-// over 6 is named by spec.String() (which starts with "[").
+// over 6 is named by spec.String() (which starts with "["). A grid width
+// equal to the worker grid's is named as zero (Device.sameCores).
 func (d *Device) specKey(spec tt.Spec) string {
+	spec.Memory = d.sameCores(spec.Memory)
 	if e := d.specSlotOf(spec); e != nil {
 		return e.key
 	}
@@ -516,7 +524,7 @@ func (id *specID) slot() int {
 	}
 	m := id.mem
 	for _, x := range []uint64{uint64(id.dtype), uint64(id.layout), uint64(m.Layout), uint64(m.Buffer),
-		uint64(m.Shard.NumCores), uint64(m.Shard.Shape[0]), uint64(m.Shard.Shape[1]), uint64(m.Shard.FirstCore)} {
+		uint64(m.Shard.NumCores), uint64(m.Shard.Shape[0]), uint64(m.Shard.Shape[1]), uint64(m.Shard.FirstCore), uint64(m.Shard.GridWidth)} {
 		h = h*31 + x
 	}
 	return int((h * 0x9E3779B97F4A7C15) >> 58)

@@ -15,8 +15,10 @@
 // write path also sends each DRAM page slot's alignment padding as zeros.
 // Strict mode keeps a per-byte written bitmap. Interleaved pages go to bank
 // page % nbanks at base + (page / nbanks) * aligned page size;
-// height-sharded shard i lives on core Shard.FirstCore+i, width-sharded
-// shard i (a column range, TILE only) likewise. A ROW_MAJOR page is one row;
+// height-sharded shard i lives on core Shard.FirstCore+i of the grid's
+// numbering (row-major over the leftmost Shard.GridWidth columns, default
+// the whole grid's width), width-sharded shard i (a column range, TILE
+// only) likewise. A ROW_MAJOR page is one row;
 // a TILE page is one 32x32 tile in 16x16 face order (TileElem). Every byte a
 // tensor holds lives only there: host writes tilize into the pages, host
 // reads untilize from them.

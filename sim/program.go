@@ -202,7 +202,7 @@ func (d *Device) enqueue(op string, p program, l launch) error {
 // capture time), which strict mode checks on every replay.
 func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 	op = tt.Ptr(op) // the switches below take pointers: one passed in is used in place, and nothing of it is kept
-	if tm, ok := op.(*tt.ToMemoryConfig); ok && tm.Memory == tm.Input.Spec.Memory {
+	if tm, ok := op.(*tt.ToMemoryConfig); ok && d.sameCores(tm.Memory) == d.sameCores(tm.Input.Spec.Memory) {
 		// to_memory_config to the tensor's own config returns the tensor
 		// before any device op (core/to_memory_config/to_memory_config_op.cpp:257-261): nothing
 		// runs, nothing is recorded or observed.

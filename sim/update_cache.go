@@ -115,7 +115,7 @@ func validateUpdateCache(a *ucArgs) error {
 	// paged_fused_update_cache_device_operation.cpp: the overlap, then
 	// the core counts ({} prints each CoreRangeSet).
 	g1, g2 := a.inputs[0].spec.Memory.Shard, a.inputs[1].spec.Memory.Shard
-	if g1.FirstCore < g2.FirstCore+g2.NumCores && g2.FirstCore < g1.FirstCore+g1.NumCores {
+	if rangesIntersect(shardRanges(g1, a.gridX), shardRanges(g2, a.gridX)) {
 		return a.err("input_tensor1 (%s) and input_tensor2 (%s) must not overlap", coreRangeSet(g1, a.gridX), coreRangeSet(g2, a.gridX))
 	}
 	if g1.NumCores != g2.NumCores {
@@ -153,6 +153,52 @@ func coreRangeSet(g tt.ShardSpec, gridX int) string {
 // coreRange is a CoreRange, from its start core to its end core.
 type coreRange [2]struct{ x, y int }
 
+// rangesIntersect reports whether two lists of core ranges share a core
+// (CoreRangeSet::intersects).
+func rangesIntersect(as, bs []coreRange) bool {
+	for _, a := range as {
+		for _, b := range bs {
+			if a[0].x <= b[1].x && b[0].x <= a[1].x && a[0].y <= b[1].y && b[0].y <= a[1].y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// shardCore is the worker core (row-major index over the whole worker
+// grid, the index of d.l1) of core FirstCore+i of sh's grid numbering
+// (tt.ShardSpec).
+func (d *Device) shardCore(sh tt.ShardSpec, i int) int {
+	gx := d.gridX()
+	w := sh.GridWidth
+	if w == 0 {
+		w = gx
+	}
+	j := sh.FirstCore + i
+	return j/w*gx + j%w
+}
+
+// onGrid reports whether worker core lies on sh's grid.
+func (d *Device) onGrid(sh tt.ShardSpec, core int) bool {
+	for i := range sh.NumCores {
+		if d.shardCore(sh, i) == core {
+			return true
+		}
+	}
+	return false
+}
+
+// sameCores is m with a grid width equal to the worker grid's spelled as
+// zero: the two name the same cores (tt.ShardSpec.GridWidth), so the card's
+// MemoryConfig (a CoreRangeSet) cannot tell them apart.
+func (d *Device) sameCores(m tt.MemoryConfig) tt.MemoryConfig {
+	if m.Shard.GridWidth == d.gridX() {
+		m.Shard.GridWidth = 0
+	}
+	return m
+}
+
 // String is CoreRange::str(): "[" + start + " - " + end + "]", each core
 // as umd's "x-y".
 func (r coreRange) String() string {
@@ -175,6 +221,14 @@ func boundingBox(rs []coreRange) coreRange {
 func shardRanges(g tt.ShardSpec, gridX int) []coreRange {
 	type xy = struct{ x, y int }
 	var rs []coreRange
+	if g.GridWidth != 0 {
+		// The walk over the leftmost GridWidth columns
+		// (num_cores_to_corerangeset_in_subcoregrids, row-wise, then its
+		// merge of rows with the same x span: tt_metal/common/
+		// work_split.cpp:150-310): the same ranges as the whole-grid walk
+		// of a grid that wide.
+		gridX = g.GridWidth
+	}
 	s := xy{g.FirstCore % gridX, g.FirstCore / gridX}
 	left := g.NumCores
 	if s.x != 0 && left > gridX-s.x {
@@ -375,10 +429,10 @@ type ucProgram struct {
 func (p *ucProgram) cbEnd() uint64 { return p.end }
 
 // ucPart is one (cache, input) pair of a launch: its runtime addresses and
-// the first core of its input's shard grid.
+// its input's shard grid.
 type ucPart struct {
 	cacheAddr, inputAddr uint64
-	firstCore            int
+	grid                 tt.ShardSpec
 	cacheID              tt.TensorID // for findings and the KV log only
 }
 
@@ -564,7 +618,7 @@ func (d *Device) runUpdateCache(a *ucArgs) error {
 	}
 	for i := 0; i < a.pairs(); i++ {
 		l.parts = append(l.parts, ucPart{cacheAddr: a.caches[i].addr, inputAddr: a.inputs[i].addr,
-			firstCore: a.inputs[i].spec.Memory.Shard.FirstCore, cacheID: a.caches[i].id})
+			grid: a.inputs[i].spec.Memory.Shard, cacheID: a.caches[i].id})
 	}
 	if a.idx != nil {
 		l.idxAddr, l.idxID = a.idx.addr, a.idx.id
@@ -592,7 +646,7 @@ func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 
 // exec runs each part's cores: each reads its index, page-table entry and
 // cache tiles and splices its row; the write-backs follow (flush). Core i of
-// a part is worker core firstCore+i: its L1 holds the CBs; i is
+// a part is core i of its input's grid (Device.shardCore): its L1 holds the CBs; i is
 // my_batch_idx, the row of the index and page table.
 func (l *ucLaunch) exec(d *Device) error {
 	p := l.p
@@ -609,7 +663,7 @@ func (l *ucLaunch) exec(d *Device) error {
 	pend, pendBytes := s.ucPend[:0], s.ucBytes[:0]
 	for part, pa := range l.parts {
 		for user := 0; user < p.cores; user++ {
-			core := pa.firstCore + user
+			core := d.shardCore(pa.grid, user)
 			if core >= len(d.l1) {
 				return &Fault{Op: p.op, Core: core, Space: "L1", Addr: pa.inputAddr, Len: len(inRow)}
 			}

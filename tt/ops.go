@@ -95,8 +95,10 @@ type Linear struct {
 // [1,1,B,(NumHeads+2*NumKVHeads)*D] (interleaved), into Q [1,B,NumHeads,D],
 // K and V [1,B,NumKVHeads,D]. Allocating: three outputs, BF16 TILE, L1
 // HEIGHT_SHARDED one user per core (shard [heads rounded up to 32, D]) on the
-// B cores starting at Memory.Shard.FirstCore (Memory zero value: core 0).
-// ttnn's optional_output_tensors argument is ignored by the op at the pinned
+// B cores starting at Memory.Shard.FirstCore of a grid Memory.Shard.GridWidth
+// wide (Memory zero value: core 0 of the worker grid; the walk is
+// nlp_create_qkv_heads_decode_device_operation.cpp:134-139's over the
+// config's grid). ttnn's optional_output_tensors argument is ignored by the op at the pinned
 // commit, so the contract has none.
 type NLPCreateQKVHeadsDecode struct {
 	Input                Tensor
@@ -418,7 +420,8 @@ func (o RMSNorm) AppendOutputSpecs(dst []Spec) []Spec {
 }
 
 // OutputSpecs: Q, K, V, each [1,B,heads,D] BF16 TILE L1 HEIGHT_SHARDED on B
-// cores from Memory.Shard.FirstCore, shard [heads rounded up to 32, D].
+// cores from Memory.Shard.FirstCore (of a grid Memory.Shard.GridWidth wide),
+// shard [heads rounded up to 32, D].
 func (o NLPCreateQKVHeadsDecode) OutputSpecs() []Spec { return o.AppendOutputSpecs(nil) }
 
 // AppendOutputSpecs appends OutputSpecs' list to dst.
@@ -431,6 +434,7 @@ func (o NLPCreateQKVHeadsDecode) AppendOutputSpecs(dst []Spec) []Spec {
 	d := in.Shape[3] / (o.NumHeads + 2*o.NumKVHeads)
 	mk := func(h int) Spec {
 		m := L1HeightShardedAt(o.Memory.Shard.FirstCore, b, [2]int{roundTile(h), d})
+		m.Shard.GridWidth = o.Memory.Shard.GridWidth
 		return Spec{Shape: []int{1, b, h, d}, DType: in.DType, Layout: Tile, Memory: m}
 	}
 	return append(dst, mk(o.NumHeads), mk(o.NumKVHeads), mk(o.NumKVHeads))

@@ -124,21 +124,35 @@ func (m MemoryLayout) String() string {
 }
 
 // ShardSpec describes a sharded tensor. Height-sharded: shard i (rows
-// i*Shape[0] .. (i+1)*Shape[0]-1 of the tensor's 2-D view) lives on worker
+// i*Shape[0] .. (i+1)*Shape[0]-1 of the tensor's 2-D view) lives on grid
 // core FirstCore+i; width-sharded: shard i (columns i*Shape[1] ..
-// (i+1)*Shape[1]-1 of every row) lives on core FirstCore+i; cores taken in row-major order of the worker grid
-// (ROW_MAJOR shard orientation, the only one paged_update_cache accepts,
-// §1.1). The grid is the contiguous core range FirstCore ..
-// FirstCore+NumCores-1; paged_fused_update_cache puts its two inputs on two
-// such grids (§1.5).
+// (i+1)*Shape[1]-1 of every row) lives on grid core FirstCore+i. Grid
+// cores are numbered row-major over the leftmost GridWidth columns of the
+// worker grid (ROW_MAJOR shard orientation, the only one
+// paged_update_cache accepts, §1.1): grid core j is worker core
+// (j mod GridWidth, j div GridWidth). The grid is the contiguous run
+// FirstCore .. FirstCore+NumCores-1 of that numbering, ttnn's
+// num_cores_to_corerangeset_in_subcoregrids over the rectangle (0,0) ..
+// (GridWidth-1, last row), row-wise; paged_fused_update_cache puts its two
+// inputs on two such grids (§1.5).
 type ShardSpec struct {
 	// NumCores is the number of cores of the shard grid.
 	NumCores int
 	// Shape is the shard shape [height, width] in elements.
 	Shape [2]int
-	// FirstCore is the index of the grid's first worker core (row-major);
-	// zero, the default, is core (0,0).
+	// FirstCore is the index of the grid's first core in the numbering
+	// above; zero, the default, is core (0,0).
 	FirstCore int
+	// GridWidth is the width of the numbering; zero, the default, is the
+	// worker grid's own width (compute_with_storage_grid_size().x), so
+	// that a grid spanning rows takes whole rows. tt_transformers shards
+	// its users over an 8-wide rectangle on any arch
+	// (models/tt_transformers/tt/model_config.py num_to_corerange): on
+	// Blackhole, 16 users are then the single range (0,0)-(7,1), which
+	// nlp_concat_heads_decode accepts, where the 13-wide walk is a row and
+	// 3 cores, which it refuses. On a device whose grid is GridWidth wide,
+	// GridWidth and zero name the same cores.
+	GridWidth int
 }
 
 // MemoryConfig is ttnn's MemoryConfig. It is comparable with ==.
@@ -181,7 +195,8 @@ func (m MemoryConfig) Sharded() bool { return m.Layout == HeightSharded || m.Lay
 
 // String renders the config, e.g. "DRAM_INTERLEAVED",
 // "L1_HEIGHT_SHARDED(cores=8,shard=[32,128])", "L1_WIDTH_SHARDED(cores=16,shard=[32,64])" or, for a grid not starting at
-// core 0, "L1_HEIGHT_SHARDED(cores=8,shard=[32,128],first=8)".
+// core 0, "L1_HEIGHT_SHARDED(cores=8,shard=[32,128],first=8)"; a grid
+// width shows as ",width=8".
 func (m MemoryConfig) String() string { return string(m.appendTo(nil)) }
 
 func (m MemoryConfig) appendTo(b []byte) []byte {
@@ -192,6 +207,9 @@ func (m MemoryConfig) appendTo(b []byte) []byte {
 		b = fmt.Appendf(b, "(cores=%d,shard=[%d,%d]", m.Shard.NumCores, m.Shard.Shape[0], m.Shard.Shape[1])
 		if m.Shard.FirstCore != 0 {
 			b = fmt.Appendf(b, ",first=%d", m.Shard.FirstCore)
+		}
+		if m.Shard.GridWidth != 0 {
+			b = fmt.Appendf(b, ",width=%d", m.Shard.GridWidth)
 		}
 		b = append(b, ')')
 	}
@@ -324,7 +342,7 @@ func (s Spec) Validate() error {
 		if s.Layout != Tile {
 			return fmt.Errorf("tt: width-sharded tensors must be TILE in this contract")
 		}
-		if sh.NumCores <= 0 || sh.Shape[0] <= 0 || sh.Shape[1] <= 0 || sh.FirstCore < 0 {
+		if sh.NumCores <= 0 || sh.Shape[0] <= 0 || sh.Shape[1] <= 0 || sh.FirstCore < 0 || sh.GridWidth < 0 {
 			return fmt.Errorf("tt: bad shard spec %+v", sh)
 		}
 		if sh.Shape[0] != s.Height() {
@@ -341,7 +359,7 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("tt: only L1 tensors can be height-sharded")
 		}
 		sh := m.Shard
-		if sh.NumCores <= 0 || sh.Shape[0] <= 0 || sh.Shape[1] <= 0 || sh.FirstCore < 0 {
+		if sh.NumCores <= 0 || sh.Shape[0] <= 0 || sh.Shape[1] <= 0 || sh.FirstCore < 0 || sh.GridWidth < 0 {
 			return fmt.Errorf("tt: bad shard spec %+v", sh)
 		}
 		if sh.Shape[1] != s.Width() {

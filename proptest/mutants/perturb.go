@@ -200,8 +200,8 @@ var Perturbations = []Mutant{
 		Idea:   "rotary_embedding_llama's users all read the matrix from its buffer wherever it is sharded, not from the L1 of their own cores (rotary_embedding_llama_sharded_program_factory.cpp:114-126 binds the CB to the address on every core)",
 		Expect: "TestRotaryLlamaInterleavedPairs fails: a one-core matrix rotates every user correctly",
 		Edits: []Edit{{File: "sim/compute.go",
-			Old: "\tcore := in.spec.Memory.Shard.FirstCore + u*in.g.hp/in.spec.Memory.Shard.Shape[0]",
-			New: "\tcore := tm.spec.Memory.Shard.FirstCore + 0*u*in.g.hp/in.spec.Memory.Shard.Shape[0] // perturbation"}},
+			Old: "\tcore := d.shardCore(in.spec.Memory.Shard, u*in.g.hp/in.spec.Memory.Shard.Shape[0])",
+			New: "\tcore := d.shardCore(tm.spec.Memory.Shard, 0*u*in.g.hp/in.spec.Memory.Shard.Shape[0]) // perturbation"}},
 	},
 	{
 		Name:   "sim-to-memory-config-same-allocates",
