@@ -34,6 +34,7 @@ func Cases() []Case {
 		{"argmax", caseArgmax},
 		{"create-qkv-heads", caseCreateHeads},
 		{"concat-heads", caseConcatHeads},
+		{"users-grid-8-wide", caseUsersGrid8Wide},
 		{"to-memory-config", caseToMemoryConfig},
 		{"to-memory-config-same-config", caseToMemoryConfigSame},
 		{"rms-norm", caseRMSNorm},

@@ -87,6 +87,114 @@ func caseConcatHeads(p *Pair) error {
 	return p.exact("concatenated heads (width-sharded)", out)
 }
 
+// caseUsersGrid8Wide: 16 users on a grid numbered over the leftmost 8
+// columns (tt.ShardSpec.GridWidth, tt_transformers' users' rectangle): on
+// Blackhole the one range (0,0)-(7,1), user i on core (i%8, i/8), not the
+// 13-wide walk. nlp_create_qkv_heads_decode walks its output grid inside
+// the config's grid, nlp_concat_heads_decode accepts the rectangle, and
+// paged_update_cache reads each user's row from its own core.
+// rotary_embedding_llama's users read the matrix at its address in their
+// own cores' L1: with the matrix on the whole-grid walk of 21 cores, a
+// different matrix on each, user i reads core (i%8, i/8)'s (on Blackhole
+// core 13+i-8 for i >= 8, not core i).
+func caseUsersGrid8Wide(p *Pair) error {
+	const b = 16
+	r := rand.New(rand.NewPCG(61, 62))
+	grid := func(rows int) tt.MemoryConfig {
+		m := tt.L1HeightSharded(b, [2]int{rows, 32})
+		m.Shard.GridWidth = 8
+		return m
+	}
+	in, err := p.allocWrite(r, dram([]int{1, 1, b, (4 + 2*2) * 32}, tt.BF16, tt.Tile), 2)
+	if err != nil {
+		return err
+	}
+	outs, err := p.allocOp("nlp_create_qkv_heads_decode", func(i int) tt.Op {
+		return tt.NLPCreateQKVHeadsDecode{Input: in[i], NumHeads: 4, NumKVHeads: 2, Memory: grid(32)}
+	})
+	if err != nil {
+		return err
+	}
+	for j, what := range []string{"Q", "K", "V"} {
+		if outs[j][0].Spec.Memory.Shard.GridWidth != 8 || outs[j][1].Spec.Memory.Shard.GridWidth%8 != 0 {
+			return fmt.Errorf("%s: sharded %v (sim) and %v (card), want 8 wide", what, outs[j][0].Spec.Memory, outs[j][1].Spec.Memory)
+		}
+		if err := p.exact(what, outs[j]); err != nil {
+			return err
+		}
+	}
+	cat, err := p.alloc(tt.Spec{Shape: []int{1, 1, b, 4 * 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1WidthSharded(4, [2]int{32, 32})})
+	if err != nil {
+		return err
+	}
+	if err := p.op("nlp_concat_heads_decode", func(i int) tt.Op { return tt.ConcatHeads{Input: outs[0][i], Output: cat[i], NumHeads: 4} }); err != nil {
+		return err
+	}
+	if err := p.exact("concatenated heads", cat); err != nil {
+		return err
+	}
+	m := tt.L1HeightSharded(b, [2]int{32, 64})
+	m.Shard.GridWidth = 8
+	k, err := newKVOn(p, r, b, 32, 2, m)
+	if err != nil {
+		return err
+	}
+	pos := make([]int32, b)
+	for u := range pos {
+		pos[u] = int32(u*5 + 31)
+	}
+	if err := k.positions(p, pos); err != nil {
+		return err
+	}
+	if err := p.op("paged_update_cache", k.update); err != nil {
+		return err
+	}
+	if err := p.exact("cache after an update of 16 users", k.cache); err != nil {
+		return err
+	}
+	cs := tt.Spec{Shape: []int{1, b, 1, k.d}, DType: tt.BF16, Layout: tt.Tile, Memory: m}
+	cv, sv := cosSin([]int{0, 5, 31, 1000, 7, 3, 64, 2, 9, 100, 11, 12, 13, 14, 15, 16}, k.d, true)
+	var cos, sin [2]tt.Tensor
+	for _, c := range []struct {
+		t *[2]tt.Tensor
+		v []bf16.BF16
+	}{{&cos, cv}, {&sin, sv}} {
+		if *c.t, err = p.alloc(cs); err != nil {
+			return err
+		}
+		if err := p.write(*c.t, tt.HostBF16(cs.Shape, tt.Tile, c.v)); err != nil {
+			return err
+		}
+	}
+	const mats = 21 // cores 0..20 of the whole-grid walk: every user's core on both archs
+	ts := tt.Spec{Shape: []int{1, 1, 32 * mats, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(mats, [2]int{32, 32})}
+	mv := make([]bf16.BF16, 32*32*mats)
+	for c := range mats {
+		for i := 0; i < 16; i++ {
+			mv[c*1024+(2*i)*32+2*i+1] = bf16.FromFloat32(float32(c + 1))
+			mv[c*1024+(2*i+1)*32+2*i] = bf16.FromFloat32(-float32(c + 1))
+		}
+	}
+	tm, err := p.alloc(ts)
+	if err != nil {
+		return err
+	}
+	if err := p.write(tm, tt.HostBF16(ts.Shape, tt.Tile, mv)); err != nil {
+		return err
+	}
+	rot, err := p.allocOp("rotary_embedding_llama", func(i int) tt.Op {
+		return tt.RotaryEmbeddingLlama{Input: k.input[i], Cos: cos[i], Sin: sin[i], TransMat: tm[i]}
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.close("rotary_embedding_llama", rot[0]); err != nil {
+		return err
+	}
+	p.Note("16 users 8 wide: create heads, concat heads, paged_update_cache, rotary_embedding_llama reading a matrix per core")
+	return nil
+}
+
 func caseToMemoryConfig(p *Pair) error {
 	r := rand.New(rand.NewPCG(27, 28))
 	in, err := p.allocWrite(r, dram([]int{1, 1, 64, 64}, tt.BF16, tt.Tile), 2)

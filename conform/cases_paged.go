@@ -18,6 +18,11 @@ type kv struct {
 }
 
 func newKV(p *Pair, r *rand.Rand, b, blocks, w, firstCore int) (*kv, error) {
+	return newKVOn(p, r, b, blocks, w, tt.L1HeightShardedAt(firstCore, b, [2]int{32, 64}))
+}
+
+// newKVOn is newKV with the input sharded by m (shard [32, 64]).
+func newKVOn(p *Pair, r *rand.Rand, b, blocks, w int, m tt.MemoryConfig) (*kv, error) {
 	k := &kv{b: b, heads: 2, d: 64, bs: 32, blocks: blocks, w: w}
 	var err error
 	cs := dram([]int{blocks, k.heads, k.bs, k.d}, tt.BF16, tt.Tile)
@@ -27,7 +32,7 @@ func newKV(p *Pair, r *rand.Rand, b, blocks, w, firstCore int) (*kv, error) {
 	if err := p.write(k.cache, tt.HostBF16(cs.Shape, tt.Tile, randBF16(r, cs.Volume(), 1))); err != nil {
 		return nil, err
 	}
-	is := tt.Spec{Shape: []int{1, b, k.heads, k.d}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightShardedAt(firstCore, b, [2]int{32, k.d})}
+	is := tt.Spec{Shape: []int{1, b, k.heads, k.d}, DType: tt.BF16, Layout: tt.Tile, Memory: m}
 	if k.input, err = p.alloc(is); err != nil {
 		return nil, err
 	}

@@ -145,6 +145,11 @@ func caseRefusalTexts(p *Pair) error {
 		}},
 		{"concat heads, users' grid from core 1 (on_subcoregrids without sub-core grids)", concat(b, tt.L1HeightShardedAt(1, b, [2]int{32, d}))},
 		{"concat heads, 14 users' grid past a row of either arch", concat(14, tt.L1HeightSharded(14, [2]int{32, d}))},
+		{"concat heads, 12 users 8 wide: a row and 4 cores", concat(12, func() tt.MemoryConfig {
+			m := tt.L1HeightSharded(12, [2]int{32, d})
+			m.Shard.GridWidth = 8
+			return m
+		}())},
 		{"concat heads, more cores than users", concat(b, tt.L1HeightSharded(b+1, [2]int{32, d}))},
 		{"concat heads, a shard two tiles high", concat(b, tt.L1HeightSharded(b, [2]int{64, d}))},
 		{"sdpa decode, a UINT32 cur_pos (DataType)", sdpa(swap("pos", dramT(tt.UINT32, tt.RowMajor, b)))},

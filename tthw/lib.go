@@ -10,7 +10,7 @@ import (
 )
 
 // abiVersion is OFFCARD_TT_ABI_VERSION of include/offcard_tt.h.
-const abiVersion = 3
+const abiVersion = 4
 
 // Status codes of offcard_tt.h.
 const (

@@ -8,7 +8,7 @@ import (
 
 // Spec words and op codes of offcard_tt.h.
 const (
-	specHeader = 9
+	specHeader = 10
 	maxRank    = 8
 
 	opEmbedding             = 1
@@ -76,7 +76,7 @@ func specWords(s tt.Spec) ([]int64, error) {
 		return nil, fmt.Errorf("tthw: memory layout %v has no ABI code", s.Memory.Layout)
 	}
 	sh := s.Memory.Shard
-	w[5], w[6], w[7], w[8] = int64(sh.NumCores), int64(sh.Shape[0]), int64(sh.Shape[1]), int64(sh.FirstCore)
+	w[5], w[6], w[7], w[8], w[9] = int64(sh.NumCores), int64(sh.Shape[0]), int64(sh.Shape[1]), int64(sh.FirstCore), int64(sh.GridWidth)
 	for _, d := range s.Shape {
 		w = append(w, int64(d))
 	}
@@ -90,7 +90,7 @@ func specFromWords(w []int64) (tt.Spec, error) {
 	}
 	s := tt.Spec{DType: dtypeOf[w[1]], Layout: layoutOf[w[2]],
 		Memory: tt.MemoryConfig{Buffer: bufferOf[w[3]], Layout: memoryOf[w[4]],
-			Shard: tt.ShardSpec{NumCores: int(w[5]), Shape: [2]int{int(w[6]), int(w[7])}, FirstCore: int(w[8])}}}
+			Shard: tt.ShardSpec{NumCores: int(w[5]), Shape: [2]int{int(w[6]), int(w[7])}, FirstCore: int(w[8]), GridWidth: int(w[9])}}}
 	for _, d := range w[specHeader:] {
 		s.Shape = append(s.Shape, int(d))
 	}

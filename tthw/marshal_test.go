@@ -120,3 +120,23 @@ func TestMarshalServingOps(t *testing.T) {
 		}
 	}
 }
+
+// A spec's shard grid travels whole: its cores, shape, first core and grid
+// width each take their own word (OFFCARD_TT_SPEC_SHARD_*), and the words
+// decode to the same spec.
+func TestSpecWordsShardGrid(t *testing.T) {
+	m := tt.L1HeightShardedAt(3, 16, [2]int{32, 64})
+	m.Shard.GridWidth = 8
+	s := tt.Spec{Shape: []int{1, 16, 2, 64}, DType: tt.BF16, Layout: tt.Tile, Memory: m}
+	w, err := specWords(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{4, dtypeCode[tt.BF16], layoutCode[tt.Tile], bufferCode[tt.L1], memoryCode[tt.HeightSharded], 16, 32, 64, 3, 8, 1, 16, 2, 64}; !slices.Equal(w, want) {
+		t.Fatalf("words %v, want %v", w, want)
+	}
+	back, err := specFromWords(w)
+	if err != nil || !back.Equal(s) {
+		t.Fatalf("decoded %v (%v), want %v", back, err, s)
+	}
+}

@@ -63,7 +63,7 @@
 extern "C" {
 #endif
 
-#define OFFCARD_TT_ABI_VERSION 3
+#define OFFCARD_TT_ABI_VERSION 4
 
 /* Status codes. */
 #define OFFCARD_TT_OK 0
@@ -102,11 +102,17 @@ extern "C" {
 #define OFFCARD_TT_SPEC_SHARD_CORES 5 /* sharded only, else 0 */
 #define OFFCARD_TT_SPEC_SHARD_H 6
 #define OFFCARD_TT_SPEC_SHARD_W 7
-#define OFFCARD_TT_SPEC_SHARD_FIRST 8 /* first worker core (row-major index) of the shard grid */
-/* Height-sharded: shard i holds rows i*H..(i+1)*H-1 of the 2-D view on core
- * first+i. Width-sharded (TILE only): shard i holds columns i*W..(i+1)*W-1
- * of every row on core first+i, tiles row-major inside the shard. */
-#define OFFCARD_TT_SPEC_HEADER 9
+#define OFFCARD_TT_SPEC_SHARD_FIRST 8 /* first core of the shard grid, in the numbering below */
+#define OFFCARD_TT_SPEC_SHARD_GRID_W 9 /* width of the numbering; 0: the worker grid's */
+/* The grid's cores are numbered row-major over the leftmost GRID_W columns
+ * of the worker grid: core j is (j % GRID_W, j / GRID_W). The grid is cores
+ * first..first+cores-1 of that numbering (ttnn's
+ * num_cores_to_corerangeset_in_subcoregrids over the rectangle (0,0) ..
+ * (GRID_W-1, last row), row-wise). Height-sharded: shard i holds rows
+ * i*H..(i+1)*H-1 of the 2-D view on core first+i. Width-sharded (TILE
+ * only): shard i holds columns i*W..(i+1)*W-1 of every row on core
+ * first+i, tiles row-major inside the shard. */
+#define OFFCARD_TT_SPEC_HEADER 10
 #define OFFCARD_TT_MAX_RANK 8
 
 /* Device facts (offcard_tt_device_facts), int64_t each. */

@@ -15,7 +15,7 @@ typedef struct {
   int32_t rank;
   int64_t dims[OFFCARD_TT_MAX_RANK];
   int32_t dtype, layout, buffer, memory;
-  int64_t shard_cores, shard_h, shard_w, shard_first;
+  int64_t shard_cores, shard_h, shard_w, shard_first, shard_gw;
 } lb_spec;
 
 /* A tensor as an op sees it: its spec, address and page geometry. Ops take
@@ -102,6 +102,13 @@ int32_t lb_err(int32_t status, const char *op, const char *fmt, ...);
 
 /* memory (loopback.c) */
 void lb_page_at(const offcard_tt_device *d, const lb_tensor *t, uint64_t p, int *l1, int *bank, uint64_t *addr);
+/* lb_grid_w is the width of s's core numbering (OFFCARD_TT_SPEC_SHARD_GRID_W,
+ * 0 the worker grid's); lb_core the worker core (row-major over the whole
+ * grid) of core first+i of that numbering; lb_same_cores normalises a width
+ * equal to the worker grid's to 0 (the two name the same cores). */
+int64_t lb_grid_w(const offcard_tt_device *d, const lb_spec *s);
+int64_t lb_core(const offcard_tt_device *d, const lb_spec *s, int64_t i);
+lb_spec lb_same_cores(const offcard_tt_device *d, lb_spec s);
 int lb_io(offcard_tt_device *d, const char *op, int l1, int bank, uint64_t addr, void *buf, uint64_t n, int write);
 int lb_page_io(offcard_tt_device *d, const char *op, const lb_tensor *t, uint64_t page, void *buf, int write);
 int lb_read_logical(offcard_tt_device *d, const char *op, const lb_tensor *t, void *out);

@@ -271,6 +271,7 @@ static int spec_parse(const int64_t *w, uint32_t n, lb_spec *s) {
   s->shard_h = w[OFFCARD_TT_SPEC_SHARD_H];
   s->shard_w = w[OFFCARD_TT_SPEC_SHARD_W];
   s->shard_first = w[OFFCARD_TT_SPEC_SHARD_FIRST];
+  s->shard_gw = w[OFFCARD_TT_SPEC_SHARD_GRID_W];
   for (int i = 0; i < s->rank; i++) {
     s->dims[i] = w[OFFCARD_TT_SPEC_HEADER + i];
     if (s->dims[i] <= 0 || s->dims[i] > (1 << 24)) return lb_err(OFFCARD_TT_EARG, "allocate", "spec dim %d is %lld", i, (long long)s->dims[i]);
@@ -280,17 +281,17 @@ static int spec_parse(const int64_t *w, uint32_t n, lb_spec *s) {
   if (s->layout == OFFCARD_TT_TILE && s->rank < 2) return lb_err(OFFCARD_TT_EARG, "allocate", "TILE layout needs rank >= 2");
   if (s->buffer != OFFCARD_TT_DRAM && s->buffer != OFFCARD_TT_L1) return lb_err(OFFCARD_TT_EARG, "allocate", "invalid buffer type %d", s->buffer);
   if (s->memory == OFFCARD_TT_INTERLEAVED) {
-    if (s->shard_cores || s->shard_h || s->shard_w || s->shard_first) return lb_err(OFFCARD_TT_EARG, "allocate", "interleaved memory config carries a shard spec");
+    if (s->shard_cores || s->shard_h || s->shard_w || s->shard_first || s->shard_gw) return lb_err(OFFCARD_TT_EARG, "allocate", "interleaved memory config carries a shard spec");
   } else if (s->memory == OFFCARD_TT_HEIGHT_SHARDED) {
     if (s->buffer != OFFCARD_TT_L1) return lb_err(OFFCARD_TT_EARG, "allocate", "only L1 tensors can be height-sharded");
-    if (s->shard_cores <= 0 || s->shard_h <= 0 || s->shard_w <= 0 || s->shard_first < 0)
+    if (s->shard_cores <= 0 || s->shard_h <= 0 || s->shard_w <= 0 || s->shard_first < 0 || s->shard_gw < 0)
       return lb_err(OFFCARD_TT_EARG, "allocate", "bad shard spec");
     if (s->shard_w != lb_padded(s, s->rank - 1)) return lb_err(OFFCARD_TT_EARG, "allocate", "height-sharded shard width %lld != tensor width %lld", (long long)s->shard_w, (long long)lb_padded(s, s->rank - 1));
     if (s->layout == OFFCARD_TT_TILE && s->shard_h % LB_TILE) return lb_err(OFFCARD_TT_EARG, "allocate", "TILE shard height is not a multiple of 32");
   } else if (s->memory == OFFCARD_TT_WIDTH_SHARDED) {
     if (s->buffer != OFFCARD_TT_L1) return lb_err(OFFCARD_TT_EARG, "allocate", "only L1 tensors can be width-sharded");
     if (s->layout != OFFCARD_TT_TILE) return lb_err(OFFCARD_TT_EARG, "allocate", "width-sharded tensors must be TILE");
-    if (s->shard_cores <= 0 || s->shard_h <= 0 || s->shard_w <= 0 || s->shard_first < 0 || s->shard_w % LB_TILE)
+    if (s->shard_cores <= 0 || s->shard_h <= 0 || s->shard_w <= 0 || s->shard_first < 0 || s->shard_gw < 0 || s->shard_w % LB_TILE)
       return lb_err(OFFCARD_TT_EARG, "allocate", "bad shard spec");
     uint64_t h = 1;
     for (int i = 0; i < s->rank - 1; i++) h *= (uint64_t)lb_padded(s, i);
@@ -316,12 +317,14 @@ int lb_geometry(offcard_tt_device *d, lb_tensor *t) {
     t->num_pages = h;
   }
   t->aligned = align_up(t->page_size, s->buffer == OFFCARD_TT_DRAM ? d->dram_align : d->l1_align);
+  if (s->memory != OFFCARD_TT_INTERLEAVED) {
+    if (s->shard_gw > d->grid_x) return lb_err(OFFCARD_TT_EARG, "allocate", "shard grid width %lld exceeds the worker grid's %d columns", (long long)s->shard_gw, d->grid_x);
+    if (s->shard_first + s->shard_cores > lb_grid_w(d, s) * d->grid_y) return lb_err(OFFCARD_TT_EARG, "allocate", "shard grid exceeds the %lld cores of its columns", (long long)(lb_grid_w(d, s) * d->grid_y));
+  }
   if (s->memory == OFFCARD_TT_WIDTH_SHARDED) {
-    if (s->shard_first + s->shard_cores > d->ncores) return lb_err(OFFCARD_TT_EARG, "allocate", "shard grid exceeds the %d worker cores", d->ncores);
     t->shard_pages = (uint64_t)(s->shard_h / LB_TILE) * (s->shard_w / LB_TILE);
     t->per_bank = t->shard_pages * t->aligned;
   } else if (s->memory == OFFCARD_TT_HEIGHT_SHARDED) {
-    if (s->shard_first + s->shard_cores > d->ncores) return lb_err(OFFCARD_TT_EARG, "allocate", "shard grid exceeds the %d worker cores", d->ncores);
     t->shard_pages = s->layout == OFFCARD_TT_TILE ? (uint64_t)(s->shard_h / LB_TILE) * (s->shard_w / LB_TILE) : (uint64_t)s->shard_h;
     if ((uint64_t)s->shard_cores * t->shard_pages < t->num_pages) return lb_err(OFFCARD_TT_EARG, "allocate", "shards cannot hold the tensor");
     t->per_bank = t->shard_pages * t->aligned;
@@ -332,19 +335,31 @@ int lb_geometry(offcard_tt_device *d, lb_tensor *t) {
   return 0;
 }
 
+int64_t lb_grid_w(const offcard_tt_device *d, const lb_spec *s) { return s->shard_gw ? s->shard_gw : d->grid_x; }
+
+int64_t lb_core(const offcard_tt_device *d, const lb_spec *s, int64_t i) {
+  int64_t j = s->shard_first + i, w = lb_grid_w(d, s);
+  return j / w * d->grid_x + j % w;
+}
+
+lb_spec lb_same_cores(const offcard_tt_device *d, lb_spec s) {
+  if (s.shard_gw == d->grid_x) s.shard_gw = 0;
+  return s;
+}
+
 /* lb_page_at locates page p of t: interleaved page p lives in bank p % n
  * at addr + (p / n) * aligned; height-sharded shard p / shard_pages on
- * core shard_first + that index; width-sharded by tile column. */
+ * core lb_core(shard_first + that index); width-sharded by tile column. */
 void lb_page_at(const offcard_tt_device *d, const lb_tensor *t, uint64_t p, int *l1, int *bank, uint64_t *addr) {
   *l1 = t->s.buffer == OFFCARD_TT_L1;
   if (t->s.memory == OFFCARD_TT_WIDTH_SHARDED) {
     uint64_t wt = (uint64_t)lb_padded(&t->s, t->s.rank - 1) / LB_TILE, swt = (uint64_t)t->s.shard_w / LB_TILE;
     uint64_t tr = p / wt, tc = p % wt;
-    *l1 = 1, *bank = (int)(t->s.shard_first + tc / swt), *addr = t->addr + (tr * swt + tc % swt) * t->aligned;
+    *l1 = 1, *bank = (int)lb_core(d, &t->s, (int64_t)(tc / swt)), *addr = t->addr + (tr * swt + tc % swt) * t->aligned;
     return;
   }
   if (t->s.memory == OFFCARD_TT_HEIGHT_SHARDED) {
-    *l1 = 1, *bank = (int)(t->s.shard_first + p / t->shard_pages), *addr = t->addr + (p % t->shard_pages) * t->aligned;
+    *l1 = 1, *bank = (int)lb_core(d, &t->s, (int64_t)(p / t->shard_pages)), *addr = t->addr + (p % t->shard_pages) * t->aligned;
     return;
   }
   uint64_t n = *l1 ? (uint64_t)d->ncores : (uint64_t)d->nbanks;
@@ -703,7 +718,7 @@ int32_t offcard_tt_tensor_spec(offcard_tt_device *d, uint64_t id, int64_t *spec,
   lb_tensor *t = live_tensor(d, id);
   if (!t) return lb_err(OFFCARD_TT_EARG, "tensor_spec", "tensor %llu is not allocated", (unsigned long long)id);
   int64_t w[OFFCARD_TT_SPEC_HEADER + OFFCARD_TT_MAX_RANK] = {t->s.rank, t->s.dtype, t->s.layout, t->s.buffer, t->s.memory,
-                                                            t->s.shard_cores, t->s.shard_h, t->s.shard_w, t->s.shard_first};
+                                                            t->s.shard_cores, t->s.shard_h, t->s.shard_w, t->s.shard_first, t->s.shard_gw};
   for (int i = 0; i < t->s.rank; i++) w[OFFCARD_TT_SPEC_HEADER + i] = t->s.dims[i];
   *len = OFFCARD_TT_SPEC_HEADER + t->s.rank;
   for (uint32_t i = 0; spec && i < cap && i < *len; i++) spec[i] = w[i];
@@ -742,7 +757,7 @@ int32_t offcard_tt_read_host(offcard_tt_device *d, uint64_t id, void *data, uint
 
 /* ---- ops and the program cache ---- */
 
-static int prog_key(const lb_op *o, char *k, size_t cap) {
+static int prog_key(const offcard_tt_device *d, const lb_op *o, char *k, size_t cap) {
   size_t n = 0;
   n += snprintf(k + n, cap - n, "%d", o->code);
   for (uint32_t i = 0; i < o->nt && n < cap; i++) {
@@ -750,15 +765,15 @@ static int prog_key(const lb_op *o, char *k, size_t cap) {
       n += snprintf(k + n, cap - n, "|-");
       continue;
     }
-    const lb_spec *s = &o->t[i].s;
-    n += snprintf(k + n, cap - n, "|%d,%d,%d,%d,%lld,%lld,%lld,%lld:", s->dtype, s->layout, s->buffer, s->memory, (long long)s->shard_cores,
-                  (long long)s->shard_h, (long long)s->shard_w, (long long)s->shard_first);
+    const lb_spec sc = lb_same_cores(d, o->t[i].s), *s = &sc;
+    n += snprintf(k + n, cap - n, "|%d,%d,%d,%d,%lld,%lld,%lld,%lld,%lld:", s->dtype, s->layout, s->buffer, s->memory, (long long)s->shard_cores,
+                  (long long)s->shard_h, (long long)s->shard_w, (long long)s->shard_first, (long long)s->shard_gw);
     for (int j = 0; j < s->rank && n < cap; j++) n += snprintf(k + n, cap - n, "%lld,", (long long)s->dims[j]);
   }
   for (uint32_t i = 0; i < o->nout && n < cap; i++) {
-    const lb_spec *s = &o->out[i].s;
-    n += snprintf(k + n, cap - n, "|out%d,%d,%d,%d,%lld,%lld,%lld,%lld", s->dtype, s->layout, s->buffer, s->memory, (long long)s->shard_cores,
-                  (long long)s->shard_h, (long long)s->shard_w, (long long)s->shard_first);
+    const lb_spec sc = lb_same_cores(d, o->out[i].s), *s = &sc;
+    n += snprintf(k + n, cap - n, "|out%d,%d,%d,%d,%lld,%lld,%lld,%lld,%lld", s->dtype, s->layout, s->buffer, s->memory, (long long)s->shard_cores,
+                  (long long)s->shard_h, (long long)s->shard_w, (long long)s->shard_first, (long long)s->shard_gw);
   }
   /* attributes; the update-cache list values are runtime arguments, only
    * its length is part of the program */
@@ -837,7 +852,8 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
   if (d->fail_op && d->n_op == d->fail_op) return lb_err(OFFCARD_TT_EINJECTED, name, "injected failure of op %ld", d->n_op);
   int rc = lb_validate(d, &o); /* on every call, hits included (ttnn validate_on_program_cache_hit) */
   if (rc) return rc;
-  if ((code == OFFCARD_TT_OP_TO_MEMORY_CONFIG || (code == OFFCARD_TT_OP_SLICE && lb_slice_noop(&o))) && !memcmp(&specs[0], &o.t[0].s, sizeof specs[0])) {
+  lb_spec want = lb_same_cores(d, specs[0]), have = lb_same_cores(d, o.t[0].s);
+  if ((code == OFFCARD_TT_OP_TO_MEMORY_CONFIG || (code == OFFCARD_TT_OP_SLICE && lb_slice_noop(&o))) && !memcmp(&want, &have, sizeof want)) {
     /* ttnn::to_memory_config to the input's own config returns the input
      * tensor itself, before any program (to_memory_config_op.cpp): the new
      * handle aliases the input's buffer; nothing runs or is recorded. So
@@ -851,7 +867,7 @@ int32_t offcard_tt_run(offcard_tt_device *d, int32_t code, const uint64_t *tenso
     return OFFCARD_TT_OK;
   }
   char key[2048];
-  if (!prog_key(&o, key, sizeof key)) return lb_err(OFFCARD_TT_EARG, name, "program key too long");
+  if (!prog_key(d, &o, key, sizeof key)) return lb_err(OFFCARD_TT_EARG, name, "program key too long");
   int hit = 0;
   for (size_t i = 0; i < d->nprogs && !hit; i++) hit = !strcmp(d->progs[i], key);
   if (!hit) {

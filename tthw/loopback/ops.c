@@ -224,9 +224,12 @@ static const char *logical_shape(const lb_spec *s, char *buf, size_t n) {
   return buf;
 }
 
-/* core_range_set prints the shard grid of n cores from core first as the
- * shim builds it, num_cores_to_corerangeset(start, n, grid, row_wise)
- * (tt_metal/common/work_split.cpp:77-143), and as its fmt formatter prints
+/* core_range_set prints the shard grid of n cores from core first of a
+ * numbering gx wide (lb_grid_w) as the shim builds it,
+ * num_cores_to_corerangeset(start, n, grid, row_wise) or, narrower than the
+ * grid, num_cores_to_corerangeset_in_subcoregrids over the leftmost gx
+ * columns (tt_metal/common/work_split.cpp:77-143, 150-310: the same
+ * ranges), and as its fmt formatter prints
  * it: "{" + each CoreRange::str() joined by ", " + "}", a CoreRange
  * "[start - end]" (tt_metal/common/core_coord.cpp:115, 354-365), a core
  * umd's xy_pair::str() "x-y" (tt-umd at 44455fa1, the pin's
@@ -324,12 +327,15 @@ static int validate_uc(offcard_tt_device *d, const lb_op *o, int fused) {
     const lb_spec *a = &o->t[1].s, *b = &o->t[3].s;
     char g1[128], g2[128];
     /* {} prints each CoreRangeSet (paged_fused_update_cache_device_operation.cpp:227-228) */
-    if (a->shard_first < b->shard_first + b->shard_cores && b->shard_first < a->shard_first + a->shard_cores)
-      FAIL("input_tensor1 (%s) and input_tensor2 (%s) must not overlap", core_range_set(a->shard_first, a->shard_cores, d->grid_x, g1, sizeof g1),
-           core_range_set(b->shard_first, b->shard_cores, d->grid_x, g2, sizeof g2));
+    int overlap = 0; /* CoreRangeSet::intersects */
+    for (int64_t i = 0; i < a->shard_cores && !overlap; i++)
+      for (int64_t j = 0; j < b->shard_cores && !overlap; j++) overlap = lb_core(d, a, i) == lb_core(d, b, j);
+    if (overlap)
+      FAIL("input_tensor1 (%s) and input_tensor2 (%s) must not overlap", core_range_set(a->shard_first, a->shard_cores, lb_grid_w(d, a), g1, sizeof g1),
+           core_range_set(b->shard_first, b->shard_cores, lb_grid_w(d, b), g2, sizeof g2));
     if (a->shard_cores != b->shard_cores)
-      FAIL("input_tensor1 (%s) and input_tensor2 (%s) must have same number of cores", core_range_set(a->shard_first, a->shard_cores, d->grid_x, g1, sizeof g1),
-           core_range_set(b->shard_first, b->shard_cores, d->grid_x, g2, sizeof g2));
+      FAIL("input_tensor1 (%s) and input_tensor2 (%s) must have same number of cores", core_range_set(a->shard_first, a->shard_cores, lb_grid_w(d, a), g1, sizeof g1),
+           core_range_set(b->shard_first, b->shard_cores, lb_grid_w(d, b), g2, sizeof g2));
     if (!same_shape(&o->t[0].s, &o->t[2].s) || o->t[0].s.dtype != o->t[2].s.dtype || !same_shape(a, b) || a->dtype != b->dtype)
       FAIL("offcard: cache_tensor1/input_tensor1 and cache_tensor2/input_tensor2 must have the same specs (the simulator's one program serves both)");
   }
@@ -514,7 +520,7 @@ static int validate_slice(const lb_op *o) {
  * :269-361, rotary_embedding_llama_sharded_program_factory.cpp:78-172). */
 static int rotary_bound(offcard_tt_device *d, const lb_op *o, const char *name) {
   const lb_spec *is = &o->t[0].s;
-  int64_t dt = is->shard_w / LB_TILE, n = is->shard_h / LB_TILE, users = lb_padded(is, 1), gx = d->grid_x;
+  int64_t dt = is->shard_w / LB_TILE, n = is->shard_h / LB_TILE, users = lb_padded(is, 1), gx = lb_grid_w(d, is);
   int64_t rows = (is->shard_first + is->shard_cores - 1) / gx - is->shard_first / gx + 1;
   int64_t box = rows == 1 ? is->shard_cores : rows * gx, par = users < box ? users : box;
   int64_t per_core = (users + par - 1) / par;
@@ -755,7 +761,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       /* ttnn::prim::nlp_concat_heads_decode (:133-140): a grid that is not
        * one range from core (0,0) takes the sub-core-grid path, which the
        * ABI cannot give sub-core grids for (:63) */
-      if (t[0].s.shard_first != 0 || (t[0].s.shard_cores > d->grid_x && t[0].s.shard_cores % d->grid_x))
+      if (t[0].s.shard_first != 0 || (t[0].s.shard_cores > lb_grid_w(d, &t[0].s) && t[0].s.shard_cores % lb_grid_w(d, &t[0].s)))
         FAIL("Subcoregrids must be provided if on_subcoregrids is true");
       if (want_bf16(name, "Input tensor", &t[0]) || want_bf16(name, "Output tensor", &t[1])) return OFFCARD_TT_EDEVICE;
       if (t[1].s.memory == OFFCARD_TT_INTERLEAVED) FAIL("bad optional access"); /* the factory's output shard_spec().value() */
@@ -927,7 +933,7 @@ static int exec_uc(offcard_tt_device *d, const lb_op *o, int fused) {
   for (int part = 0; part < np && !rc; part++) {
     const lb_tensor *cache = &o->t[2 * part], *in = &o->t[2 * part + 1];
     for (uint32_t user = 0; user < cores && !rc; user++) {
-      int core = (int)(in->s.shard_first + user);
+      int core = (int)lb_core(d, &in->s, user);
       uint32_t cache_id, row;
       if (idx) {
         uint8_t w[4];
@@ -1537,7 +1543,7 @@ int lb_exec(offcard_tt_device *d, const lb_op *o) {
         const float *x = a + i * dh, *cs = b + crow * dh, *sn = c + crow * dh;
         if (tm && (int64_t)crow != tm_user) {
           uint16_t page[LB_TILE * LB_TILE];
-          int64_t core = t[0].s.shard_first + (int64_t)crow * lb_padded(&t[0].s, 2) / t[0].s.shard_h;
+          int64_t core = lb_core(d, &t[0].s, (int64_t)crow * lb_padded(&t[0].s, 2) / t[0].s.shard_h);
           if ((rc = lb_io(d, name, 1, (int)core, t[3].addr, page, sizeof page, 0))) break;
           for (int rr = 0; rr < LB_TILE; rr++)
             for (int cc = 0; cc < LB_TILE; cc++) tm[rr * LB_TILE + cc] = lb_bf16_to_f32(page[lb_tile_elem(rr, cc)]);

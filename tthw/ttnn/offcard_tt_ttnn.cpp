@@ -61,6 +61,8 @@
 
 using tt::tt_metal::BufferType;
 using tt::tt_metal::CoreCoord;
+using tt::tt_metal::CoreRange;
+using tt::tt_metal::CoreRangeSet;
 using tt::tt_metal::DataType;
 using tt::tt_metal::Layout;
 using tt::tt_metal::MemoryConfig;
@@ -195,9 +197,19 @@ MemoryConfig memory(const offcard_tt_device *d, const int64_t *w) {
   int64_t ml = w[OFFCARD_TT_SPEC_MEMORY];
   if (ml == OFFCARD_TT_INTERLEAVED) return MemoryConfig(TensorMemoryLayout::INTERLEAVED, bt);
   if (ml != OFFCARD_TT_HEIGHT_SHARDED && ml != OFFCARD_TT_WIDTH_SHARDED) fail(OFFCARD_TT_EARG, "invalid memory layout " + std::to_string(ml));
-  uint32_t first = (uint32_t)w[OFFCARD_TT_SPEC_SHARD_FIRST];
-  auto grid = tt::tt_metal::num_cores_to_corerangeset(CoreCoord{first % d->grid.x, first / d->grid.x},
-                                                      (uint32_t)w[OFFCARD_TT_SPEC_SHARD_CORES], d->grid, /*row_wise=*/true);
+  uint32_t first = (uint32_t)w[OFFCARD_TT_SPEC_SHARD_FIRST], cores = (uint32_t)w[OFFCARD_TT_SPEC_SHARD_CORES];
+  int64_t gw = w[OFFCARD_TT_SPEC_SHARD_GRID_W];
+  if (gw < 0 || gw > (int64_t)d->grid.x) fail(OFFCARD_TT_EARG, "shard grid width " + std::to_string(gw) + " outside the worker grid's " + std::to_string(d->grid.x) + " columns");
+  CoreRangeSet grid;
+  if (gw == 0 || gw == (int64_t)d->grid.x) {
+    grid = tt::tt_metal::num_cores_to_corerangeset(CoreCoord{first % d->grid.x, first / d->grid.x}, cores, d->grid, /*row_wise=*/true);
+  } else {
+    // The leftmost gw columns, walked row-wise (tt_transformers' 8-wide
+    // users' rectangle; tt_metal/common/work_split.cpp:150-310).
+    uint32_t x = (uint32_t)gw;
+    CoreRangeSet cols(CoreRange(CoreCoord{0, 0}, CoreCoord{x - 1, d->grid.y - 1}));
+    grid = tt::tt_metal::num_cores_to_corerangeset_in_subcoregrids(CoreCoord{first % x, first / x}, cores, cols, /*row_wise=*/true);
+  }
   ShardSpec shard(grid, {(uint32_t)w[OFFCARD_TT_SPEC_SHARD_H], (uint32_t)w[OFFCARD_TT_SPEC_SHARD_W]}, ShardOrientation::ROW_MAJOR);
   return MemoryConfig(ml == OFFCARD_TT_HEIGHT_SHARDED ? TensorMemoryLayout::HEIGHT_SHARDED : TensorMemoryLayout::WIDTH_SHARDED, bt, shard);
 }
@@ -226,11 +238,17 @@ std::vector<int64_t> words_of(const offcard_tt_device *d, const Tensor &t) {
     default: w[OFFCARD_TT_SPEC_MEMORY] = 0;
   }
   if (auto sh = mc.shard_spec()) {
-    auto start = sh->grid.bounding_box().start_coord;
+    auto box = sh->grid.bounding_box();
+    auto start = box.start_coord;
+    // A grid over more than one row whose columns stop short of the worker
+    // grid's is numbered over its own width (OFFCARD_TT_SPEC_SHARD_GRID_W).
+    uint32_t gw = box.end_coord.y > start.y && box.end_coord.x + 1 < d->grid.x ? (uint32_t)box.end_coord.x + 1 : 0;
+    uint32_t x = gw ? gw : (uint32_t)d->grid.x;
     w[OFFCARD_TT_SPEC_SHARD_CORES] = sh->grid.num_cores();
     w[OFFCARD_TT_SPEC_SHARD_H] = sh->shape[0];
     w[OFFCARD_TT_SPEC_SHARD_W] = sh->shape[1];
-    w[OFFCARD_TT_SPEC_SHARD_FIRST] = (int64_t)(start.y * d->grid.x + start.x);
+    w[OFFCARD_TT_SPEC_SHARD_FIRST] = (int64_t)(start.y * x + start.x);
+    w[OFFCARD_TT_SPEC_SHARD_GRID_W] = gw;
   }
   for (size_t i = 0; i < shape.rank(); i++) w.push_back(shape[i]);
   return w;
