@@ -304,3 +304,220 @@ func rotaryBound(d *Device, name string, bs []*buffer) error {
 	}
 	return nil
 }
+
+// rotaryPrefillCBs: rotary_embedding_hf outside decode mode takes
+// RotaryEmbeddingHfMultiCore (ttnn/cpp/ttnn/operations/experimental/
+// transformer/rotary_embedding_hf/device/
+// rotary_embedding_hf_device_operation.cpp:15-21), in
+// rotary_embedding_hf_multi_core_program_factory.cpp: one tile of head_dim
+// (Wt = 1, :48-182) or more (:350-500). The cores: the shard grid of the
+// input, else of the output (:64-79, :375-387), else split_work_to_cores of
+// the input's tile rows, row-wise (:81-90). c_0 the input (2·Wt tiles;
+// bound to a sharded input), then Wt = 1: c_1 the transformation matrix
+// (one Float16_b tile for a bf16 input), c_2 cos and c_3 sin (a tile each),
+// c_24, c_25, c_26 (a tile each); Wt > 1: c_1 the rotated input, c_2 cos,
+// c_3 sin (2·Wt tiles each), c_4 one Float16_b scalar tile, c_24, c_25,
+// c_26 (a tile each); last c_16 the output (2·Wt tiles; bound to a sharded
+// output). sim computes bf16 only (every tile below is bf16's).
+func rotaryPrefillCBs(d *Device, bs []*buffer) simpleProgram {
+	in, out := bs[0], bs[3]
+	wt := uint64(in.g.wp / tt.TileSize)
+	t := tileBytes(tt.BF16)
+	var cores coreRange
+	switch {
+	case in.spec.Memory.Sharded():
+		cores = shardRanges(in.spec.Memory.Shard, d.gridX())[0]
+	case out.spec.Memory.Sharded():
+		cores = shardRanges(out.spec.Memory.Shard, d.gridX())[0]
+	default:
+		cores = d.rowwiseFirst(in.g.outer * in.g.hp / tt.TileSize)
+	}
+	specs := []cbSpec{{indices: []int{0}, size: 2 * wt * t, global: in.spec.Memory.Sharded()}}
+	if wt == 1 {
+		for _, i := range []int{1, 2, 3, 24, 25, 26} {
+			specs = append(specs, cbSpec{indices: []int{i}, size: t})
+		}
+	} else {
+		for _, i := range []int{1, 2, 3} {
+			specs = append(specs, cbSpec{indices: []int{i}, size: 2 * wt * t})
+		}
+		for _, i := range []int{4, 24, 25, 26} {
+			specs = append(specs, cbSpec{indices: []int{i}, size: t})
+		}
+	}
+	specs = append(specs, cbSpec{indices: []int{16}, size: 2 * wt * t, global: out.spec.Memory.Sharded()})
+	return d.cbRegion(specs, cores)
+}
+
+// createHeadsDecodeCBs: nlp_create_qkv_heads_decode of an interleaved
+// input takes NLPCreateQKVHeadsDecodeInterleavedProgramFactory
+// (ttnn/cpp/ttnn/operations/experimental/transformer/
+// nlp_create_qkv_heads_decode/device/
+// nlp_create_qkv_heads_decode_device_operation.cpp:12-25), whose c_16, c_17
+// and c_18 are bound to Q, K and V on Q's grid, and which adds two static
+// scratch CBs, c_0 and c_1 of (head_dim/32 + 1) DRAM-aligned chunks each,
+// when the input is in DRAM and a face row (16 elements) is shorter than
+// the DRAM alignment: bf16 on Blackhole, never on Wormhole
+// (nlp_create_qkv_heads_decode_interleaved_program_factory.cpp:36-132).
+// bs: input, Q, K, V.
+func createHeadsDecodeCBs(d *Device, bs []*buffer) simpleProgram {
+	in, q := bs[0], bs[1]
+	cores := shardRanges(q.spec.Memory.Shard, d.gridX())[0]
+	if in.bt != tt.DRAM || uint64(16*in.spec.DType.Size()) >= d.arch.dramAlign {
+		return d.cbRegion(nil, cores)
+	}
+	scratch := uint64(q.spec.Shape[3]/tt.TileSize+1) * d.arch.dramAlign
+	return d.cbRegion([]cbSpec{{indices: []int{0}, size: scratch}, {indices: []int{1}, size: scratch}}, cores)
+}
+
+// createHeadsPrefillCBs: nlp_create_qkv_heads of an interleaved input
+// (its Interleaved factory, ttnn/cpp/ttnn/operations/experimental/
+// transformer/nlp_create_qkv_heads/device/
+// nlp_create_qkv_heads_program_factory.cpp): c_1 of 4 tiles (micro-block 1,
+// quadruple-buffered), with TransposeK also c_0 and c_16 of 4 tiles each
+// (:172-216); on the cores split_work_to_cores gives the input's
+// padded[0]·padded[1]·padded[2]/32 tile rows, column-wise (:70-74).
+var createHeadsPrefillPrograms = [2]func(d *Device, bs []*buffer) simpleProgram{createHeadsPrefillCBs(false), createHeadsPrefillCBs(true)}
+
+func createHeadsPrefillCBs(transposeK bool) func(d *Device, bs []*buffer) simpleProgram {
+	return func(d *Device, bs []*buffer) simpleProgram {
+		in := bs[0]
+		t := 4 * tileBytes(in.spec.DType)
+		specs := []cbSpec{{indices: []int{1}, size: t}}
+		if transposeK {
+			specs = append(specs, cbSpec{indices: []int{0}, size: t}, cbSpec{indices: []int{16}, size: t})
+		}
+		return d.cbRegion(specs, d.colwiseFirst(in.g.outer*in.g.hp/tt.TileSize))
+	}
+}
+
+// concatHeadsPrefillCBs: nlp_concat_heads (ttnn/cpp/ttnn/operations/
+// experimental/transformer/nlp_concat_heads/device/
+// nlp_concat_heads_program_factory.cpp) of an interleaved input [B, heads,
+// S, D]: c_0 of heads·D/32 tiles, double-buffered (:36, :135-151), on the
+// cores split_work_to_cores gives padded[0]·padded[2]/32 tile rows,
+// column-wise (:49, :61-68). The interleaved output has no CB.
+func concatHeadsPrefillCBs(d *Device, bs []*buffer) simpleProgram {
+	in := bs[0]
+	ps := in.spec.PaddedShape()
+	tiles := uint64(ps[1] * ps[3] / tt.TileSize)
+	return d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * tiles * tileBytes(in.spec.DType)}}, d.colwiseFirst(ps[0]*ps[2]/tt.TileSize))
+}
+
+// toMemoryConfigCBs: ttnn::to_memory_config to another config
+// (ttnn/cpp/ttnn/operations/core/to_memory_config/to_memory_config_op.cpp:
+// 249-348) runs one of four programs, in ttnn/cpp/ttnn/operations/
+// data_movement/:
+//   - interleaved to sharded (sharded/interleaved_to_sharded/device/
+//     interleaved_to_sharded_program_factory.cpp:60-191): c_0 the output's
+//     shard, bound to it; c_1 a scratch of 4 pages of align(unit + DRAM
+//     alignment, DRAM alignment), unit a tile or, ROW_MAJOR, a shard row
+//     (keep_l1_aligned is forced on, :65, so always); on the output's cores
+//     that hold data (get_optimal_worker_cores_for_sharded_tensor), a
+//     CoreRangeSet built from cores and merged into a std::set, so its first
+//     range is the one whose start is least by x, then y
+//     (tt_metal/common/core_coord.cpp:169-177, 193-256; umd's xy_pair
+//     operator<);
+//   - sharded to interleaved (sharded/sharded_to_interleaved/device/
+//     sharded_to_interleaved_program_factory.cpp:139-160): c_0 bound to the
+//     input: no static CB;
+//   - sharded to sharded (sharded/reshard/device/): TILE, c_0 or c_16 bound
+//     to the output: none; ROW_MAJOR height-sharded to height-sharded, c_1 a
+//     scratch of the input's shard rows of align(row, 16) when a row is not
+//     a multiple of 16 B (reshard_program_factory_same_width.cpp:79-112);
+//   - interleaved to interleaved (copy/device/): TILE, c_0 two aligned input
+//     pages (copy_default_tilized_program_factory.cpp:47-82), on the cores
+//     split_work_to_cores gives the logical tiles column-wise; ROW_MAJOR, c_0
+//     one input page and c_1 two aligned output pages, each at most 256 KiB
+//     (copy_default_row_major_program_factory.cpp:70-121), on the logical
+//     rows column-wise.
+// (A dtype conversion adds CBs; to_memory_config keeps the dtype.)
+func toMemoryConfigCBs(d *Device, bs []*buffer) simpleProgram {
+	in, out := bs[0], bs[1]
+	inSh, outSh := in.spec.Memory.Sharded(), out.spec.Memory.Sharded()
+	switch {
+	case !inSh && outSh:
+		unit := in.pageSize
+		if in.spec.Layout == tt.RowMajor {
+			unit = uint64(out.spec.Memory.Shard.Shape[1] * in.spec.DType.Size())
+		}
+		a := d.arch.dramAlign
+		return d.cbRegion([]cbSpec{{indices: []int{0}, global: true}, {indices: []int{1}, size: 4 * alignUp(unit+a, a)}}, d.coresWithData(out))
+	case inSh && !outSh:
+		return d.cbRegion(nil, d.coresWithData(in))
+	case inSh && outSh:
+		row := uint64(in.spec.Memory.Shard.Shape[1] * in.spec.DType.Size())
+		if in.spec.Layout == tt.RowMajor && in.spec.Memory.Layout == tt.HeightSharded && out.spec.Memory.Layout == tt.HeightSharded && row%16 != 0 {
+			return d.cbRegion([]cbSpec{{indices: []int{0}, global: true}, {indices: []int{1}, size: uint64(in.spec.Memory.Shard.Shape[0]) * alignUp(row, 16)}}, d.coresWithData(out))
+		}
+		return d.cbRegion(nil, d.coresWithData(out))
+	}
+	if in.spec.Layout == tt.Tile {
+		sh := in.spec.Shape
+		tiles := 1
+		for i, x := range sh {
+			if i >= len(sh)-2 {
+				x = (x + tt.TileSize - 1) / tt.TileSize
+			}
+			tiles *= x
+		}
+		return d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * in.aligned}}, d.colwiseFirst(tiles))
+	}
+	const maxSubblock = 65536 * 4
+	sh := in.spec.Shape
+	return d.cbRegion([]cbSpec{{indices: []int{0}, size: min(in.pageSize, maxSubblock)}, {indices: []int{1}, size: 2 * min(out.aligned, maxSubblock)}},
+		d.colwiseFirst(in.spec.Volume()/sh[len(sh)-1]))
+}
+
+// coresWithData is the first range of the cores of b's shard grid that
+// hold a shard (buffer_distribution_spec().cores_with_data(),
+// ttnn/core/tensor/tensor_utils.cpp:54-75) as a merged CoreRangeSet: the
+// range whose start is least by x, then y.
+func (d *Device) coresWithData(b *buffer) coreRange {
+	sh := b.spec.Memory.Shard
+	sh.NumCores = min(sh.NumCores, (b.numPages+b.shardPage-1)/b.shardPage)
+	rs := shardRanges(sh, d.gridX())
+	first := rs[0]
+	for _, r := range rs[1:] {
+		if r[0].x < first[0].x || (r[0].x == first[0].x && r[0].y < first[0].y) {
+			first = r
+		}
+	}
+	return first
+}
+
+// sliceCBs: slice's device op (ttnn/cpp/ttnn/operations/data_movement/
+// slice/device/slice_device_operation.cpp:266-295) takes, for a TILE
+// input, SliceTileProgramFactory: c_0 of 2 input tiles
+// (slice_program_factory_tile.cpp:44-57) on the cores split_work_to_cores
+// gives the output's tiles column-wise (:25-31); for a ROW_MAJOR one
+// SliceRmProgramFactory: c_0 of 2·k pages of the output row rounded up to
+// the larger of the two buffers' alignments (twice that when the box's
+// first column is not aligned in the source), k the most rows per read
+// (merge_num_sticks_to_read over the per-core rows rounded up to 32, at
+// most 4096 B a read: tt_metal/common/work_split.cpp:22-32), on the
+// output's rows column-wise (slice_program_factory_rm.cpp:163-242).
+func (d *Device) sliceCBs(in, out *buffer, begin []int) simpleProgram {
+	if in.spec.Layout == tt.Tile {
+		return d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * tileBytes(in.spec.DType)}}, d.colwiseFirst(out.numPages))
+	}
+	srcA, dstA := d.alignOf(in.bt), d.alignOf(out.bt)
+	a1 := max(srcA, dstA)
+	a := a1
+	el := uint64(in.spec.DType.Size())
+	if uint64(begin[len(begin)-1])*el%srcA != 0 {
+		a *= 2
+	}
+	row := uint64(out.g.wp) * el
+	page, stride := alignUp(row, a), alignUp(row, a1)
+	sticks := out.spec.Volume() / out.spec.Shape[len(out.spec.Shape)-1]
+	perCore := (sticks + d.opt.NumCores - 1) / d.opt.NumCores
+	n := uint64((perCore + 31) / 32 * 32)
+	k := uint64(1)
+	for m := uint64(1); m*stride <= 4096; m++ {
+		if n%m == 0 {
+			k = m
+		}
+	}
+	return d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * k * page}}, d.colwiseFirst(sticks))
+}

@@ -139,6 +139,85 @@ func TestComputeCBRegions(t *testing.T) {
 		{"chunked sdpa, tensor start: the page table and two 32 B chunk-start CBs", Blackhole, func(f *ckFix) tt.Op {
 			return f.chunked06(true)
 		}, 96256 + 64 + 64 + 64, "[0-0 - 12-9]"},
+		{"rotary_embedding_hf prefill, one tile of head_dim: 4 tile rows row-wise", Wormhole, func(f *ckFix) tt.Op {
+			return f.ropePre(tt.DRAMInterleaved, 1, 4, 32, 32)
+		}, 20480, "[0-0 - 3-0]"},
+		{"rotary_embedding_hf prefill, Qwen3's head_dim, 16 heads: (10·Wt+4) tiles, two rows", Wormhole, func(f *ckFix) tt.Op {
+			return f.ropePre(tt.DRAMInterleaved, 1, 16, 32, 128)
+		}, 90112, "[0-0 - 7-1]"},
+		{"rotary_embedding_hf prefill, 8 heads: exactly a row is one partial row", Wormhole, func(f *ckFix) tt.Op {
+			return f.ropePre(tt.DRAMInterleaved, 1, 8, 32, 128)
+		}, 90112, "[0-0 - 7-0]"},
+		{"rotary_embedding_hf prefill, a sharded input (so output): c_0 and c_16 bound, the shard grid's cores", Blackhole, func(f *ckFix) tt.Op {
+			return f.ropePre(tt.L1HeightShardedAt(2, 2, [2]int{32, 128}), 1, 1, 64, 128)
+		}, 90112 - 2*16384, "[2-0 - 3-0]"},
+		{"nlp_create_qkv_heads_decode, Wormhole: a face row is the DRAM alignment, no static CB", Wormhole, func(f *ckFix) tt.Op {
+			return f.createHeads(tt.BF16, tt.Tile, dram)
+		}, 0, "[0-0 - 1-0]"},
+		{"nlp_create_qkv_heads_decode, Blackhole, DRAM input: two scratch CBs of (D/32+1)·64 B", Blackhole, func(f *ckFix) tt.Op {
+			return f.createHeads(tt.BF16, tt.Tile, dram)
+		}, 2 * 2 * 64, "[0-0 - 1-0]"},
+		{"nlp_create_qkv_heads_decode, Blackhole, L1 input: no scratch", Blackhole, func(f *ckFix) tt.Op {
+			return f.createHeads(tt.BF16, tt.Tile, tt.L1Interleaved)
+		}, 0, "[0-0 - 1-0]"},
+		{"nlp_create_qkv_heads_decode, the 0.6B shape, 32 users 8 wide on Blackhole", Blackhole, func(f *ckFix) tt.Op {
+			m := tt.L1HeightSharded(32, [2]int{32, 128})
+			m.Shard.GridWidth = 8
+			return tt.NLPCreateQKVHeadsDecode{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 32*128), NumHeads: 16, NumKVHeads: 8, Memory: m}
+		}, 2 * 5 * 64, "[0-0 - 7-3]"},
+		{"nlp_create_qkv_heads prefill: c_1 of 4 tiles, one tile row", Wormhole, func(f *ckFix) tt.Op {
+			return tt.NLPCreateQKVHeads{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 8*32), NumHeads: 4, NumKVHeads: 2}
+		}, 8192, "[0-0 - 0-0]"},
+		{"nlp_create_qkv_heads prefill, TransposeK: c_0 and c_16 too", Wormhole, func(f *ckFix) tt.Op {
+			return tt.NLPCreateQKVHeads{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 8*32), NumHeads: 4, NumKVHeads: 2, TransposeK: true}
+		}, 3 * 8192, "[0-0 - 0-0]"},
+		{"nlp_create_qkv_heads prefill, the 0.6B shape, 128 rows: 4 tile rows column-wise", Blackhole, func(f *ckFix) tt.Op {
+			return tt.NLPCreateQKVHeads{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 128, 32*128), NumHeads: 16, NumKVHeads: 8}
+		}, 8192, "[0-0 - 0-3]"},
+		{"nlp_concat_heads prefill: c_0 of 2·heads·D/32 tiles", Wormhole, func(f *ckFix) tt.Op {
+			return tt.NLPConcatHeads{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 4, 32, 32)}
+		}, 16384, "[0-0 - 0-0]"},
+		{"nlp_concat_heads prefill, the 0.6B shape, 128 rows", Wormhole, func(f *ckFix) tt.Op {
+			return tt.NLPConcatHeads{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 16, 128, 128)}
+		}, 262144, "[0-0 - 0-3]"},
+		{"to_memory_config DRAM to height-sharded: the scratch c_1, 4·align(tile + 32, 32)", Wormhole, func(f *ckFix) tt.Op {
+			return tt.ToMemoryConfig{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 4, 1, 32), Memory: tt.L1HeightSharded(4, [2]int{32, 32})}
+		}, 4 * 2080, "[0-0 - 3-0]"},
+		{"to_memory_config DRAM to height-sharded, Blackhole: 4·align(tile + 64, 64)", Blackhole, func(f *ckFix) tt.Op {
+			return tt.ToMemoryConfig{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 4, 1, 32), Memory: tt.L1HeightSharded(4, [2]int{32, 32})}
+		}, 4 * 2112, "[0-0 - 3-0]"},
+		{"to_memory_config to 16 users 8 wide on Blackhole", Blackhole, func(f *ckFix) tt.Op {
+			m := tt.L1HeightSharded(16, [2]int{32, 32})
+			m.Shard.GridWidth = 8
+			return tt.ToMemoryConfig{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 16, 1, 32), Memory: m}
+		}, 4 * 2112, "[0-0 - 7-1]"},
+		{"to_memory_config to a grid from mid-row: the merged set's first range is the x = 0 block", Blackhole, func(f *ckFix) tt.Op {
+			return tt.ToMemoryConfig{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 16, 1, 32), Memory: tt.L1HeightShardedAt(5, 16, [2]int{32, 32})}
+		}, 4 * 2112, "[0-1 - 7-1]"},
+		{"to_memory_config to more cores than shards: the cores with data", Wormhole, func(f *ckFix) tt.Op {
+			return tt.ToMemoryConfig{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 64, 32), Memory: tt.L1HeightSharded(6, [2]int{32, 32})}
+		}, 4 * 2080, "[0-0 - 1-0]"},
+		{"to_memory_config sharded to interleaved: the input's shard bound, no static CB", Wormhole, func(f *ckFix) tt.Op {
+			return tt.ToMemoryConfig{Input: f.alloc(tt.BF16, tt.Tile, tt.L1HeightSharded(4, [2]int{32, 32}), 1, 4, 1, 32), Memory: tt.L1Interleaved}
+		}, 0, "[0-0 - 3-0]"},
+		{"to_memory_config DRAM to L1 interleaved, TILE: c_0 two pages on the tiles column-wise", Wormhole, func(f *ckFix) tt.Op {
+			return tt.ToMemoryConfig{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 1024), Memory: tt.L1Interleaved}
+		}, 2 * 2048, "[0-0 - 3-7]"},
+		{"to_memory_config DRAM to L1 interleaved, ROW_MAJOR: c_0 a page, c_1 two aligned pages", Wormhole, func(f *ckFix) tt.Op {
+			return tt.ToMemoryConfig{Input: f.alloc(tt.BF16, tt.RowMajor, dram, 4, 100), Memory: tt.L1Interleaved}
+		}, 224 + 2*208, "[0-0 - 0-3]"},
+		{"slice, TILE: c_0 of 2 tiles on the output's tiles column-wise", Wormhole, func(f *ckFix) tt.Op {
+			return tt.Slice{Input: f.alloc(tt.BF16, tt.Tile, dram, 4, 2, 32, 32), Begin: []int{1, 0, 0, 0}, End: []int{2, 2, 32, 32}}
+		}, 4096, "[0-0 - 0-1]"},
+		{"slice, ROW_MAJOR, a misaligned first column: 2·32 pages of 64 B", Wormhole, func(f *ckFix) tt.Op {
+			return tt.Slice{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 4, 6, 10), Begin: []int{1, 2, 3}, End: []int{3, 6, 9}}
+		}, 4096, "[0-0 - 0-7]"},
+		{"slice, ROW_MAJOR, Blackhole: 2·32 pages of 128 B", Blackhole, func(f *ckFix) tt.Op {
+			return tt.Slice{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 4, 6, 10), Begin: []int{1, 2, 3}, End: []int{3, 6, 9}}
+		}, 8192, "[0-0 - 0-7]"},
+		{"slice, ROW_MAJOR, an aligned first column", Wormhole, func(f *ckFix) tt.Op {
+			return tt.Slice{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 4, 6, 16), Begin: []int{1, 2, 8}, End: []int{3, 6, 16}}
+		}, 2 * 32 * 32, "[0-0 - 0-7]"},
 		{"plus_one", Wormhole, func(f *ckFix) tt.Op {
 			return tt.PlusOne{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 32)}
 		}, 128, "[0-0 - 0-0]"},
@@ -176,6 +255,13 @@ func TestComputeCBRegionChecked(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
 	}
+}
+
+// ropePre is a prefill rotary_embedding_hf of an input [b, heads, s, hd]
+// in m, cos and sin [1, 1, s, hd] in DRAM.
+func (f *ckFix) ropePre(m tt.MemoryConfig, b, heads, s, hd int) tt.RotaryEmbeddingHF {
+	cs := func() tt.Tensor { return f.alloc(tt.BF16, tt.Tile, dram, 1, 1, s, hd) }
+	return tt.RotaryEmbeddingHF{Input: f.alloc(tt.BF16, tt.Tile, m, b, heads, s, hd), Cos: cs(), Sin: cs(), Prefill: true}
 }
 
 // rope32 is a decode rotary operand of 32 users, heads heads of head_dim

@@ -682,7 +682,7 @@ func (d *Device) createHeads(o tt.NLPCreateQKVHeadsDecode, outs []tt.Tensor) err
 			}
 		}
 		return nil
-	}, opLaunch{n: o.NumHeads, f: float32(o.NumKVHeads), run: execCreateHeads})
+	}, opLaunch{n: o.NumHeads, f: float32(o.NumKVHeads), run: execCreateHeads, cbs: createHeadsDecodeCBs})
 }
 
 func execCreateHeads(l *opLaunch, x *opIO, s *scratch) error {
@@ -1015,7 +1015,7 @@ func (d *Device) toMemoryConfig(o tt.ToMemoryConfig, output tt.Tensor) error {
 			return contractErr(name, "Output spec %v does not match input spec %v", out.spec, in.spec)
 		}
 		return nil
-	}, opLaunch{run: execCopy})
+	}, opLaunch{run: execCopy, cbs: toMemoryConfigCBs})
 }
 
 func execCopy(l *opLaunch, x *opIO, s *scratch) error {

@@ -115,7 +115,7 @@ func (d *Device) createHeadsPrefill(o tt.NLPCreateQKVHeads, outs []tt.Tensor) er
 	kv := o.KVHeads()
 	return d.launchOp(name, attrKey{uint64(o.NumHeads), uint64(kv)<<1 | b2u(o.TransposeK)}, []*tt.Tensor{&o.Input, &outs[0], &outs[1], &outs[2]}, func(bs []*buffer) error {
 		return checkCreateHeadsDevice(o, bs[0].spec)
-	}, opLaunch{n: o.NumHeads, f: float32(kv), flag: o.TransposeK, run: execCreateHeadsPrefill})
+	}, opLaunch{n: o.NumHeads, f: float32(kv), flag: o.TransposeK, run: execCreateHeadsPrefill, cbs: createHeadsPrefillPrograms[b2u(o.TransposeK)]})
 }
 
 func execCreateHeadsPrefill(l *opLaunch, x *opIO, s *scratch) error {
@@ -209,7 +209,7 @@ func (d *Device) concatHeadsPrefill(o tt.NLPConcatHeads, output tt.Tensor) error
 			return notImplemented(name, "head_dim %d (not a multiple of 32)", dh)
 		}
 		return nil
-	}, opLaunch{run: execConcatHeadsPrefill})
+	}, opLaunch{run: execConcatHeadsPrefill, cbs: concatHeadsPrefillCBs})
 }
 
 func execConcatHeadsPrefill(l *opLaunch, x *opIO, s *scratch) error {
@@ -303,7 +303,7 @@ func (d *Device) rotaryPrefill(o tt.RotaryEmbeddingHF, output tt.Tensor) error {
 			}
 		}
 		return nil
-	}, opLaunch{n: rotaryPrefillRows, run: execRotary})
+	}, opLaunch{n: rotaryPrefillRows, run: execRotary, cbs: rotaryPrefillCBs})
 }
 
 // ---- scaled_dot_product_attention ----

@@ -556,7 +556,7 @@ func (d *Device) sliceOp(o tt.Slice, output tt.Tensor) error {
 	in, out := bs[0], bs[1]
 	key := d.opKey(name, sliceAttrs(o), in, out)
 	p, err := d.lookup(name, key, func() error { return validateSliceDevice(name, o, in.spec) }, func() (program, error) {
-		return simpleProgram{end: d.opt.L1UnreservedBase}, nil
+		return d.sliceCBs(in, out, o.Begin), nil
 	})
 	if err != nil {
 		return err
