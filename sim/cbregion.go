@@ -431,6 +431,7 @@ func concatHeadsPrefillCBs(d *Device, bs []*buffer) simpleProgram {
 //     one input page and c_1 two aligned output pages, each at most 256 KiB
 //     (copy_default_row_major_program_factory.cpp:70-121), on the logical
 //     rows column-wise.
+//
 // (A dtype conversion adds CBs; to_memory_config keeps the dtype.)
 func toMemoryConfigCBs(d *Device, bs []*buffer) simpleProgram {
 	in, out := bs[0], bs[1]
