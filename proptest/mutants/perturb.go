@@ -208,8 +208,8 @@ var Perturbations = []Mutant{
 		Idea:   "to_memory_config to the input's own config allocates and copies (ttnn returns the input: to_memory_config_op.cpp:257-261)",
 		Expect: "TestToMemoryConfigSameConfigIsTheInput fails",
 		Edits: []Edit{{File: "sim/program.go",
-			Old: "ok && tm.Memory == tm.Input.Spec.Memory {",
-			New: "ok && false && tm.Memory == tm.Input.Spec.Memory { // perturbation"}},
+			Old: "ok && d.sameCores(tm.Memory) == d.sameCores(tm.Input.Spec.Memory) {",
+			New: "ok && false && d.sameCores(tm.Memory) == d.sameCores(tm.Input.Spec.Memory) { // perturbation"}},
 	},
 	{
 		Name:   "sim-sdpa-stale-kv-not-left",
@@ -234,6 +234,22 @@ var Perturbations = []Mutant{
 		Edits: []Edit{{File: "sim/cbleft.go",
 			Old: "\t\t{indices: []int{19}, size: 2 * single},\n\t\t{indices: []int{20}, size: uint64(wtUp) * single},",
 			New: "\t\t{indices: []int{20}, size: uint64(wtUp) * single}, // perturbation\n\t\t{indices: []int{19}, size: 2 * single},"}},
+	},
+	{
+		Name:   "sim-grid-width-ignored",
+		Idea:   "a shard grid's cores are taken from the whole-grid walk whatever its GridWidth (tt_metal/common/work_split.cpp:150-310 walks the leftmost GridWidth columns)",
+		Expect: "TestShardGridWidth fails; on Blackhole user 8 of an 8-wide grid would live on core 8, not (0,1), and a per-core read (llama's matrix) would see the wrong core's L1",
+		Edits: []Edit{{File: "sim/update_cache.go",
+			Old: "\treturn j/w*gx + j%w\n",
+			New: "\treturn j + 0*w*gx // perturbation\n"}},
+	},
+	{
+		Name:   "sim-i2s-scratch-l1-aligned",
+		Idea:   "to_memory_config's interleaved-to-sharded scratch pages are aligned to L1's 16 B instead of the DRAM alignment (interleaved_to_sharded_program_factory.cpp:175-191)",
+		Expect: "TestComputeCBRegions fails (4·align(tile + 32, 32) on Wormhole, 64 on Blackhole)",
+		Edits: []Edit{{File: "sim/cbregion.go",
+			Old: "\t\ta := d.arch.dramAlign\n",
+			New: "\t\ta := uint64(16) // perturbation\n"}},
 	},
 }
 
@@ -283,6 +299,8 @@ var caughtBy = map[string]string{
 	"sim-sdpa-stale-kv-not-left":             "^TestSDPAStaleLeavesKVRings$",
 	"sim-embedding-unpadded-tilized":         "^TestEmbeddingIntoTileUnpaddedWritesSticks$",
 	"sim-rmsnorm-cb-order":                   "^TestRMSNormStaleLeavesCBs$",
+	"sim-grid-width-ignored":                 "^TestShardGridWidth$",
+	"sim-i2s-scratch-l1-aligned":             "^TestComputeCBRegions$",
 }
 
 // CaughtBy is the go test -run pattern of the sim tests that catch the
