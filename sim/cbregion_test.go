@@ -218,6 +218,30 @@ func TestComputeCBRegions(t *testing.T) {
 		{"slice, ROW_MAJOR, an aligned first column", Wormhole, func(f *ckFix) tt.Op {
 			return tt.Slice{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 4, 6, 16), Begin: []int{1, 2, 8}, End: []int{3, 6, 16}}
 		}, 2 * 32 * 32, "[0-0 - 0-7]"},
+		{"linear, tiny qkv 128→256 (M = 32): 1D, in0 multicast, 8 cores", Wormhole, func(f *ckFix) tt.Op {
+			return f.mm(dram, 32, 128, 256)
+		}, 8192 + 8192 + 2048, "[0-0 - 7-0]"},
+		{"linear, 0.6B down 3072→1024: one tile a core on 32", Wormhole, func(f *ckFix) tt.Op {
+			return f.mm(dram, 32, 3072, 1024)
+		}, 8192 + 8192 + 2048, "[0-0 - 7-3]"},
+		{"linear, 0.6B gate 1024→3072: two tiles a core on 48", Wormhole, func(f *ckFix) tt.Op {
+			return f.mm(dram, 32, 1024, 3072)
+		}, 8192 + 16384 + 4096, "[0-0 - 7-5]"},
+		{"linear, 0.6B qkv 1024→4096 on Blackhole: one tile a core on 128, a partial last row", Blackhole, func(f *ckFix) tt.Op {
+			return f.mm(dram, 32, 1024, 4096)
+		}, 8192 + 8192 + 2048, "[0-0 - 12-8]"},
+		{"linear, 64x64 by 64: not narrow, 2D on the used 2x2", Wormhole, func(f *ckFix) tt.Op {
+			return f.mm(dram, 64, 64, 64)
+		}, 4096 + 4096 + 2048, "[0-0 - 1-1]"},
+		{"linear, the 0.6B decode o_proj of 16 width-sharded heads: c_2 bound, c_6 64 B", Wormhole, func(f *ckFix) tt.Op {
+			return f.mm(tt.L1WidthSharded(16, [2]int{32, 128}), 32, 2048, 1024)
+		}, 16384 + 32768 + 64 + 4096, "[0-0 - 7-1]"},
+		{"linear, the same on Blackhole: the shard grid's 13-wide box", Blackhole, func(f *ckFix) tt.Op {
+			return f.mm(tt.L1WidthSharded(16, [2]int{32, 128}), 32, 2048, 1024)
+		}, 16384 + 32768 + 64 + 4096, "[0-0 - 12-0]"},
+		{"linear, the tiny o_proj of 4 width-sharded heads", Wormhole, func(f *ckFix) tt.Op {
+			return f.mm(tt.L1WidthSharded(4, [2]int{32, 32}), 32, 128, 128)
+		}, 4096 + 4096 + 64 + 2048, "[0-0 - 3-0]"},
 		{"plus_one", Wormhole, func(f *ckFix) tt.Op {
 			return tt.PlusOne{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 32)}
 		}, 128, "[0-0 - 0-0]"},
@@ -255,6 +279,13 @@ func TestComputeCBRegionChecked(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
 	}
+}
+
+// mm is linear(x [1,1,m,k] in mx, w [1,1,n,k] transposed) into a DRAM
+// output, all BF16 TILE.
+func (f *ckFix) mm(mx tt.MemoryConfig, m, k, n int) tt.Linear {
+	return tt.Linear{Input: f.alloc(tt.BF16, tt.Tile, mx, 1, 1, m, k), Weight: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, n, k),
+		Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, m, n), TransposeB: true}
 }
 
 // ropePre is a prefill rotary_embedding_hf of an input [b, heads, s, hd]

@@ -471,7 +471,10 @@ func execRMSNorm(l *opLaunch, x *opIO, s *scratch) error {
 // ref.MatVec bit for bit; with a bias, R(Dot + bias[n]). Any layouts.
 func (d *Device) linear(o tt.Linear) error {
 	const name = "linear"
-	return d.launchOp(name, attrKey{b2u(o.TransposeB)}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output, o.Bias}, func(bs []*buffer) error {
+	// The program config is an attribute of the device operation, chosen
+	// from the L1 free now (matmul_cfg.go).
+	cfg := d.linearConfigOf(&o)
+	return d.launchOp(name, attrKey{b2u(o.TransposeB), cfg.key()}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output, o.Bias}, func(bs []*buffer) error {
 		in, w, out, bias := bs[0], bs[1], bs[2], bs[3]
 		if in.spec.DType != tt.BF16 && in.spec.DType != tt.FP32 {
 			return opErr(name, "Unsupported data format") // is_floating_point
@@ -508,7 +511,7 @@ func (d *Device) linear(o tt.Linear) error {
 			return contractErr(name, "Bias tensor has %d elements, want %d", bias.spec.Volume(), n)
 		}
 		return nil
-	}, opLaunch{flag: o.TransposeB, run: execLinear})
+	}, opLaunch{flag: o.TransposeB, run: execLinear, cbs: linearPrograms[b2u(o.TransposeB)]})
 }
 
 func execLinear(l *opLaunch, x *opIO, s *scratch) error {
