@@ -110,8 +110,8 @@
 // page-table CB is the K head norm's x*x; paged SDPA decode and the cache
 // ops leave their reader-filled CBs where the pin's factories place them;
 // matmul's CBs, which the word past the row reaches with more users, are
-// not modelled); linear's CB/L1 clash check (its program config depends on
-// the L1 free at the call; every other op's static CB region is checked:
+// not modelled); linear's CB/L1 clash check beyond the configs
+// matmul_cfg.go models (every other op's static CB region is checked:
 // cbregion.go, cbleft.go, sdpa_cbs.go, the cache ops); SDPA's
 // multi-core split per user (one core per user here) and NaN propagation
 // through masked tiles; the exact kernel-binary sizes and trace-buffer
