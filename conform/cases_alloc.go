@@ -39,11 +39,16 @@ func (p *Pair) allocOp(name string, mk func(i int) tt.Op) ([][2]tt.Tensor, error
 }
 
 func (p *Pair) allocWrite(r *rand.Rand, s tt.Spec, scale float32) ([2]tt.Tensor, error) {
+	return p.upload(s, randBF16(r, s.Volume(), scale))
+}
+
+// upload allocates s on both devices and writes v (BF16, logical order).
+func (p *Pair) upload(s tt.Spec, v []bf16.BF16) ([2]tt.Tensor, error) {
 	t, err := p.alloc(s)
 	if err != nil {
 		return t, err
 	}
-	return t, p.write(t, tt.HostBF16(s.Shape, s.Layout, randBF16(r, s.Volume(), scale)))
+	return t, p.write(t, tt.HostBF16(s.Shape, s.Layout, v))
 }
 
 // heads runs nlp_create_qkv_heads_decode on a random fused QKV row of b
@@ -154,17 +159,13 @@ func caseUsersGrid8Wide(p *Pair) error {
 	}
 	cs := tt.Spec{Shape: []int{1, b, 1, k.d}, DType: tt.BF16, Layout: tt.Tile, Memory: m}
 	cv, sv := cosSin([]int{0, 5, 31, 1000, 7, 3, 64, 2, 9, 100, 11, 12, 13, 14, 15, 16}, k.d, true)
-	var cos, sin [2]tt.Tensor
-	for _, c := range []struct {
-		t *[2]tt.Tensor
-		v []bf16.BF16
-	}{{&cos, cv}, {&sin, sv}} {
-		if *c.t, err = p.alloc(cs); err != nil {
-			return err
-		}
-		if err := p.write(*c.t, tt.HostBF16(cs.Shape, tt.Tile, c.v)); err != nil {
-			return err
-		}
+	cos, err := p.upload(cs, cv)
+	if err != nil {
+		return err
+	}
+	sin, err := p.upload(cs, sv)
+	if err != nil {
+		return err
 	}
 	const mats = 21 // cores 0..20 of the whole-grid walk: every user's core on both archs
 	ts := tt.Spec{Shape: []int{1, 1, 32 * mats, 32}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(mats, [2]int{32, 32})}
@@ -175,11 +176,8 @@ func caseUsersGrid8Wide(p *Pair) error {
 			mv[c*1024+(2*i+1)*32+2*i] = bf16.FromFloat32(-float32(c + 1))
 		}
 	}
-	tm, err := p.alloc(ts)
+	tm, err := p.upload(ts, mv)
 	if err != nil {
-		return err
-	}
-	if err := p.write(tm, tt.HostBF16(ts.Shape, tt.Tile, mv)); err != nil {
 		return err
 	}
 	rot, err := p.allocOp("rotary_embedding_llama", func(i int) tt.Op {
@@ -324,18 +322,15 @@ func caseRotary(p *Pair, llama bool) error {
 	}
 	cs := tt.Spec{Shape: []int{1, b, 1, d}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(b, [2]int{32, d})}
 	cv, sv := cosSin([]int{0, 5, 31, 1000}, d, llama)
-	var cos, sin, tm [2]tt.Tensor
-	for _, c := range []struct {
-		t *[2]tt.Tensor
-		v []bf16.BF16
-	}{{&cos, cv}, {&sin, sv}} {
-		if *c.t, err = p.alloc(cs); err != nil {
-			return err
-		}
-		if err := p.write(*c.t, tt.HostBF16(cs.Shape, tt.Tile, c.v)); err != nil {
-			return err
-		}
+	cos, err := p.upload(cs, cv)
+	if err != nil {
+		return err
 	}
+	sin, err := p.upload(cs, sv)
+	if err != nil {
+		return err
+	}
+	var tm [2]tt.Tensor
 	name := "rotary_embedding_hf"
 	if llama {
 		name = "rotary_embedding_llama"
@@ -350,10 +345,7 @@ func caseRotary(p *Pair, llama bool) error {
 				m[u*1024+(2*i+1)*32+2*i] = bf16.FromFloat32(-1)
 			}
 		}
-		if tm, err = p.alloc(ts); err != nil {
-			return err
-		}
-		if err := p.write(tm, tt.HostBF16(ts.Shape, tt.Tile, m)); err != nil {
+		if tm, err = p.upload(ts, m); err != nil {
 			return err
 		}
 	}

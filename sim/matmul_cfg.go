@@ -39,16 +39,14 @@ const (
 // compute grid, kw in0_block_w, pm and pn per_core_M and per_core_N, oh
 // and ow the out block. The subblock does not size any CB and is left out.
 type mmConfig struct {
-	kind         mmKind
-	mcastIn0     bool
-	gx, gy       int
-	kw, pm, pn   int
-	oh, ow       int
-	shardW       int // in0's shard width in tiles when it is sharded, else 0
-	shardCores   int // in0's shard grid's core count when it is sharded
-	mt, kt, nt   int
-	interleaved  bool // in0 interleaved: the CB list has no c_2 / c_6
-	unmodelledBy string
+	kind       mmKind
+	mcastIn0   bool
+	gx, gy     int
+	kw, pm, pn int
+	oh, ow     int
+	shardW     int // in0's shard width in tiles when it is sharded, else 0
+	shardCores int // in0's shard grid's core count when it is sharded
+	mt, kt, nt int
 }
 
 // key is the config as program-cache key words.
@@ -91,19 +89,16 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		c.nt = w.g.wp / tt.TileSize
 	}
 	if c.mt == 0 || c.kt == 0 || c.nt == 0 {
-		c.unmodelledBy = "an empty operand"
 		return c
 	}
 	maxL1 := d.maxL1Space()
 	im, wm, om := in.spec.Memory, w.spec.Memory, out.spec.Memory
 	if om.Sharded() || wm.Sharded() {
-		c.unmodelledBy = "a sharded weight or output"
 		return c
 	}
 	if im.Sharded() {
 		return d.shardedMatmulConfig(c, in, maxL1)
 	}
-	c.interleaved = true
 	// create_simple_matmul_program_config (mpc.cpp:1068-1303) with every
 	// operand interleaved.
 	gx, gy := d.gridX(), d.opt.NumCores/d.gridX()
@@ -130,7 +125,6 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 	}
 	if !(allDRAM || (nbx*nby <= gx*gy && c.kt%kw == 0)) {
 		c.kind = mmMultiCore
-		c.unmodelledBy = "MatmulMultiCoreProgramConfig"
 		return c
 	}
 	ry, rx := 0, 0 // get_core_range
@@ -156,7 +150,6 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		return c
 	}
 	c.kind = mmMultiCore
-	c.unmodelledBy = "MatmulMultiCoreProgramConfig"
 	return c
 }
 
@@ -190,7 +183,6 @@ func (d *Device) shardedMatmulConfig(c mmConfig, in *buffer, maxL1 int) mmConfig
 	box := boundingBox(shardRanges(sh, d.gridX()))
 	gx, gy := box[1].x-box[0].x+1, box[1].y-box[0].y+1
 	if in.spec.Memory.Layout != tt.WidthSharded || gx*gy == 1 {
-		c.unmodelledBy = "an in0 sharded other than WIDTH_SHARDED over more than one core"
 		return c
 	}
 	c.kind, c.mcastIn0, c.gx, c.gy = mm1D, true, gx, gy
@@ -267,7 +259,7 @@ func mmMultiDim(pm, pn, kw, shardW, maxL1 int, adjust bool) (int, int, int) {
 // bias (its tile enters the estimate and adds c_3: not modelled).
 func (d *Device) linearConfigOf(o *tt.Linear) mmConfig {
 	if o.Bias != nil {
-		return mmConfig{unmodelledBy: "a bias"}
+		return mmConfig{}
 	}
 	var bs [3]*buffer
 	for i, t := range []tt.Tensor{o.Input, o.Weight, o.Output} {
@@ -317,7 +309,7 @@ func (d *Device) linearCBs(c mmConfig) simpleProgram {
 	}
 	t := uint64(mmTile)
 	specs := []cbSpec{{indices: []int{0}, size: uint64(c.oh*c.kw*db) * t}, {indices: []int{1}, size: uint64(c.ow*c.kw*db) * t}}
-	if c.kind == mm1D && c.mcastIn0 && !c.interleaved {
+	if c.kind == mm1D && c.mcastIn0 && c.shardW > 0 {
 		specs = append(specs, cbSpec{indices: []int{2}, size: uint64(c.pm*c.shardW) * t, global: true}, cbSpec{indices: []int{6}, size: 64})
 	}
 	specs = append(specs, cbSpec{indices: []int{4, 5}, size: uint64(c.oh*c.ow) * t})
