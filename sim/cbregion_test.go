@@ -380,3 +380,41 @@ func TestChunkedSDPAPageTableCB(t *testing.T) {
 		}
 	}
 }
+
+// TestLinearConfigFollowsFreeL1: linear's program config is chosen from
+// the L1 free at the call (get_max_l1_space) and is part of the program
+// key. M = 32, K = 64, N = 32768 on Wormhole, 16 tiles of N a core on 64
+// cores: with L1 empty the out block is 1x16; with an L1 buffer leaving
+// about 150 KB above the base, the 1x16 estimate (204800 B) no longer fits
+// and the out block is 1x8, a new program (a miss), its smaller CBs below
+// the buffer.
+func TestLinearConfigFollowsFreeL1(t *testing.T) {
+	d, err := New(Options{Arch: Wormhole})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &ckFix{t: t, d: d}
+	o := f.mm(dram, 32, 64, 32768)
+	check := func(what string, size uint64, cores string, misses int) {
+		t.Helper()
+		_, m0 := d.ProgramCacheStats()
+		if err := f.run(o); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		p := lastProgram(d)
+		if got := p.cbEnd() - d.opt.L1UnreservedBase; got != size {
+			t.Errorf("%s: CB region of %d B, want %d", what, got, size)
+		}
+		if got := d.firstCBRange(p).String(); got != cores {
+			t.Errorf("%s: first CB on %s, want %s", what, got, cores)
+		}
+		if _, m := d.ProgramCacheStats(); m-m0 != misses {
+			t.Errorf("%s: %d program-cache misses, want %d", what, m-m0, misses)
+		}
+	}
+	check("empty L1", 4096+65536+32768, "[0-0 - 7-7]", 1)
+	check("empty L1 again", 4096+65536+32768, "[0-0 - 7-7]", 0)
+	perBank := (d.opt.L1Size - d.opt.L1UnreservedBase - 150000) / 2048 // tiles a bank
+	f.alloc(tt.BF16, tt.Tile, tt.L1Interleaved, 1, 1, 32*int(perBank), 32*d.opt.NumCores)
+	check("a low L1 buffer", 4096+32768+16384, "[0-0 - 7-7]", 1)
+}

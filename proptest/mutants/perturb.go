@@ -244,6 +244,14 @@ var Perturbations = []Mutant{
 			New: "\treturn j + 0*w*gx // perturbation\n"}},
 	},
 	{
+		Name:   "sim-linear-config-unkeyed",
+		Idea:   "linear's program config, chosen from the L1 free at the call, is left out of the program key (matmul_device_operation.cpp:2127-2150 hashes the attributes, the config among them)",
+		Expect: "TestLinearConfigFollowsFreeL1 fails: a call after a low L1 buffer hits the program built for empty L1, whose CBs reach into the buffer; offcard check passes (its L1 use never changes the config)",
+		Edits: []Edit{{File: "sim/compute.go",
+			Old: "attrKey{b2u(o.TransposeB), cfg.key()}",
+			New: "attrKey{b2u(o.TransposeB), 0 * cfg.key() /* perturbation */}"}},
+	},
+	{
 		Name:   "sim-i2s-scratch-l1-aligned",
 		Idea:   "to_memory_config's interleaved-to-sharded scratch pages are aligned to L1's 16 B instead of the DRAM alignment (interleaved_to_sharded_program_factory.cpp:175-191)",
 		Expect: "TestComputeCBRegions fails (4·align(tile + 32, 32) on Wormhole, 64 on Blackhole)",
@@ -301,6 +309,7 @@ var caughtBy = map[string]string{
 	"sim-rmsnorm-cb-order":                   "^TestRMSNormStaleLeavesCBs$",
 	"sim-grid-width-ignored":                 "^TestShardGridWidth$",
 	"sim-i2s-scratch-l1-aligned":             "^TestComputeCBRegions$",
+	"sim-linear-config-unkeyed":              "^TestLinearConfigFollowsFreeL1$",
 }
 
 // CaughtBy is the go test -run pattern of the sim tests that catch the
