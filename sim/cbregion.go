@@ -424,7 +424,7 @@ func concatHeadsPrefillCBs(d *Device, bs []*buffer) simpleProgram {
 //   - sharded to sharded (sharded/reshard/device/): TILE, c_0 or c_16 bound
 //     to the output: none; ROW_MAJOR height-sharded to height-sharded, c_1 a
 //     scratch of the input's shard rows of align(row, 16) when a row is not
-//     a multiple of 16 B (reshard_program_factory_same_width.cpp:79-112);
+//     a multiple of 16 B (data_movement/sharded/reshard/device/reshard_program_factory_same_width.cpp:79-112);
 //   - interleaved to interleaved (copy/device/): TILE, c_0 two aligned input
 //     pages (copy_default_tilized_program_factory.cpp:47-82), on the cores
 //     split_work_to_cores gives the logical tiles column-wise; ROW_MAJOR, c_0
@@ -490,14 +490,14 @@ func (d *Device) coresWithData(b *buffer) coreRange {
 // sliceCBs: slice's device op (ttnn/cpp/ttnn/operations/data_movement/
 // slice/device/slice_device_operation.cpp:266-295) takes, for a TILE
 // input, SliceTileProgramFactory: c_0 of 2 input tiles
-// (slice_program_factory_tile.cpp:44-57) on the cores split_work_to_cores
+// (data_movement/slice/device/slice_program_factory_tile.cpp:44-57) on the cores split_work_to_cores
 // gives the output's tiles column-wise (:25-31); for a ROW_MAJOR one
 // SliceRmProgramFactory: c_0 of 2·k pages of the output row rounded up to
 // the larger of the two buffers' alignments (twice that when the box's
 // first column is not aligned in the source), k the most rows per read
 // (merge_num_sticks_to_read over the per-core rows rounded up to 32, at
 // most 4096 B a read: tt_metal/common/work_split.cpp:22-32), on the
-// output's rows column-wise (slice_program_factory_rm.cpp:163-242).
+// output's rows column-wise (data_movement/slice/device/slice_program_factory_rm.cpp:163-242).
 func (d *Device) sliceCBs(in, out *buffer, begin []int) simpleProgram {
 	if in.spec.Layout == tt.Tile {
 		return d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * tileBytes(in.spec.DType)}}, d.colwiseFirst(out.numPages))

@@ -7,22 +7,19 @@ import (
 )
 
 // The program config ttnn::linear picks when the caller gives none, and the
-// static CBs of the program it builds. Paths are in
-// ttnn/cpp/ttnn/operations/matmul/ at the pin: mm = matmul.cpp, mpc =
-// device/config/matmul_program_config.cpp, mu =
-// device/utilities/matmul_utilities.cpp, f1d/f2d =
-// device/factory/matmul_multicore_reuse_mcast_{1d,2d}_program_factory.cpp.
+// static CBs of the program it builds (ttnn/cpp/ttnn/operations/matmul/ at
+// the pin).
 //
 // linear -> bound_matmul -> get_program_config -> generate_matmul_program_config
-// (mm.cpp:200-206; mpc.cpp:884-939): an unsharded input takes
-// create_simple_matmul_program_config over the device grid (mpc.cpp:897,
+// (operations/matmul/matmul.cpp:200-206; operations/matmul/device/config/matmul_program_config.cpp:884-939): an unsharded input takes
+// create_simple_matmul_program_config over the device grid (operations/matmul/device/config/matmul_program_config.cpp:897,
 // 913-924, 1068-1303), a sharded one get_matmul_program_config
-// (mpc.cpp:926-938, 606-719). Both read the L1 the allocator leaves free
-// (get_max_l1_space, mu.cpp:79-85: the lowest occupied L1 address, or the
+// (operations/matmul/device/config/matmul_program_config.cpp:926-938, 606-719). Both read the L1 the allocator leaves free
+// (get_max_l1_space, operations/matmul/device/utilities/matmul_utilities.cpp:79-85: the lowest occupied L1 address, or the
 // L1 size when nothing is allocated, less the unreserved base), so the same
 // call picks smaller blocks, or another factory, when L1 buffers sit low.
 // The config is one of the device operation's attributes and so part of
-// its program hash (matmul_device_operation.cpp:2127-2150): a call whose
+// its program hash (operations/matmul/device/matmul_device_operation.cpp:2127-2150): a call whose
 // config changed misses the program cache.
 
 // mmKind is the program config's type.
@@ -32,7 +29,7 @@ const (
 	mmUnmodelled mmKind = iota // a config sim does not lay out (no static CBs)
 	mm1D                       // MatmulMultiCoreReuseMultiCast1DProgramConfig
 	mm2D                       // MatmulMultiCoreReuseMultiCastProgramConfig
-	mmMultiCore                // MatmulMultiCoreProgramConfig (mm.cpp:210-235 transposes b first)
+	mmMultiCore                // MatmulMultiCoreProgramConfig (operations/matmul/matmul.cpp:210-235 transposes b first)
 )
 
 // mmConfig is the chosen program config, in tiles: grid the config's
@@ -65,14 +62,14 @@ func b2i(b bool) int {
 	return 0
 }
 
-const mmTile = 2048 // a bf16 tile; sim's linear is bf16 throughout, and the interm tile is max(Float16_b, out) (mu.cpp:66-77)
+const mmTile = 2048 // a bf16 tile; sim's linear is bf16 throughout, and the interm tile is max(Float16_b, out) (operations/matmul/device/utilities/matmul_utilities.cpp:66-77)
 
-// maxL1Space is get_max_l1_space (mu.cpp:79-85).
+// maxL1Space is get_max_l1_space (operations/matmul/device/utilities/matmul_utilities.cpp:79-85).
 func (d *Device) maxL1Space() int {
 	return int(d.l1a.lowestUsed()) - int(d.opt.L1UnreservedBase)
 }
 
-// mmEstimate is get_estimated_size_of_cbs (mu.cpp:18-64) for bf16
+// mmEstimate is get_estimated_size_of_cbs (operations/matmul/device/utilities/matmul_utilities.cpp:18-64) for bf16
 // operands, no bias, no transpose_a: double-buffered in0 and in1 blocks, the
 // out and interm blocks, and in0's shard rows when it is sharded.
 func mmEstimate(pm, pn, kw, shardW int) int {
@@ -99,7 +96,7 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 	if im.Sharded() {
 		return d.shardedMatmulConfig(c, in, maxL1)
 	}
-	// create_simple_matmul_program_config (mpc.cpp:1068-1303) with every
+	// create_simple_matmul_program_config (operations/matmul/device/config/matmul_program_config.cpp:1068-1303) with every
 	// operand interleaved.
 	gx, gy := d.gridX(), d.opt.NumCores/d.gridX()
 	allDRAM := im.Buffer == tt.DRAM && wm.Buffer == tt.DRAM && om.Buffer == tt.DRAM
@@ -108,11 +105,11 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 	if h > wd {
 		ratio = h / wd
 	}
-	narrow := ratio > 8 || (allDRAM && (h <= tt.TileSize || wd <= tt.TileSize)) // is_narrow_shape, mpc.cpp:28-43
+	narrow := ratio > 8 || (allDRAM && (h <= tt.TileSize || wd <= tt.TileSize)) // is_narrow_shape, operations/matmul/device/config/matmul_program_config.cpp:28-43
 	wide := narrow && wd > h
 	tall := narrow && !wide
 	kw := 2
-	f := 1 // get_per_core_factor, mpc.cpp:45-71
+	f := 1 // get_per_core_factor, operations/matmul/device/config/matmul_program_config.cpp:45-71
 	for p := 16; p > 1; p /= 2 {
 		if mmEstimate(p, p, kw, 0) < maxL1 {
 			f = p
@@ -153,7 +150,7 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 	return c
 }
 
-// mcast1DConfig is get_mcast_1d_config (mpc.cpp:296-401) over the device
+// mcast1DConfig is get_mcast_1d_config (operations/matmul/device/config/matmul_program_config.cpp:296-401) over the device
 // grid, without a user shard spec.
 func (d *Device) mcast1DConfig(c mmConfig, in0 bool, gx, gy, maxL1 int) mmConfig {
 	c.kind, c.mcastIn0, c.gx, c.gy = mm1D, in0, gx, gy
@@ -174,7 +171,7 @@ func (d *Device) mcast1DConfig(c mmConfig, in0 bool, gx, gy, maxL1 int) mmConfig
 }
 
 // shardedMatmulConfig is get_matmul_program_config's 1D branch for a
-// WIDTH_SHARDED in0 on a grid of more than one core (mpc.cpp:606-719):
+// WIDTH_SHARDED in0 on a grid of more than one core (operations/matmul/device/config/matmul_program_config.cpp:606-719):
 // the grid is the shard grid's bounding box, per_core_M all of M,
 // per_core_N N over the shard cores, in0_block_w gcd(shard width, K).
 // Other sharded inputs are not modelled.
@@ -201,7 +198,7 @@ func gcd(a, b int) int {
 	return a
 }
 
-// mmMultiDim is get_multi_dim_per_core_factor (mpc.cpp:73-162): the
+// mmMultiDim is get_multi_dim_per_core_factor (operations/matmul/device/config/matmul_program_config.cpp:73-162): the
 // per-core block as given when it fits, else the largest m·n (m | pm,
 // n | pn, the squarest pair of each product, later pairs winning ties) that
 // fits, with k from kw down (to 1 when adjust) over the divisors of kw;
@@ -288,17 +285,17 @@ var linearPrograms = [2]func(d *Device, bs []*buffer) simpleProgram{linearProgra
 // linearCBs lays out the static CBs of the program for config c, in
 // creation order (BF16, no bias, interleaved output; c_4 and c_5 share one
 // CB, out_block tiles, since the interm format is the output's):
-//   - 1D, in0 multicast (f1d.cpp:2979-3034, 3562-3667): c_0 oh·kw tiles, c_1
+//   - 1D, in0 multicast (operations/matmul/device/factory/matmul_multicore_reuse_mcast_1d_program_factory.cpp:2979-3034, 3562-3667): c_0 oh·kw tiles, c_1
 //     ow·kw, each doubled when K takes more than one block; with in0
 //     sharded c_2 (its shard, bound to it) and c_6 (64 B); then c_4+c_5.
-//   - 1D, in1 multicast (f1d.cpp:3993-4064, 4441-4534): c_0 oh·kw, c_1
+//   - 1D, in1 multicast (operations/matmul/device/factory/matmul_multicore_reuse_mcast_1d_program_factory.cpp:3993-4064, 4441-4534): c_0 oh·kw, c_1
 //     ow·kw (doubled likewise), c_4+c_5.
-//   - 2D (f2d.cpp:146-263, 934-1042): c_0 oh·kw, c_1 ow·kw (doubled
+//   - 2D (operations/matmul/device/factory/matmul_multicore_reuse_mcast_2d_program_factory.cpp:146-263, 934-1042): c_0 oh·kw, c_1 ow·kw (doubled
 //     likewise), c_4+c_5, on the one range (0,0)-(nbx-1, nby-1).
 //
 // The 1D programs put every CB on the used cores walked row-wise from
 // (0,0) over the config's grid (num_cores_to_corerangeset_in_subcoregrids,
-// f1d.cpp:3023-3056, 4057-4064): nbx·nby cores, at least the shard's.
+// operations/matmul/device/factory/matmul_multicore_reuse_mcast_1d_program_factory.cpp:3023-3056, 4057-4064): nbx·nby cores, at least the shard's.
 func (d *Device) linearCBs(c mmConfig) simpleProgram {
 	if c.kind != mm1D && c.kind != mm2D {
 		return d.cbRegion(nil, coreRange{})
