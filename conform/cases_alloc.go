@@ -158,12 +158,7 @@ func caseUsersGrid8Wide(p *Pair) error {
 		return err
 	}
 	cs := tt.Spec{Shape: []int{1, b, 1, k.d}, DType: tt.BF16, Layout: tt.Tile, Memory: m}
-	cv, sv := cosSin([]int{0, 5, 31, 1000, 7, 3, 64, 2, 9, 100, 11, 12, 13, 14, 15, 16}, k.d, true)
-	cos, err := p.upload(cs, cv)
-	if err != nil {
-		return err
-	}
-	sin, err := p.upload(cs, sv)
+	cos, sin, err := p.cosSinTables(cs, []int{0, 5, 31, 1000, 7, 3, 64, 2, 9, 100, 11, 12, 13, 14, 15, 16}, true)
 	if err != nil {
 		return err
 	}
@@ -298,6 +293,16 @@ func caseRMSNorm(p *Pair) error {
 
 // cosSin are user b's rotary rows at position pos[b]: HF order (pairs i,
 // i+D/2) or, for llama, interleaved (cos[2i] = cos[2i+1]).
+// cosSinTables uploads the cos and sin tables of pos (cosSin) in spec cs.
+func (p *Pair) cosSinTables(cs tt.Spec, pos []int, llama bool) (cos, sin [2]tt.Tensor, err error) {
+	cv, sv := cosSin(pos, cs.Shape[len(cs.Shape)-1], llama)
+	if cos, err = p.upload(cs, cv); err != nil {
+		return
+	}
+	sin, err = p.upload(cs, sv)
+	return
+}
+
 func cosSin(pos []int, d int, llama bool) (c, s []bf16.BF16) {
 	for _, x := range pos {
 		for i := 0; i < d; i++ {
@@ -321,12 +326,7 @@ func caseRotary(p *Pair, llama bool) error {
 		return err
 	}
 	cs := tt.Spec{Shape: []int{1, b, 1, d}, DType: tt.BF16, Layout: tt.Tile, Memory: tt.L1HeightSharded(b, [2]int{32, d})}
-	cv, sv := cosSin([]int{0, 5, 31, 1000}, d, llama)
-	cos, err := p.upload(cs, cv)
-	if err != nil {
-		return err
-	}
-	sin, err := p.upload(cs, sv)
+	cos, sin, err := p.cosSinTables(cs, []int{0, 5, 31, 1000}, llama)
 	if err != nil {
 		return err
 	}
