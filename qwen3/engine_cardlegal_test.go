@@ -21,7 +21,8 @@ import (
 // 8 KV heads, head_dim 128, hidden 1024, intermediate 3072), at a cost of
 // seconds. Eager, captured and replayed steps, prefill by program and by
 // decode steps (the 0.6B shape: one of them per arch), two block
-// boundaries.
+// boundaries. Every program the runs build has the static CBs sim lays out
+// (none taken to have none: linear's configs are all 1D or 2D ones).
 func TestEngineCardLegalBothPresetsBothArchs(t *testing.T) {
 	for _, preset := range []string{"tiny", "qwen3-0.6b"} {
 		cfg, err := qwen3.Preset(preset)
@@ -49,6 +50,7 @@ func TestEngineCardLegalBothPresetsBothArchs(t *testing.T) {
 					h.findingsEachStep = true
 					h.run([]seqPlan{{admit: 0, prompt: 30, gen: 40}, {admit: 1, prompt: 33, gen: 6}})
 					h.noFindings()
+					h.allCBsModelled()
 				})
 			}
 		}
@@ -90,6 +92,7 @@ func TestEngineCapture06BDepthFitsL1BothArchs(t *testing.T) {
 			h.findingsEachStep = true
 			h.run([]seqPlan{{admit: 0, prompt: 2, gen: 4}})
 			h.noFindings()
+			h.allCBsModelled()
 			st := h.eng.Stats()
 			if st.Captures == 0 || st.StepsByRegime[qwen3.RegimeReplay] == 0 {
 				t.Fatalf("captures %d, replays %d: the run never captured and replayed", st.Captures, st.StepsByRegime[qwen3.RegimeReplay])

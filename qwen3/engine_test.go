@@ -292,6 +292,15 @@ func (h *harness) noFindings() {
 	}
 }
 
+// allCBsModelled: every program the engine had built has the static CBs
+// sim lays out (none is taken to have none, sim.Device.UnmodelledCBs).
+func (h *harness) allCBsModelled() {
+	h.t.Helper()
+	if u := h.dev.UnmodelledCBs(); len(u) > 0 {
+		h.t.Errorf("programs whose CBs sim does not lay out: %q", u)
+	}
+}
+
 // One sequence through three block boundaries.
 var planOne = []seqPlan{{admit: 0, prompt: 5, gen: 100}}
 

@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/offcard/offcard/tt"
+import (
+	"slices"
+
+	"github.com/offcard/offcard/tt"
+)
 
 // The static CB regions of the compute ops other than rms_norm (cbleft.go),
 // for validate_circular_buffer_region (checkCBRegion). Each op's program
@@ -34,6 +38,19 @@ func (d *Device) colwiseFirst(n int) coreRange {
 func (d *Device) wholeGrid() coreRange {
 	gx := d.gridX()
 	return coreRange{{}, {min(d.opt.NumCores, gx) - 1, (d.opt.NumCores - 1) / gx}}
+}
+
+// UnmodelledCBs names, in first-seen order, the programs built so far whose
+// static CBs sim does not lay out (it takes them to have none, so an L1
+// buffer reaching down into their CBs passes): today linear with a bias, a
+// sharded weight or output, the MatmulMultiCoreProgramConfig, or an input
+// sharded other than WIDTH_SHARDED over more than one core.
+func (d *Device) UnmodelledCBs() []string { return append([]string(nil), d.unmodelled...) }
+
+func (d *Device) unmodelledCB(what string) {
+	if !slices.Contains(d.unmodelled, what) {
+		d.unmodelled = append(d.unmodelled, what)
+	}
 }
 
 // cbRegion is the program whose CBs are specs, in creation order, the

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/offcard/offcard/tt"
@@ -242,6 +243,14 @@ func TestComputeCBRegions(t *testing.T) {
 		{"linear, the tiny o_proj of 4 width-sharded heads", Wormhole, func(f *ckFix) tt.Op {
 			return f.mm(tt.L1WidthSharded(4, [2]int{32, 32}), 32, 128, 128)
 		}, 4096 + 4096 + 64 + 2048, "[0-0 - 3-0]"},
+		{"linear with a bias: taken to have no CB (the bias paths are not modelled)", Wormhole, func(f *ckFix) tt.Op {
+			o := f.mm(dram, 32, 128, 256)
+			o.Bias = f.p(f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, 256))
+			return o
+		}, 0, "[0-0 - 0-0]"},
+		{"nlp_concat_heads_decode: its one CB bound to the output, no static CB", Wormhole, func(f *ckFix) tt.Op {
+			return f.concat(f.concatIn(tt.BF16, tt.Tile, tt.MemoryConfig{}))
+		}, 0, "[0-0 - 0-0]"},
 		{"plus_one", Wormhole, func(f *ckFix) tt.Op {
 			return tt.PlusOne{Input: f.alloc(tt.INT32, tt.RowMajor, dram, 32)}
 		}, 128, "[0-0 - 0-0]"},
@@ -417,4 +426,57 @@ func TestLinearConfigFollowsFreeL1(t *testing.T) {
 	perBank := (d.opt.L1Size - d.opt.L1UnreservedBase - 150000) / 2048 // tiles a bank
 	f.alloc(tt.BF16, tt.Tile, tt.L1Interleaved, 1, 1, 32*int(perBank), 32*d.opt.NumCores)
 	check("a low L1 buffer", 4096+32768+16384, "[0-0 - 7-7]", 1)
+}
+
+// TestUnmodelledCBsNamed: the linear calls whose static CBs sim does not
+// lay out are named by UnmodelledCBs, once each, and the modelled ones are
+// not.
+func TestUnmodelledCBsNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   func(f *ckFix) tt.Linear
+		want string // "" for none
+	}{
+		{"interleaved operands, 1D", func(f *ckFix) tt.Linear { return f.mm(dram, 32, 128, 256) }, ""},
+		{"a width-sharded input over 4 cores", func(f *ckFix) tt.Linear {
+			return f.mm(tt.L1WidthSharded(4, [2]int{32, 32}), 32, 128, 128)
+		}, ""},
+		{"a bias", func(f *ckFix) tt.Linear {
+			o := f.mm(dram, 32, 128, 256)
+			o.Bias = f.p(f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, 256))
+			return o
+		}, "linear with a bias"},
+		{"a width-sharded output", func(f *ckFix) tt.Linear {
+			o := f.mm(dram, 32, 128, 128)
+			o.Output = f.alloc(tt.BF16, tt.Tile, tt.L1WidthSharded(4, [2]int{32, 32}), 1, 1, 32, 128)
+			return o
+		}, "linear with a sharded weight or output"},
+		{"one tile by one into L1: no core range, the multi-core config", func(f *ckFix) tt.Linear {
+			o := f.mm(dram, 32, 32, 32)
+			o.Output = f.alloc(tt.BF16, tt.Tile, tt.L1Interleaved, 1, 1, 32, 32)
+			return o
+		}, "linear with MatmulMultiCoreProgramConfig"},
+		{"a height-sharded input", func(f *ckFix) tt.Linear {
+			return f.mm(tt.L1HeightSharded(1, [2]int{32, 128}), 32, 128, 128)
+		}, "linear with an input sharded other than WIDTH_SHARDED over more than one core"},
+	} {
+		d, err := New(Options{Arch: Wormhole})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &ckFix{t: t, d: d}
+		o := tc.op(f)
+		for range 2 { // a hit names nothing new
+			if err := f.run(o); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+		}
+		var want []string
+		if tc.want != "" {
+			want = []string{tc.want}
+		}
+		if got := d.UnmodelledCBs(); !slices.Equal(got, want) {
+			t.Errorf("%s: UnmodelledCBs %q, want %q", tc.name, got, want)
+		}
+	}
 }

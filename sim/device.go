@@ -198,6 +198,7 @@ type Device struct {
 	failedBytes uint64 // trace bytes failed end_trace_capture calls left counted (trace.go)
 	warned      bool
 	warnings    []string
+	unmodelled  []string             // UnmodelledCBs
 	capAlloc    map[tt.TensorID]bool // allocated during the current capture (trace.go)
 	capFreed    map[tt.TensorID]bool // of those, freed during it: the trace's internal tensors
 

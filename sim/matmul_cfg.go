@@ -44,6 +44,7 @@ type mmConfig struct {
 	shardW     int // in0's shard width in tiles when it is sharded, else 0
 	shardCores int // in0's shard grid's core count when it is sharded
 	mt, kt, nt int
+	why        string // what sim does not lay out, when kind is mmUnmodelled or mmMultiCore
 }
 
 // key is the config as program-cache key words.
@@ -91,6 +92,7 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 	maxL1 := d.maxL1Space()
 	im, wm, om := in.spec.Memory, w.spec.Memory, out.spec.Memory
 	if om.Sharded() || wm.Sharded() {
+		c.why = "a sharded weight or output"
 		return c
 	}
 	if im.Sharded() {
@@ -121,7 +123,7 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		kw = 1
 	}
 	if !(allDRAM || (nbx*nby <= gx*gy && c.kt%kw == 0)) {
-		c.kind = mmMultiCore
+		c.kind, c.why = mmMultiCore, "MatmulMultiCoreProgramConfig"
 		return c
 	}
 	ry, rx := 0, 0 // get_core_range
@@ -146,7 +148,7 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		}
 		return c
 	}
-	c.kind = mmMultiCore
+	c.kind, c.why = mmMultiCore, "MatmulMultiCoreProgramConfig"
 	return c
 }
 
@@ -180,6 +182,7 @@ func (d *Device) shardedMatmulConfig(c mmConfig, in *buffer, maxL1 int) mmConfig
 	box := boundingBox(shardRanges(sh, d.gridX()))
 	gx, gy := box[1].x-box[0].x+1, box[1].y-box[0].y+1
 	if in.spec.Memory.Layout != tt.WidthSharded || gx*gy == 1 {
+		c.why = "an input sharded other than WIDTH_SHARDED over more than one core"
 		return c
 	}
 	c.kind, c.mcastIn0, c.gx, c.gy = mm1D, true, gx, gy
@@ -256,7 +259,7 @@ func mmMultiDim(pm, pn, kw, shardW, maxL1 int, adjust bool) (int, int, int) {
 // bias (its tile enters the estimate and adds c_3: not modelled).
 func (d *Device) linearConfigOf(o *tt.Linear) mmConfig {
 	if o.Bias != nil {
-		return mmConfig{}
+		return mmConfig{why: "a bias"}
 	}
 	var bs [3]*buffer
 	for i, t := range []tt.Tensor{o.Input, o.Weight, o.Output} {
@@ -273,10 +276,14 @@ func (d *Device) linearConfigOf(o *tt.Linear) mmConfig {
 // L1, so the same config as the key's), laid out.
 func linearProgram(transposeB bool) func(d *Device, bs []*buffer) simpleProgram {
 	return func(d *Device, bs []*buffer) simpleProgram {
-		if bs[3] != nil { // a bias: not modelled (linearConfigOf)
-			return d.cbRegion(nil, coreRange{})
+		c := mmConfig{why: "a bias"} // not modelled (linearConfigOf)
+		if bs[3] == nil {
+			c = d.matmulConfig(bs[0], bs[1], bs[2], transposeB)
 		}
-		return d.linearCBs(d.matmulConfig(bs[0], bs[1], bs[2], transposeB))
+		if c.why != "" {
+			d.unmodelledCB("linear with " + c.why)
+		}
+		return d.linearCBs(c)
 	}
 }
 
