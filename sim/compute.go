@@ -474,6 +474,9 @@ func (d *Device) linear(o tt.Linear) error {
 	// The program config is an attribute of the device operation, chosen
 	// from the L1 free now (matmul_cfg.go).
 	cfg := d.linearConfigOf(&o)
+	if cfg.kind == mmMultiCore && o.TransposeB {
+		return d.linearTransposingB(o) // b transposed first (linear_transpose.go)
+	}
 	return d.launchOp(name, attrKey{b2u(o.TransposeB), cfg.key()}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output, o.Bias}, func(bs []*buffer) error {
 		in, w, out, bias := bs[0], bs[1], bs[2], bs[3]
 		if in.spec.DType != tt.BF16 && in.spec.DType != tt.FP32 {

@@ -199,6 +199,7 @@ type Device struct {
 	warned      bool
 	warnings    []string
 	unmodelled  []string             // UnmodelledCBs
+	hiddenRefs  []operandRef         // the current op's hidden tensors, for its footprint (linear_transpose.go)
 	capAlloc    map[tt.TensorID]bool // allocated during the current capture (trace.go)
 	capFreed    map[tt.TensorID]bool // of those, freed during it: the trace's internal tensors
 

@@ -238,6 +238,7 @@ func (d *Device) Run(op tt.Op) ([]tt.Tensor, error) {
 		return op.Inputs(), op.Outputs()
 	}
 	start := len(d.recorded)
+	d.hiddenRefs = d.hiddenRefs[:0]
 	err := d.dispatch(op, outs)
 	if err != nil {
 		if d.capturing {

@@ -103,6 +103,10 @@ func (d *Device) footprintOf(op tt.Op, ins, outs []tt.Tensor, start int) footpri
 	}
 	fp.refs = d.operandRefs(d.refSlab[:0:n], ins, outs)
 	d.refSlab = d.refSlab[n:]
+	if len(d.hiddenRefs) > 0 { // tensors the op allocated and freed itself, as they were while live
+		fp.refs = append(fp.refs, d.hiddenRefs...)
+		d.hiddenRefs = d.hiddenRefs[:0]
+	}
 	return fp
 }
 

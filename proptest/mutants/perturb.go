@@ -259,6 +259,22 @@ var Perturbations = []Mutant{
 			Old: "\t\ta := d.arch.dramAlign\n",
 			New: "\t\ta := uint64(16) // perturbation\n"}},
 	},
+	{
+		Name:   "sim-linear-multicore-b-untransposed",
+		Idea:   "linear with TransposeB under the multi-core config reads b transposed in its own program, as the reuse configs do; ttnn transposes b first into a tensor of its own, freed after the call (operations/matmul/matmul.cpp:207-235)",
+		Expect: "TestLinearMultiCoreTransposesB (one program, not two) and TestLinearMultiCoreTransposeInCapture (a replay no longer writes where the transposed weight was) fail",
+		Edits: []Edit{{File: "sim/compute.go",
+			Old: "if cfg.kind == mmMultiCore && o.TransposeB {",
+			New: "if false && cfg.kind == mmMultiCore && o.TransposeB { // perturbation"}},
+	},
+	{
+		Name:   "sim-hidden-tensors-untracked",
+		Idea:   "a tensor an op allocates and frees itself (linear's transposed b) is left out of the op's footprint in a capture, so strict mode does not see the replay write where it was",
+		Expect: "TestLinearMultiCoreTransposeInCapture fails: the replay overwrites the tensor allocated there and strict mode names nothing",
+		Edits: []Edit{{File: "sim/trace.go",
+			Old: "\tif len(d.hiddenRefs) > 0 {",
+			New: "\tif false && len(d.hiddenRefs) > 0 { // perturbation"}},
+	},
 }
 
 // Perturbed is m with the perturbation p's edits applied after its own.
@@ -310,6 +326,8 @@ var caughtBy = map[string]string{
 	"sim-grid-width-ignored":                 "^TestShardGridWidth$",
 	"sim-i2s-scratch-l1-aligned":             "^TestComputeCBRegions$",
 	"sim-linear-config-unkeyed":              "^TestLinearConfigFollowsFreeL1$",
+	"sim-linear-multicore-b-untransposed":    "^TestLinearMultiCoreTransposesB$|^TestLinearMultiCoreTransposeInCapture$",
+	"sim-hidden-tensors-untracked":           "^TestLinearMultiCoreTransposeInCapture$",
 }
 
 // CaughtBy is the go test -run pattern of the sim tests that catch the

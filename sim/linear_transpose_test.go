@@ -1,0 +1,141 @@
+package sim
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/offcard/offcard/bf16"
+	"github.com/offcard/offcard/tt"
+)
+
+// mtFix is a linear of one tile by one into L1 with TransposeB: M = N = K =
+// 32 and an L1 output give no core range and so the multi-core config
+// (create_simple_matmul_program_config, operations/matmul/device/config/
+// matmul_program_config.cpp), under which bound_matmul transposes b first
+// (operations/matmul/matmul.cpp:207-235).
+type mtFix struct {
+	*ckFix
+	op tt.Linear
+	w  []bf16.BF16 // the weight's values, [n][k]
+}
+
+func newMTFix(t *testing.T, strict bool) *mtFix {
+	d, err := New(Options{Arch: Wormhole, Strict: strict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &mtFix{ckFix: &ckFix{t: t, d: d}}
+	f.op = tt.Linear{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 32), Weight: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 32),
+		Output: f.alloc(tt.BF16, tt.Tile, l1, 1, 1, 32, 32), TransposeB: true}
+	f.w = make([]bf16.BF16, 32*32)
+	x := make([]bf16.BF16, 32*32)
+	for i := range f.w {
+		f.w[i] = bf16.FromFloat32(float32(i%37)/16 - 1)
+		x[i] = bf16.FromFloat32(float32(i%11)/8 - 0.5)
+	}
+	f.write(f.op.Weight, f.w)
+	f.write(f.op.Input, x)
+	return f
+}
+
+func (f *mtFix) write(t tt.Tensor, v []bf16.BF16) {
+	f.t.Helper()
+	if err := f.d.WriteHost(t, tt.HostBF16(t.Spec.Shape, t.Spec.Layout, v)); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *mtFix) read(t tt.Tensor) []bf16.BF16 {
+	f.t.Helper()
+	h, err := f.d.ReadHost(t)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return h.BF16s()
+}
+
+// TestLinearMultiCoreTransposesB: the call runs two programs (transpose,
+// then the matmul; two misses), computes what the 1D config's call into
+// DRAM computes, and leaves no tensor behind.
+func TestLinearMultiCoreTransposesB(t *testing.T) {
+	f := newMTFix(t, false)
+	if c := f.d.linearConfigOf(&f.op); c.kind != mmMultiCore {
+		t.Fatalf("config kind %d, want the multi-core config", c.kind)
+	}
+	live := liveCount(f.d)
+	if err := f.run(f.op); err != nil {
+		t.Fatal(err)
+	}
+	if _, m := f.d.ProgramCacheStats(); m != 2 {
+		t.Errorf("%d program-cache misses, want 2 (transpose and matmul)", m)
+	}
+	if n := liveCount(f.d); n != live {
+		t.Errorf("%d tensors live after the call, want %d", n, live)
+	}
+	got := f.read(f.op.Output)
+	viaDRAM := f.op
+	viaDRAM.Output = f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 32)
+	if c := f.d.linearConfigOf(&viaDRAM); c.kind != mm1D && c.kind != mm2D {
+		t.Fatalf("the DRAM call's config kind %d, want 1D or 2D", c.kind)
+	}
+	if err := f.run(viaDRAM); err != nil {
+		t.Fatal(err)
+	}
+	if want := f.read(viaDRAM.Output); !slices.Equal(got, want) {
+		t.Errorf("the multi-core call's output differs from the 1D call's")
+	}
+	if w := f.read(f.op.Weight); !slices.Equal(w, f.w) {
+		t.Errorf("the weight changed")
+	}
+}
+
+// TestLinearMultiCoreTransposeInCapture: captured, the transposed weight is
+// allocated and freed inside the capture. A DRAM tensor allocated after the
+// capture where it was is overwritten by every replay's transpose (the
+// weight transposed, the card's bytes), and strict mode names the replay.
+func TestLinearMultiCoreTransposeInCapture(t *testing.T) {
+	f := newMTFix(t, true)
+	if err := f.run(f.op); err != nil { // warm the program cache
+		t.Fatal(err)
+	}
+	id, err := f.d.BeginCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.run(f.op); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.EndCapture(id); err != nil {
+		t.Fatal(err)
+	}
+	x := f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 32)
+	mine := make([]bf16.BF16, 32*32)
+	for i := range mine {
+		mine[i] = bf16.FromFloat32(7)
+	}
+	f.write(x, mine)
+	f.d.ClearFindings()
+	if err := f.d.Execute(id); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]bf16.BF16, 32*32)
+	for i := range 32 {
+		for j := range 32 {
+			want[j*32+i] = f.w[i*32+j]
+		}
+	}
+	if got := f.read(x); !slices.Equal(got, want) {
+		t.Errorf("the tensor allocated where the transposed weight was is not the transposed weight after the replay (first value %v, want %v)", got[0], want[0])
+	}
+	fs := f.d.Findings()
+	if len(fs) == 0 || fs[0].Class != TraceStaleAddress || !strings.Contains(fs[0].Detail, "freed during the capture") {
+		t.Errorf("findings %v, want %s naming the freed transposed weight", fs, TraceStaleAddress)
+	}
+}
+
+func liveCount(d *Device) int {
+	n := 0
+	d.bufs.all(func(*buffer) { n++ })
+	return n
+}
