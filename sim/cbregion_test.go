@@ -243,6 +243,12 @@ func TestComputeCBRegions(t *testing.T) {
 		{"linear, the tiny o_proj of 4 width-sharded heads", Wormhole, func(f *ckFix) tt.Op {
 			return f.mm(tt.L1WidthSharded(4, [2]int{32, 32}), 32, 128, 128)
 		}, 4096 + 4096 + 64 + 2048, "[0-0 - 3-0]"},
+		{"linear under the multi-core config: c_0, c_1, c_16 of two tiles on the output's tiles", Wormhole, func(f *ckFix) tt.Op {
+			o := f.mm(dram, 64, 32, 64)
+			o.TransposeB, o.Weight = false, f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64)
+			o.Output = f.alloc(tt.BF16, tt.Tile, tt.L1Interleaved, 1, 1, 64, 64)
+			return o
+		}, 3 * 4096, "[0-0 - 0-3]"},
 		{"linear with a bias: taken to have no CB (the bias paths are not modelled)", Wormhole, func(f *ckFix) tt.Op {
 			o := f.mm(dram, 32, 128, 256)
 			o.Bias = f.p(f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, 256))
@@ -451,11 +457,11 @@ func TestUnmodelledCBsNamed(t *testing.T) {
 			o.Output = f.alloc(tt.BF16, tt.Tile, tt.L1WidthSharded(4, [2]int{32, 32}), 1, 1, 32, 128)
 			return o
 		}, "linear with a sharded weight or output"},
-		{"one tile by one into L1: no core range, the multi-core config", func(f *ckFix) tt.Linear {
+		{"one tile by one into L1: the multi-core config, b transposed first", func(f *ckFix) tt.Linear {
 			o := f.mm(dram, 32, 32, 32)
 			o.Output = f.alloc(tt.BF16, tt.Tile, tt.L1Interleaved, 1, 1, 32, 32)
 			return o
-		}, "linear with MatmulMultiCoreProgramConfig"},
+		}, ""},
 		{"a height-sharded input", func(f *ckFix) tt.Linear {
 			return f.mm(tt.L1HeightSharded(1, [2]int{32, 128}), 32, 128, 128)
 		}, "linear with an input sharded other than WIDTH_SHARDED over more than one core"},

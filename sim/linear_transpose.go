@@ -4,7 +4,7 @@ import "github.com/offcard/offcard/tt"
 
 // linear with TransposeB under the multi-core program config: ttnn::linear
 // transposes b itself first. bound_matmul (operations/matmul/matmul.cpp:
-// 207-235) runs ttnn::transpose(b, -1, -2, b.memory_config()) whenever the
+// 209-253) runs ttnn::transpose(b, -1, -2, b.memory_config()) whenever the
 // config it picked is none of the reuse configs (1D, 2D, MultiCoreReuse),
 // and passes the transposed tensor to ttnn::prim::matmul with transpose_b
 // false. The transposed tensor is a local of bound_matmul: allocated in
@@ -68,8 +68,11 @@ func execTransposeWH(l *opLaunch, x *opIO, s *scratch) error {
 	return x.writePadded(s, out, dst, nil)
 }
 
-// transposeWHCBs: the transpose program's CBs are not laid out yet.
+// transposeWHCBs: transpose_wh_program_factory.cpp's CBs for a TILE input
+// (operations/data_movement/transpose/device/transpose_wh_program_factory.cpp:166-189):
+// c_0 and c_16 of two tiles each, on the whole compute grid (total_cores,
+// :158).
 func transposeWHCBs(d *Device, bs []*buffer) simpleProgram {
-	d.unmodelledCB("transpose")
-	return d.cbRegion(nil, coreRange{})
+	t := tileBytes(bs[0].spec.DType)
+	return d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * t}, {indices: []int{16}, size: 2 * t}}, d.wholeGrid())
 }

@@ -13,7 +13,7 @@ import (
 // 32 and an L1 output give no core range and so the multi-core config
 // (create_simple_matmul_program_config, operations/matmul/device/config/
 // matmul_program_config.cpp), under which bound_matmul transposes b first
-// (operations/matmul/matmul.cpp:207-235).
+// (operations/matmul/matmul.cpp:209-253).
 type mtFix struct {
 	*ckFix
 	op tt.Linear
@@ -138,4 +138,35 @@ func liveCount(d *Device) int {
 	n := 0
 	d.bufs.all(func(*buffer) { n++ })
 	return n
+}
+
+// TestLinearMultiCoreTransposeCBs: the transpose program's CBs (c_0 and
+// c_16, two tiles each, 8192 B on the whole grid) come first, then the
+// matmul's (c_0, c_1, c_16, 12288 B on the one output tile's core): with
+// 10000 B or so of L1 free above the base the transpose runs and the
+// matmul's region clashes; with less than 8192 B the transpose's does.
+func TestLinearMultiCoreTransposeCBs(t *testing.T) {
+	for _, tc := range []struct {
+		free int
+		want string
+	}{
+		{10000, "linear: Statically allocated circular buffers in program 1 clash with L1 buffers on core range [0-0 - 0-0]."},
+		{6000, "transpose: Statically allocated circular buffers in program 0 clash with L1 buffers on core range [0-0 - 7-7]."},
+	} {
+		f := newMTFix(t, false)
+		base := int(f.d.opt.L1UnreservedBase)
+		tiles := (int(f.d.l1a.lowestUsed()) - base - tc.free) / 2048
+		f.alloc(tt.BF16, tt.Tile, tt.L1Interleaved, 1, 1, 32*tiles, 32*f.d.opt.NumCores)
+		err := f.run(f.op)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%d B free: %v, want %q", tc.free, err, tc.want)
+		}
+		var end uint64 = 8192
+		if strings.HasPrefix(tc.want, "linear") {
+			end = 12288
+		}
+		if err != nil && !strings.HasSuffix(err.Error(), "static circular buffer region ends at "+itoa(base+int(end))) {
+			t.Errorf("%d B free: %v, want the region to end at base + %d", tc.free, err, end)
+		}
+	}
 }

@@ -29,7 +29,7 @@ const (
 	mmUnmodelled mmKind = iota // a config sim does not lay out (no static CBs)
 	mm1D                       // MatmulMultiCoreReuseMultiCast1DProgramConfig
 	mm2D                       // MatmulMultiCoreReuseMultiCastProgramConfig
-	mmMultiCore                // MatmulMultiCoreProgramConfig (operations/matmul/matmul.cpp:210-235 transposes b first)
+	mmMultiCore                // MatmulMultiCoreProgramConfig (operations/matmul/matmul.cpp:209-253 transposes b first)
 )
 
 // mmConfig is the chosen program config, in tiles: grid the config's
@@ -44,7 +44,7 @@ type mmConfig struct {
 	shardW     int // in0's shard width in tiles when it is sharded, else 0
 	shardCores int // in0's shard grid's core count when it is sharded
 	mt, kt, nt int
-	why        string // what sim does not lay out, when kind is mmUnmodelled or mmMultiCore
+	why        string // what sim does not lay out, when kind is mmUnmodelled
 }
 
 // key is the config as program-cache key words.
@@ -123,7 +123,7 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		kw = 1
 	}
 	if !(allDRAM || (nbx*nby <= gx*gy && c.kt%kw == 0)) {
-		c.kind, c.why = mmMultiCore, "MatmulMultiCoreProgramConfig"
+		c.kind = mmMultiCore
 		return c
 	}
 	ry, rx := 0, 0 // get_core_range
@@ -148,7 +148,7 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		}
 		return c
 	}
-	c.kind, c.why = mmMultiCore, "MatmulMultiCoreProgramConfig"
+	c.kind = mmMultiCore
 	return c
 }
 
@@ -304,6 +304,14 @@ var linearPrograms = [2]func(d *Device, bs []*buffer) simpleProgram{linearProgra
 // (0,0) over the config's grid (num_cores_to_corerangeset_in_subcoregrids,
 // operations/matmul/device/factory/matmul_multicore_reuse_mcast_1d_program_factory.cpp:3023-3056, 4057-4064): nbx·nby cores, at least the shard's.
 func (d *Device) linearCBs(c mmConfig) simpleProgram {
+	if c.kind == mmMultiCore {
+		// matmul_multicore_program_factory.cpp (operations/matmul/device/factory/matmul_multicore_program_factory.cpp:79-130):
+		// c_0, c_1 and c_16 of two tiles each on split_work_to_cores of
+		// the output's tiles.
+		t := uint64(mmTile)
+		return d.cbRegion([]cbSpec{{indices: []int{0}, size: 2 * t}, {indices: []int{1}, size: 2 * t}, {indices: []int{16}, size: 2 * t}},
+			d.colwiseFirst(c.mt*c.nt))
+	}
 	if c.kind != mm1D && c.kind != mm2D {
 		return d.cbRegion(nil, coreRange{})
 	}
