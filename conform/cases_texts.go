@@ -130,10 +130,40 @@ func caseRefusalTexts(p *Pair) error {
 			return func(i int) tt.Op { return tt.RotaryEmbeddingHF{Input: in[i], Cos: cs[i], Sin: cs[i], Memory: m} }, nil
 		}
 	}
+	// linear: [1,1,32,32]·[1,1,32,64] in DRAM, the weight's and bias's
+	// specs given (bias nil: none).
+	linear := func(w tt.Spec, bias *tt.Spec) mk {
+		return func() (func(i int) tt.Op, error) {
+			var ts [4][2]tt.Tensor
+			var err error
+			specs := []tt.Spec{dramT(tt.BF16, tt.Tile, 1, 1, 32, 32), w, dramT(tt.BF16, tt.Tile, 1, 1, 32, 64)}
+			if bias != nil {
+				specs = append(specs, *bias)
+			}
+			for j, s := range specs {
+				if ts[j], err = t(s); err != nil {
+					return nil, err
+				}
+			}
+			return func(i int) tt.Op {
+				o := tt.Linear{Input: ts[0][i], Weight: ts[1][i], Output: ts[2][i]}
+				if bias != nil {
+					o.Bias = &ts[3][i]
+				}
+				return o
+			}, nil
+		}
+	}
+	w64 := dramT(tt.BF16, tt.Tile, 1, 1, 32, 64)
+	biasOf := func(l tt.Layout, shape ...int) *tt.Spec { s := dramT(tt.BF16, l, shape...); return &s }
 	for _, c := range []struct {
 		name string
 		mk   mk
 	}{
+		{"linear, a ROW_MAJOR bias one tile high (fused: its layout)", linear(w64, biasOf(tt.RowMajor, 1, 1, 32, 2))},
+		{"linear, a bias one tile narrower (fused: its padded width)", linear(w64, biasOf(tt.Tile, 1, 1, 1, 32))},
+		{"linear, a bias narrower inside its tile (fused: its width)", linear(w64, biasOf(tt.Tile, 1, 1, 1, 40))},
+		{"linear, a batched weight (not in the contract)", linear(dramT(tt.BF16, tt.Tile, 2, 1, 16, 64), nil)},
 		{"decode rotary into DRAM (its output CB is bound to the output's buffer)", rope(b, 1, d, tt.DRAMInterleaved)},
 		{"decode rotary of 32 users into L1 interleaved: fewer tiles per bank than a shard", rope(32, 16, 128, tt.L1Interleaved)},
 		{"add of two ROW_MAJOR operands into an output", func() (func(i int) tt.Op, error) {

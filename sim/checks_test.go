@@ -387,6 +387,23 @@ var checkCases = map[string]func(f *ckFix) error{
 		o.Input = f.alloc(tt.INT32, tt.Tile, dram, 1, 1, 32, 32)
 		return f.run(o)
 	},
+	// The bias checks, on the fused path (input and weight DRAM
+	// interleaved, the bias one tile high: operations/matmul/matmul.cpp:100-155).
+	"linear.27": func(f *ckFix) error {
+		o := f.linear()
+		o.Bias = f.p(f.alloc(tt.BF16, tt.RowMajor, dram, 1, 1, 32, 2))
+		return f.run(o)
+	},
+	"linear.30": func(f *ckFix) error {
+		o := f.linear()
+		o.Bias = f.p(f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, 32))
+		return f.run(o)
+	},
+	"linear.31": func(f *ckFix) error {
+		o := f.linear()
+		o.Bias = f.p(f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, 40))
+		return f.run(o)
+	},
 	"linear.155": func(f *ckFix) error {
 		o := f.linear()
 		o.Weight = f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 64, 64)

@@ -18,6 +18,8 @@ var checkTexts = map[string]string{
 	"trace.5":                        "Trace instance 7 must exist on Mesh device 0's active sub-device manager 0",
 	"trace.6":                        "Creating trace buffers of size 2048B on MeshDevice 0, but only 1024B is allocated for trace region.",
 	"embedding.2":                    "Weights tensor layout must be ROW_MAJOR but got Layout::TILE",
+	"linear.30":                      "Unsupported bias shape: padded last dimension of bias, 32, not equal to second input's padded last dimension, 64.",
+	"linear.31":                      "Unsupported bias shape: last dimension of bias, 40, not equal to or greater than second input's last dimension, 64.",
 	"rms_norm.5":                     "Input tensor must be FLOAT32, BFLOAT16, or BFLOAT8_B, got: DataType::INT32",
 	"rms_norm.12":                    "Input and gamma padded widths must match and gamma logical width must be >= input logical width (otherwise valid input columns would be multiplied by gamma padding). Got input: logical[-1]=32 padded[-1]=32 vs gamma: logical[-1]=64 padded[-1]=64",
 	"rms_norm.15":                    "Gamma tensor height must equal tile height (32), got: 64",

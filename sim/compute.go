@@ -498,7 +498,10 @@ func (d *Device) linear(o tt.Linear) error {
 			return opErr(name, "Inputs to matmul must be tilized")
 		}
 		gi, gw, gout := in.g, w.g, out.g
-		k, n := gw.h*gw.outer, gw.w
+		if gi.outer != 1 || gw.outer != 1 {
+			return contractErr(name, "Input and Weight must be [1,1,M,K] and [1,1,K,N] (no batch), got %v and %v", in.spec.Shape, w.spec.Shape)
+		}
+		k, n := gw.h, gw.w
 		if o.TransposeB {
 			k, n = n, k
 		}
@@ -510,11 +513,55 @@ func (d *Device) linear(o tt.Linear) error {
 		if gout.w != n || gout.rows() != gi.rows() {
 			return contractErr(name, "Output shape %v, want %d rows of %d", out.spec.Shape, gi.rows(), n)
 		}
+		if bias != nil && biasFused(in, w, bias) {
+			// The bias checks of validate_on_program_cache_miss (operations/matmul/device/matmul_device_operation.cpp:1001-1033)
+			// on the fused path; the tile check before them holds (32x32 tiles only).
+			bp, np := bias.g.wp, 0
+			if o.TransposeB {
+				np = gw.hp
+			} else {
+				np = gw.wp
+			}
+			switch {
+			case bias.spec.Layout != tt.Tile:
+				return opErr(name, "Unsupported input layout")
+			case bp != np:
+				return opErr(name, "Unsupported bias shape: padded last dimension of bias, %d, not equal to second input's padded last dimension, %d.", bp, np)
+			case bias.g.w < n:
+				return opErr(name, "Unsupported bias shape: last dimension of bias, %d, not equal to or greater than second input's last dimension, %d.", bias.g.w, n)
+			}
+		}
 		if bias != nil && bias.spec.Volume() != n {
 			return contractErr(name, "Bias tensor has %d elements, want %d", bias.spec.Volume(), n)
 		}
 		return nil
 	}, opLaunch{flag: o.TransposeB, run: execLinear, cbs: linearPrograms[b2u(o.TransposeB)]})
+}
+
+// biasFused reports whether ttnn::linear gives the bias to the matmul
+// device op (get_post_process_bias, operations/matmul/matmul.cpp:100-155, with
+// no program config and no core grid, and the parameters' output config
+// DRAM interleaved, as the contract's call passes none): an unbatched bias
+// whose padded second-last dim is one tile, and an input that is sharded or
+// an input and weight both DRAM interleaved. Otherwise ttnn adds it after
+// the matmul with ttnn::add (sim computes the same sum; the add's checks
+// are not modelled).
+func biasFused(in, w, bias *buffer) bool {
+	sh := bias.spec.Shape
+	for i := 0; i+2 < len(sh); i++ {
+		if sh[i] > 1 {
+			return false // is_input_batched
+		}
+	}
+	hp := bias.g.hp
+	if len(sh) < 2 {
+		hp = 1
+	}
+	if hp != tt.TileSize {
+		return false
+	}
+	dramIL := func(b *buffer) bool { return b.spec.Memory.Buffer == tt.DRAM && !b.spec.Memory.Sharded() }
+	return in.spec.Memory.Sharded() || (dramIL(in) && dramIL(w))
 }
 
 func execLinear(l *opLaunch, x *opIO, s *scratch) error {

@@ -170,3 +170,58 @@ func TestLinearMultiCoreTransposeCBs(t *testing.T) {
 		}
 	}
 }
+
+// TestLinearBiasPaths: ttnn checks a bias's layout and shape only where it
+// gives the bias to the matmul device op (an unbatched bias one tile high,
+// the input sharded or input and weight in DRAM interleaved:
+// get_post_process_bias, operations/matmul/matmul.cpp:100-155); elsewhere it adds the
+// bias after the matmul, and sim's own contract check speaks. A batched
+// input or weight is not in the contract.
+func TestLinearBiasPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   func(f *ckFix) tt.Linear
+		want string
+	}{
+		{"fused: the padded width checked", func(f *ckFix) tt.Linear {
+			o := f.linear()
+			o.Bias = f.p(f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, 32))
+			return o
+		}, "linear: Unsupported bias shape: padded last dimension of bias, 32, not equal to second input's padded last dimension, 64."},
+		{"an L1 input: added after, sim's own check", func(f *ckFix) tt.Linear {
+			o := f.linear()
+			o.Input = f.alloc(tt.BF16, tt.Tile, l1, 1, 1, 32, 32)
+			o.Bias = f.p(f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, 32))
+			return o
+		}, "linear: " + tt.ContractPrefix + "Bias tensor has 32 elements, want 64"},
+		{"a ROW_MAJOR bias 64 rows high: added after, so its layout is not refused", func(f *ckFix) tt.Linear {
+			o := f.linear()
+			o.Bias = f.p(f.alloc(tt.BF16, tt.RowMajor, dram, 1, 1, 64, 1))
+			return o
+		}, ""},
+		{"a good fused bias", func(f *ckFix) tt.Linear {
+			o := f.linear()
+			o.Bias = f.p(f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, 64))
+			return o
+		}, ""},
+		{"a batched weight", func(f *ckFix) tt.Linear {
+			o := f.linear()
+			o.Weight = f.alloc(tt.BF16, tt.Tile, dram, 2, 1, 16, 64)
+			return o
+		}, "linear: " + tt.ContractPrefix + "Input and Weight must be [1,1,M,K] and [1,1,K,N] (no batch), got [1 1 32 32] and [2 1 16 64]"},
+	} {
+		d, err := New(Options{Arch: Wormhole})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &ckFix{t: t, d: d}
+		err = f.run(tc.op(f))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -99,6 +99,31 @@ int lb_op_form(int32_t code, uint32_t *nt, uint32_t *nreq, int *nints, uint32_t 
 
 static uint64_t rows_of(const lb_spec *s) { return lb_volume(s) / (uint64_t)s->dims[s->rank - 1]; }
 static int64_t last(const lb_spec *s) { return s->dims[s->rank - 1]; }
+/* batch_of: the product of the dims before the last two. */
+static int64_t batch_of(const lb_spec *s) {
+  int64_t b = 1;
+  for (int d = 0; d + 2 < s->rank; d++) b *= s->dims[d];
+  return b;
+}
+/* go_dims prints dims as Go prints a []int: [1 1 32 32]. */
+static const char *go_dims(const lb_spec *s, char *buf, size_t n) {
+  size_t at = (size_t)snprintf(buf, n, "[");
+  for (int d = 0; d < s->rank && at < n; d++) at += (size_t)snprintf(buf + at, n - at, d ? " %lld" : "%lld", (long long)s->dims[d]);
+  if (at < n) snprintf(buf + at, n - at, "]");
+  return buf;
+}
+/* bias_fused: ttnn::linear gives the bias to the matmul device op
+ * (get_post_process_bias, operations/matmul/matmul.cpp:100-155): an unbatched
+ * bias one tile high, and an input that is sharded or an input and weight
+ * both DRAM interleaved; else it adds the bias after the matmul. */
+static int bias_fused(const lb_spec *a, const lb_spec *w, const lb_spec *b) {
+  for (int d = 0; d + 2 < b->rank; d++)
+    if (b->dims[d] > 1) return 0;
+  if (b->rank < 2 || lb_padded(b, b->rank - 2) != LB_TILE) return 0;
+  int a_sh = a->memory == OFFCARD_TT_HEIGHT_SHARDED || a->memory == OFFCARD_TT_WIDTH_SHARDED;
+  int dram_il = a->buffer == OFFCARD_TT_DRAM && a->memory == OFFCARD_TT_INTERLEAVED && w->buffer == OFFCARD_TT_DRAM && w->memory == OFFCARD_TT_INTERLEAVED;
+  return a_sh || dram_il;
+}
 /* emb_fused: ttnn.embedding's fused (tilizing) kernel, taken for a TILE
  * output when the ids and the table width are whole tiles (embedding.cpp:
  * 46-58 at 622c6fb9); id i fills padded row i, so the output's padded rows
@@ -595,10 +620,22 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       for (int i = 0; i < 4; i++)
         if (o->present[i] && want_bf16(name, "Tensor", &t[i])) return OFFCARD_TT_EDEVICE;
       if (t[0].s.layout != OFFCARD_TT_TILE || t[1].s.layout != OFFCARD_TT_TILE) FAIL("Inputs to matmul must be tilized");
-      int64_t k = (int64_t)rows_of(&t[1].s), n = last(&t[1].s);
-      if (o->i[0]) k = n, n = (int64_t)rows_of(&t[1].s);
+      if (batch_of(&t[0].s) != 1 || batch_of(&t[1].s) != 1) {
+        char a[160], b[160];
+        FAIL("offcard: Input and Weight must be [1,1,M,K] and [1,1,K,N] (no batch), got %s and %s", go_dims(&t[0].s, a, sizeof a), go_dims(&t[1].s, b, sizeof b));
+      }
+      int64_t k = t[1].s.dims[t[1].s.rank - 2], n = last(&t[1].s);
+      if (o->i[0]) k = n, n = t[1].s.dims[t[1].s.rank - 2];
       if (last(&t[0].s) != k) FAIL("The width of the first tensor must be equal to the height of the second tensor. Mismatch: width=%lld height=%lld", (long long)last(&t[0].s), (long long)k);
       if (last(&t[2].s) != n || rows_of(&t[2].s) != rows_of(&t[0].s)) FAIL("offcard: Output shape, want %llu rows of %lld", (unsigned long long)rows_of(&t[0].s), (long long)n);
+      if (o->present[3] && bias_fused(&t[0].s, &t[1].s, &t[3].s)) {
+        /* the fused path's bias checks, matmul_device_operation.cpp:1001-1033 */
+        const lb_spec *b = &t[3].s;
+        int64_t bp = lb_padded(b, b->rank - 1), np = lb_padded(&t[1].s, o->i[0] ? t[1].s.rank - 2 : t[1].s.rank - 1);
+        if (b->layout != OFFCARD_TT_TILE) FAIL("Unsupported input layout");
+        if (bp != np) FAIL("Unsupported bias shape: padded last dimension of bias, %lld, not equal to second input's padded last dimension, %lld.", (long long)bp, (long long)np);
+        if (last(b) < n) FAIL("Unsupported bias shape: last dimension of bias, %lld, not equal to or greater than second input's last dimension, %lld.", (long long)last(b), (long long)n);
+      }
       if (o->present[3] && (int64_t)lb_volume(&t[3].s) != n) FAIL("offcard: Bias tensor has %llu elements, want %lld", (unsigned long long)lb_volume(&t[3].s), (long long)n);
       return 0;
     }
