@@ -82,8 +82,11 @@ type RMSNorm struct {
 }
 
 // Linear is ttnn.linear: Output = Input · Weight (+ Bias). Input [1,1,M,K];
-// Weight [1,1,K,N] (TransposeB: [1,1,N,K]); Output [1,1,M,N]; all BF16 TILE.
-// With TransposeB, when ttnn picks the multi-core program config (a small
+// Weight [1,1,K,N] (TransposeB: [1,1,N,K]); Output [1,1,M,N]; all BF16 TILE
+// (a batched Input or Weight is refused as outside the contract). ttnn
+// checks a Bias's layout and width only where it fuses the bias into the
+// matmul (one tile high, Input sharded or Input and Weight in DRAM
+// interleaved); elsewhere it adds it after. With TransposeB, when ttnn picks the multi-core program config (a small
 // output, or more output blocks than cores, not all operands in DRAM), the
 // call allocates a transposed copy of Weight in Weight's memory config and
 // frees it on return (ttnn/cpp/ttnn/operations/matmul/matmul.cpp:209-253):
