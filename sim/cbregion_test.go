@@ -456,7 +456,7 @@ func TestUnmodelledCBsNamed(t *testing.T) {
 			o := f.mm(dram, 32, 128, 128)
 			o.Output = f.alloc(tt.BF16, tt.Tile, tt.L1WidthSharded(4, [2]int{32, 32}), 1, 1, 32, 128)
 			return o
-		}, "linear with a sharded weight or output"},
+		}, "linear with a sharded output"},
 		{"one tile by one into L1: the multi-core config, b transposed first", func(f *ckFix) tt.Linear {
 			o := f.mm(dram, 32, 32, 32)
 			o.Output = f.alloc(tt.BF16, tt.Tile, tt.L1Interleaved, 1, 1, 32, 32)

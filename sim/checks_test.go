@@ -404,6 +404,24 @@ var checkCases = map[string]func(f *ckFix) error{
 		o.Bias = f.p(f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1, 40))
 		return f.run(o)
 	},
+	// A sharded output under the config ttnn picks for interleaved
+	// operands (create_simple_matmul_program_config).
+	"linear.59": func(f *ckFix) error { // 4 blocks in a row: 1D, in0 multicast
+		return f.run(tt.Linear{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64), Weight: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 64, 2048),
+			Output: f.alloc(tt.BF16, tt.Tile, tt.L1HeightSharded(1, [2]int{32, 2048}), 1, 1, 32, 2048)})
+	},
+	"linear.75": func(f *ckFix) error { // 2 blocks in a column: 1D, in1 multicast
+		return f.run(tt.Linear{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1024, 64), Weight: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 64, 64),
+			Output: f.alloc(tt.BF16, tt.Tile, tt.L1WidthSharded(2, [2]int{1024, 32}), 1, 1, 1024, 64)})
+	},
+	"linear.123": func(f *ckFix) error { // 2x2 blocks: 2D
+		return f.run(tt.Linear{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 1024, 64), Weight: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 64, 1024),
+			Output: f.alloc(tt.BF16, tt.Tile, tt.L1HeightSharded(32, [2]int{32, 1024}), 1, 1, 1024, 1024)})
+	},
+	"linear.151": func(f *ckFix) error { // 65 blocks of 16 tile rows on 64 cores: multi-core
+		return f.run(tt.Linear{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 33280, 64), Weight: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 64, 32),
+			Output: f.alloc(tt.BF16, tt.Tile, tt.L1HeightSharded(64, [2]int{544, 32}), 1, 1, 33280, 32)})
+	},
 	"linear.155": func(f *ckFix) error {
 		o := f.linear()
 		o.Weight = f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 64, 64)

@@ -534,7 +534,7 @@ func (d *Device) linear(o tt.Linear) error {
 		if bias != nil && bias.spec.Volume() != n {
 			return contractErr(name, "Bias tensor has %d elements, want %d", bias.spec.Volume(), n)
 		}
-		return nil
+		return linearOutputChecks(name, cfg, out)
 	}, opLaunch{flag: o.TransposeB, run: execLinear, cbs: linearPrograms[b2u(o.TransposeB)]})
 }
 

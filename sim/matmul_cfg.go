@@ -91,15 +91,26 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 	}
 	maxL1 := d.maxL1Space()
 	im, wm, om := in.spec.Memory, w.spec.Memory, out.spec.Memory
-	if om.Sharded() || wm.Sharded() {
-		c.why = "a sharded weight or output"
+	if wm.Sharded() {
+		c.why = "a sharded weight"
 		return c
 	}
 	if im.Sharded() {
+		if om.Sharded() {
+			c.why = "a sharded output"
+			return c
+		}
 		return d.shardedMatmulConfig(c, in, maxL1)
 	}
-	// create_simple_matmul_program_config (operations/matmul/device/config/matmul_program_config.cpp:1068-1303) with every
-	// operand interleaved.
+	// create_simple_matmul_program_config (operations/matmul/device/config/matmul_program_config.cpp:1068-1303) with the
+	// input and weight interleaved. A sharded output steers the choice
+	// (:1097-1099, 1133-1135, 1176-1188) and is refused by the config's
+	// checks when it does not suit it (linearOutputChecks); its CBs (the
+	// output's bound) are not laid out.
+	outSh := om.Sharded()
+	if outSh {
+		c.why = "a sharded output"
+	}
 	gx, gy := d.gridX(), d.opt.NumCores/d.gridX()
 	allDRAM := im.Buffer == tt.DRAM && wm.Buffer == tt.DRAM && om.Buffer == tt.DRAM
 	h, wd := c.mt*tt.TileSize, c.nt*tt.TileSize
@@ -108,8 +119,8 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		ratio = h / wd
 	}
 	narrow := ratio > 8 || (allDRAM && (h <= tt.TileSize || wd <= tt.TileSize)) // is_narrow_shape, operations/matmul/device/config/matmul_program_config.cpp:28-43
-	wide := narrow && wd > h
-	tall := narrow && !wide
+	wide := narrow && !outSh && wd > h // all_interleaved && is_narrow
+	tall := narrow && !outSh && !wide
 	kw := 2
 	f := 1 // get_per_core_factor, operations/matmul/device/config/matmul_program_config.cpp:45-71
 	for p := 16; p > 1; p /= 2 {
@@ -119,7 +130,7 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		}
 	}
 	nby, nbx := (c.mt-1)/f+1, (c.nt-1)/f+1
-	if (nby > 1 || nbx > 1) && c.kt%kw != 0 {
+	if (outSh || nby > 1 || nbx > 1) && c.kt%kw != 0 {
 		kw = 1
 	}
 	if !(allDRAM || (nbx*nby <= gx*gy && c.kt%kw == 0)) {
@@ -131,9 +142,9 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		ry, rx = nby, nbx
 	}
 	switch {
-	case ry == 1 || wide:
+	case ry == 1 || wide || (ry == 0 && om.Layout == tt.WidthSharded):
 		return d.mcast1DConfig(c, true, gx, gy, maxL1)
-	case rx == 1 || tall:
+	case rx == 1 || tall || (ry == 0 && om.Layout == tt.HeightSharded):
 		return d.mcast1DConfig(c, false, gx, gy, maxL1)
 	case (ry > 0 && nbx <= gx && nby <= gy) || allDRAM:
 		c.kind, c.gx, c.gy = mm2D, gx, gy
@@ -304,6 +315,9 @@ var linearPrograms = [2]func(d *Device, bs []*buffer) simpleProgram{linearProgra
 // (0,0) over the config's grid (num_cores_to_corerangeset_in_subcoregrids,
 // operations/matmul/device/factory/matmul_multicore_reuse_mcast_1d_program_factory.cpp:3023-3056, 4057-4064): nbx·nby cores, at least the shard's.
 func (d *Device) linearCBs(c mmConfig) simpleProgram {
+	if c.why != "" {
+		return d.cbRegion(nil, coreRange{})
+	}
 	if c.kind == mmMultiCore {
 		// matmul_multicore_program_factory.cpp (operations/matmul/device/factory/matmul_multicore_program_factory.cpp:79-130):
 		// c_0, c_1 and c_16 of two tiles each on split_work_to_cores of
@@ -331,4 +345,29 @@ func (d *Device) linearCBs(c mmConfig) simpleProgram {
 	}
 	n := max(nbx*nby, c.shardCores)
 	return d.cbRegion(specs, shardRanges(tt.ShardSpec{NumCores: n, GridWidth: c.gx}, d.gridX())[0])
+}
+
+// linearOutputChecks: the checks of validate_on_program_cache_miss that the
+// chosen config makes of a sharded output, with the input and weight
+// interleaved (operations/matmul/device/matmul_device_operation.cpp): the 1D
+// in0-multicast config wants it WIDTH_SHARDED (:1239), the in1-multicast
+// one HEIGHT_SHARDED (:1321), the 2D one BLOCK_SHARDED (:1611, which tt
+// cannot express), the multi-core one interleaved (:1768). The subblock
+// and block checks after them (:1252-1258, 1328-1334) are not modelled.
+func linearOutputChecks(name string, c mmConfig, out *buffer) error {
+	m := out.spec.Memory
+	if !m.Sharded() {
+		return nil
+	}
+	switch {
+	case c.kind == mm1D && c.mcastIn0 && m.Layout != tt.WidthSharded:
+		return opErr(name, "Error: Output memory layout must be WIDTH_SHARDED or BLOCK_SHARDED on a 1-row grid. Provided tensor memory layout: %v", m.Layout)
+	case c.kind == mm1D && !c.mcastIn0 && m.Layout != tt.HeightSharded:
+		return opErr(name, "Error: Output memory layout must be HEIGHT_SHARDED or BLOCK_SHARDED on a 1-column grid.")
+	case c.kind == mm2D:
+		return opErr(name, "Output memory layout must be BLOCK_SHARDED, got: %v", m.Layout)
+	case c.kind == mmMultiCore:
+		return opErr(name, "Output memory layout must be INTERLEAVED, got: %v", m.Layout)
+	}
+	return nil
 }

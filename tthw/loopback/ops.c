@@ -629,7 +629,7 @@ int lb_validate(offcard_tt_device *d, const lb_op *o) {
       if (last(&t[0].s) != k) FAIL("The width of the first tensor must be equal to the height of the second tensor. Mismatch: width=%lld height=%lld", (long long)last(&t[0].s), (long long)k);
       if (last(&t[2].s) != n || rows_of(&t[2].s) != rows_of(&t[0].s)) FAIL("offcard: Output shape, want %llu rows of %lld", (unsigned long long)rows_of(&t[0].s), (long long)n);
       if (o->present[3] && bias_fused(&t[0].s, &t[1].s, &t[3].s)) {
-        /* the fused path's bias checks, matmul_device_operation.cpp:1001-1033 */
+        /* the fused path's bias checks, operations/matmul/device/matmul_device_operation.cpp:1001-1033 */
         const lb_spec *b = &t[3].s;
         int64_t bp = lb_padded(b, b->rank - 1), np = lb_padded(&t[1].s, o->i[0] ? t[1].s.rank - 2 : t[1].s.rank - 1);
         if (b->layout != OFFCARD_TT_TILE) FAIL("Unsupported input layout");
