@@ -119,7 +119,8 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 		ratio = h / wd
 	}
 	narrow := ratio > 8 || (allDRAM && (h <= tt.TileSize || wd <= tt.TileSize)) // is_narrow_shape, operations/matmul/device/config/matmul_program_config.cpp:28-43
-	wide := narrow && !outSh && wd > h // all_interleaved && is_narrow
+	// all_interleaved && is_narrow:
+	wide := narrow && !outSh && wd > h
 	tall := narrow && !outSh && !wide
 	kw := 2
 	f := 1 // get_per_core_factor, operations/matmul/device/config/matmul_program_config.cpp:45-71
