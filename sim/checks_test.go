@@ -74,6 +74,13 @@ func (f *ckFix) rmsNorm() tt.RMSNorm {
 	return tt.RMSNorm{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, ckD), Weight: f.alloc(tt.BF16, tt.RowMajor, dram, 1, 1, 1, ckD), Epsilon: 1e-6}
 }
 
+// mmW is linear of an input [1,1,m,k] in DRAM by a weight [1,1,k,n] in wm
+// into DRAM.
+func (f *ckFix) mmW(m, k, n int, wm tt.MemoryConfig) tt.Linear {
+	return tt.Linear{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, m, k), Weight: f.alloc(tt.BF16, tt.Tile, wm, 1, 1, k, n),
+		Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, m, n)}
+}
+
 func (f *ckFix) linear() tt.Linear {
 	return tt.Linear{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 32), Weight: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64),
 		Output: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 32, 64)}
@@ -421,6 +428,31 @@ var checkCases = map[string]func(f *ckFix) error{
 	"linear.151": func(f *ckFix) error { // 65 blocks of 16 tile rows on 64 cores: multi-core
 		return f.run(tt.Linear{Input: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 33280, 64), Weight: f.alloc(tt.BF16, tt.Tile, dram, 1, 1, 64, 32),
 			Output: f.alloc(tt.BF16, tt.Tile, tt.L1HeightSharded(64, [2]int{544, 32}), 1, 1, 33280, 32)})
+	},
+	// A sharded weight under the config ttnn picks with the input and
+	// output interleaved.
+	"linear.63": func(f *ckFix) error { // a row of blocks: 1D, in0 multicast
+		return f.run(f.mmW(32, 64, 2048, tt.L1HeightSharded(2, [2]int{32, 2048})))
+	},
+	"linear.64": func(f *ckFix) error {
+		return f.run(f.mmW(32, 64, 2048, tt.L1WidthSharded(2, [2]int{64, 1024})))
+	},
+	"linear.79": func(f *ckFix) error { // a column of blocks: 1D, in1 multicast
+		return f.run(f.mmW(1024, 64, 64, tt.L1HeightSharded(2, [2]int{32, 64})))
+	},
+	"linear.114": func(f *ckFix) error { // 2x2 blocks: 2D
+		return f.run(f.mmW(1024, 64, 1024, tt.L1HeightSharded(2, [2]int{32, 1024})))
+	},
+	"linear.121": func(f *ckFix) error {
+		return f.run(f.mmW(1024, 64, 1024, tt.L1WidthSharded(8, [2]int{64, 128})))
+	},
+	"linear.122": func(f *ckFix) error { // per_core_N 16 = the shard's width, on cores (7,0) and (0,1)
+		m := tt.L1WidthSharded(2, [2]int{64, 512})
+		m.Shard.FirstCore = 7
+		return f.run(f.mmW(1024, 64, 1024, m))
+	},
+	"linear.150": func(f *ckFix) error { // one block into DRAM: the multi-core config
+		return f.run(f.mmW(32, 64, 64, tt.L1HeightSharded(1, [2]int{64, 64})))
 	},
 	"linear.155": func(f *ckFix) error {
 		o := f.linear()

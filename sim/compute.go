@@ -474,7 +474,7 @@ func (d *Device) linear(o tt.Linear) error {
 	// The program config is an attribute of the device operation, chosen
 	// from the L1 free now (matmul_cfg.go).
 	cfg := d.linearConfigOf(&o)
-	if cfg.kind == mmMultiCore && o.TransposeB && o.Weight.Spec.Layout == tt.Tile {
+	if cfg.kind == mmMultiCore && o.TransposeB && o.Weight.Spec.Layout == tt.Tile && !o.Weight.Spec.Memory.Sharded() {
 		return d.linearTransposingB(o) // b transposed first (linear_transpose.go)
 	}
 	return d.launchOp(name, attrKey{b2u(o.TransposeB), cfg.key()}, []*tt.Tensor{&o.Input, &o.Weight, &o.Output, o.Bias}, func(bs []*buffer) error {
@@ -533,6 +533,9 @@ func (d *Device) linear(o tt.Linear) error {
 		}
 		if bias != nil && bias.spec.Volume() != n {
 			return contractErr(name, "Bias tensor has %d elements, want %d", bias.spec.Volume(), n)
+		}
+		if err := d.linearWeightChecks(name, cfg, w); err != nil {
+			return err
 		}
 		return linearOutputChecks(name, cfg, out)
 	}, opLaunch{flag: o.TransposeB, run: execLinear, cbs: linearPrograms[b2u(o.TransposeB)]})

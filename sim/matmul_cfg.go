@@ -91,7 +91,7 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 	}
 	maxL1 := d.maxL1Space()
 	im, wm, om := in.spec.Memory, w.spec.Memory, out.spec.Memory
-	if wm.Sharded() {
+	if wm.Sharded() && (im.Sharded() || om.Sharded()) {
 		c.why = "a sharded weight"
 		return c
 	}
@@ -108,8 +108,11 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 	// checks when it does not suit it (linearOutputChecks); its CBs (the
 	// output's bound) are not laid out.
 	outSh := om.Sharded()
-	if outSh {
+	switch {
+	case outSh:
 		c.why = "a sharded output"
+	case wm.Sharded():
+		c.why = "a sharded weight" // steers nothing but all_interleaved; refused or accepted by linearWeightChecks
 	}
 	gx, gy := d.gridX(), d.opt.NumCores/d.gridX()
 	allDRAM := im.Buffer == tt.DRAM && wm.Buffer == tt.DRAM && om.Buffer == tt.DRAM
@@ -120,8 +123,8 @@ func (d *Device) matmulConfig(in, w, out *buffer, transposeB bool) mmConfig {
 	}
 	narrow := ratio > 8 || (allDRAM && (h <= tt.TileSize || wd <= tt.TileSize)) // is_narrow_shape, operations/matmul/device/config/matmul_program_config.cpp:28-43
 	// all_interleaved && is_narrow:
-	wide := narrow && !outSh && wd > h
-	tall := narrow && !outSh && !wide
+	wide := narrow && !outSh && !wm.Sharded() && wd > h
+	tall := narrow && !outSh && !wm.Sharded() && !wide
 	kw := 2
 	f := 1 // get_per_core_factor, operations/matmul/device/config/matmul_program_config.cpp:45-71
 	for p := 16; p > 1; p /= 2 {
@@ -369,6 +372,47 @@ func linearOutputChecks(name string, c mmConfig, out *buffer) error {
 		return opErr(name, "Output memory layout must be BLOCK_SHARDED, got: %v", m.Layout)
 	case c.kind == mmMultiCore:
 		return opErr(name, "Output memory layout must be INTERLEAVED, got: %v", m.Layout)
+	}
+	return nil
+}
+
+// linearWeightChecks: the checks the chosen config makes of a sharded
+// weight, with the input and output interleaved (operations/matmul/device/matmul_device_operation.cpp):
+// the 1D in0-multicast config takes an L1 weight only WIDTH_SHARDED
+// (:1261) and per_core_N shards wide (:1264); the in1-multicast one only
+// interleaved (:1335); the 2D one a HEIGHT_SHARDED weight only in DRAM
+// (:1537; tt shards live in L1), a WIDTH_SHARDED one per_core_N wide
+// (:1592) on one row of cores (:1600); the multi-core one only interleaved
+// (:1764).
+func (d *Device) linearWeightChecks(name string, c mmConfig, w *buffer) error {
+	m := w.spec.Memory
+	if !m.Sharded() {
+		return nil
+	}
+	shardN := m.Shard.Shape[1] / tt.TileSize
+	switch {
+	case c.kind == mm1D && c.mcastIn0:
+		if m.Layout != tt.WidthSharded {
+			return opErr(name, "Operand B can only be interleaved or L1 width sharded.")
+		}
+		if c.pn != shardN {
+			return opErr(name, "Shard width must match per core N.")
+		}
+	case c.kind == mm1D:
+		return opErr(name, "Error: Operand B must be interleaved.")
+	case c.kind == mm2D:
+		if m.Layout == tt.HeightSharded {
+			return opErr(name, "HEIGHT_SHARDED input B is only supported in DRAM, got: %v", m.Buffer)
+		}
+		if c.pn != shardN {
+			return opErr(name, "per_core_N (%d) must equal input tensor B shard shape[1] / in1_tile.get_width() (%d)", c.pn, shardN)
+		}
+		box := boundingBox(shardRanges(m.Shard, d.gridX()))
+		if box[0].y != box[1].y {
+			return opErr(name, "Width-sharded input tensor B grid bounding box must have equal start and end y coordinates, got start: %d vs end: %d", box[0].y, box[1].y)
+		}
+	case c.kind == mmMultiCore:
+		return opErr(name, "Input B memory layout must be INTERLEAVED, got: %v", m.Layout)
 	}
 	return nil
 }
